@@ -1,0 +1,28 @@
+# smartio: two entry points, `make demo` and `make test`; both set everything up first.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+SMARTIO := $(VENV)/bin/smartio
+
+.PHONY: demo test deps venv clean
+
+demo: deps venv
+	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/smartio-demo.XXXXXX") && \
+	trap 'rm -rf "$$scratch"' EXIT INT TERM && \
+	$(SMARTIO) bench all --quick --target "$$scratch"
+
+test: deps venv
+	$(VENV)/bin/pytest -ra
+
+deps:
+	@scripts/install-deps --vm
+
+venv: $(VENV)/.stamp
+
+$(VENV)/.stamp: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

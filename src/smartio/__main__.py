@@ -1,0 +1,5 @@
+import sys
+
+from smartio.cli import main
+
+sys.exit(main())

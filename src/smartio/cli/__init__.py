@@ -1,0 +1,53 @@
+"""The `smartio` command line: parses arguments and hands them to the library.
+
+Each subcommand group lives in a module of this package with a `register(subparsers)` function
+that adds its parser and sets `func`, the function that runs it and returns an exit code.
+No measurement, device or VM logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from smartio import __version__
+from smartio.errors import SmartioError
+
+# Subcommand groups, in the order `smartio --help` lists them.
+COMMAND_MODULES = (
+    "smartio.cli.bench",
+    "smartio.cli.results",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="smartio",
+        description="Measure, trace and fix the read latency that writes cause on flash storage.",
+        epilog="Exit codes: 0 ok, 1 run failed, 2 bad input, 3 needs root, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"smartio {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SmartioError as e:
+        print(f"smartio: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("smartio: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Debian's Linux 6.1 cloud kernel packages, fetched with `apt-get download` and cached by version.
+
+Layout of the cache (default ~/.cache/smartio/kernel, overridable with SMARTIO_CACHE):
+
+    <cache>/kernel/<abi>-<version>/debs/*.deb          the downloaded packages
+    <cache>/kernel/<abi>-<version>/image/               `dpkg -x` of linux-image (boot/vmlinuz-*, lib/modules/*)
+    <cache>/kernel/<abi>-<version>/headers/             `dpkg -x` of the headers, common headers and kbuild
+    <cache>/kernel/<abi>-<version>/private-headers/block/*.h   block-layer headers from linux-source-6.1
+    <cache>/kernel/<abi>-<version>/.complete-<part>     stamp: that part was fetched and checked
+
+The version is what apt resolves `linux-image-cloud-amd64` to (e.g. abi 6.1.0-56, version 6.1.192-2); a part is
+re-fetched only when that version changes. Nothing is installed on the host. Usable as a script:
+
+    python -m smartio.testbed.kernelpkg {image,headers,source,all,info}
+
+prints the directory of the part (e.g. the kernel build directory for `headers`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from smartio.errors import MissingToolError, SmartioError
+
+META_IMAGE = "linux-image-cloud-amd64"
+FLAVOUR = "cloud-amd64"
+# Private block-layer headers an out-of-tree elevator needs; the headers package lacks them.
+PRIVATE_HEADERS = ("block/elevator.h", "block/blk.h", "block/blk-mq.h", "block/blk-mq-sched.h",
+                   "block/blk-mq-tag.h", "block/blk-mq-debugfs.h", "block/blk-stat.h",
+                   "block/blk-rq-qos.h", "block/blk-wbt.h", "block/blk-ioprio.h", "block/blk-cgroup.h",
+                   "block/blk-crypto-internal.h")
+
+
+def cache_root() -> Path:
+    base = os.environ.get("SMARTIO_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "smartio")
+    return Path(base)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelRelease:
+    abi: str        # "6.1.0-56"
+    version: str    # Debian package version, "6.1.192-2"
+
+    @property
+    def uname(self) -> str:
+        return f"{self.abi}-{FLAVOUR}"
+
+    @property
+    def dir(self) -> Path:
+        return cache_root() / "kernel" / f"{self.abi}-{self.version}"
+
+    @property
+    def vmlinuz(self) -> Path:
+        return self.dir / "image" / "boot" / f"vmlinuz-{self.uname}"
+
+    @property
+    def modules_dir(self) -> Path:
+        return self.dir / "image" / "lib" / "modules" / self.uname
+
+    @property
+    def build_dir(self) -> Path:
+        """Where `make -C ... M=$PWD` builds an external module."""
+        return self.dir / "headers" / "usr" / "src" / f"linux-headers-{self.uname}"
+
+    @property
+    def private_headers(self) -> Path:
+        return self.dir / "private-headers"
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str:
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise MissingToolError(cmd[0], "install Debian's apt and dpkg (this needs a Debian 12 host)")
+    if p.returncode != 0:
+        raise SmartioError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+    return p.stdout
+
+
+def resolve(pinned: str | None = None) -> KernelRelease:
+    """The cloud kernel apt offers now, or the cached one if apt cannot tell (offline)."""
+    pinned = pinned or os.environ.get("SMARTIO_KERNEL_ABI")
+    try:
+        deps = _run(["apt-cache", "depends", META_IMAGE])
+        m = re.search(r"linux-image-(6\.1\.0-\d+)-" + FLAVOUR, deps)
+        if not m:
+            raise SmartioError(f"apt-cache knows no 6.1 kernel behind {META_IMAGE}; run apt-get update")
+        abi = pinned or m.group(1)
+        pol = _run(["apt-cache", "policy", f"linux-image-{abi}-{FLAVOUR}"])
+        vm = re.search(r"Candidate:\s*(\S+)", pol)
+        if not vm or vm.group(1) == "(none)":
+            raise SmartioError(f"apt has no candidate for linux-image-{abi}-{FLAVOUR}; run apt-get update")
+        return KernelRelease(abi, vm.group(1))
+    except SmartioError:
+        for d in sorted((cache_root() / "kernel").glob("6.1.0-*"), reverse=True):
+            if (d / ".complete-image").exists():
+                parts = d.name.split("-")
+                return KernelRelease("-".join(parts[:2]), "-".join(parts[2:]))
+        raise
+
+
+def _download(rel: KernelRelease, packages: list[str]) -> list[Path]:
+    debs = rel.dir / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    want = [f"{p}={rel.version}" for p in packages]
+    have = {p for p in packages if any(debs.glob(f"{p}_{rel.version.replace(':', '%3a')}_*.deb"))}
+    todo = [w for w, p in zip(want, packages) if p not in have]
+    if todo:
+        print(f"smartio: downloading {' '.join(todo)}", file=sys.stderr)
+        _run(["apt-get", "download", "-q", *todo], cwd=debs)
+    return [next(debs.glob(f"{p}_*.deb")) for p in packages]
+
+
+def _extract(debs: list[Path], dest: Path) -> None:
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for deb in debs:
+        _run(["dpkg-deb", "-x", str(deb), str(dest)])
+
+
+def fetch_image(rel: KernelRelease) -> KernelRelease:
+    stamp = rel.dir / ".complete-image"
+    if not stamp.exists():
+        _extract(_download(rel, [f"linux-image-{rel.abi}-{FLAVOUR}"]), rel.dir / "image")
+        if not rel.vmlinuz.exists():
+            raise SmartioError(f"{rel.vmlinuz} missing after unpacking the image package")
+        _run(["depmod", "-b", str(rel.dir / "image"), rel.uname])
+        stamp.touch()
+    return rel
+
+
+def fetch_headers(rel: KernelRelease) -> KernelRelease:
+    stamp = rel.dir / ".complete-headers"
+    if not stamp.exists():
+        pkgs = [f"linux-headers-{rel.abi}-{FLAVOUR}", f"linux-headers-{rel.abi}-common", "linux-kbuild-6.1"]
+        dest = rel.dir / "headers"
+        _extract(_download(rel, pkgs), dest)
+        # The headers' Makefiles and symlinks name absolute /usr/src and /usr/lib paths: point them here.
+        src = dest / "usr" / "src"
+        for mk in src.glob("linux-headers-*/Makefile"):
+            text = mk.read_text()
+            mk.write_text(text.replace("/usr/src/", f"{src}/"))
+        for link in [*src.glob("linux-headers-*/scripts"), *src.glob("linux-headers-*/tools")]:
+            if link.is_symlink() and os.readlink(link).startswith("/usr/lib/"):
+                target = dest / os.readlink(link).lstrip("/")
+                link.unlink()
+                link.symlink_to(target)
+        if not (rel.build_dir / "Makefile").exists():
+            raise SmartioError(f"{rel.build_dir}/Makefile missing after unpacking the headers")
+        stamp.touch()
+    return rel
+
+
+def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
+    """Extract only the private block headers from linux-source-6.1; no kernel source is kept."""
+    stamp = rel.dir / ".complete-source"
+    if not stamp.exists():
+        deb = _download(rel, ["linux-source-6.1"])[0]
+        tmp = rel.dir / "source-tmp"
+        _extract([deb], tmp)
+        tarball = next(tmp.glob("usr/src/linux-source-6.1.tar.xz"))
+        out = rel.private_headers
+        if out.exists():
+            shutil.rmtree(out)
+        wanted = {f"linux-source-6.1/{h}" for h in PRIVATE_HEADERS}
+        with tarfile.open(tarball, "r:xz") as tar:
+            for member in tar:
+                if member.name in wanted and member.isfile():
+                    target = out / member.name.split("/", 1)[1]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with tar.extractfile(member) as f:  # type: ignore[union-attr]
+                        target.write_bytes(f.read())
+        shutil.rmtree(tmp)
+        deb.unlink()  # 140 MB we no longer need
+        if not (out / "block" / "elevator.h").exists():
+            raise SmartioError("block/elevator.h not found in linux-source-6.1")
+        stamp.touch()
+    return rel
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m smartio.testbed.kernelpkg", description=__doc__.split("\n")[0])
+    ap.add_argument("part", choices=["image", "headers", "source", "all", "info"])
+    a = ap.parse_args(argv)
+    try:
+        rel = resolve()
+        if a.part in ("image", "all"):
+            fetch_image(rel)
+        if a.part in ("headers", "all"):
+            fetch_headers(rel)
+        if a.part in ("source", "all"):
+            fetch_source_headers(rel)
+    except SmartioError as e:
+        print(f"smartio: error: {e}", file=sys.stderr)
+        return e.exit_code
+    print({"image": rel.dir / "image", "headers": rel.build_dir, "source": rel.private_headers,
+           "all": rel.dir, "info": f"{rel.uname} {rel.version} {rel.dir}"}[a.part])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
