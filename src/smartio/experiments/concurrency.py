@@ -1,0 +1,54 @@
+"""`concurrency`: the Concurrency Profiler (seed 000, 4.5 and 5).
+
+For each pattern and each N, N streams run one after another (serial), then N streams run together
+(concurrent). Speedup = serial response time / concurrent response time, where a stream's response time is the
+sum of its I/Os' latencies and the concurrent time is that of the slowest stream ("use the larger result"). The
+concurrency parameter of a pattern is the N with maximal mean speedup.
+"""
+
+from __future__ import annotations
+
+from smartio.engine import Job, JobSet, JobResult
+from smartio.experiments.context import RunContext
+from smartio.experiments.options import FIO_RW, Settings
+from smartio.experiments.stats import Stat
+
+NAME = "concurrency"
+
+
+def space_needed(s: Settings) -> int:
+    return max(s.levels) * s.size_for(NAME)
+
+
+def runs(s: Settings) -> int:
+    return s.repeats * len(s.patterns())
+
+
+def busy_ms(r: JobResult) -> float:
+    return sum(d.lat_mean_ms * d.ios for d in (r.read, r.write) if d)
+
+
+def run(ctx: RunContext) -> dict:
+    s = ctx.settings
+    size = s.size_for(NAME)
+    slots = [ctx.target.slot(f"c{i}", size) for i in range(max(s.levels))]
+    samples: dict[str, dict[int, list[float]]] = {p: {n: [] for n in s.levels} for p in s.patterns()}
+    for rep in range(s.repeats):
+        for p in s.patterns():
+            groups: list[tuple[Job, ...]] = []
+            for n in s.levels:
+                streams = [(i, slots[i]) for i in range(n)]
+                groups += [(Job(f"n{n}-serial{i}", FIO_RW[p], f, size, o, s.bs),) for i, (f, o) in streams]
+                groups.append(tuple(Job(f"n{n}-conc{i}", FIO_RW[p], f, size, o, s.bs) for i, (f, o) in streams))
+            r = ctx.run(JobSet(tuple(groups)), f"concurrency {p}, N={','.join(map(str, s.levels))} "
+                                               f"(run {rep + 1}/{s.repeats})")
+            for n in s.levels:
+                serial = sum(busy_ms(r.jobs[f"n{n}-serial{i}"]) for i in range(n))
+                concurrent = max(busy_ms(r.jobs[f"n{n}-conc{i}"]) for i in range(n))
+                samples[p][n].append(serial / concurrent)
+    detail = {p: {str(n): Stat.of(v).to_json() for n, v in m.items()} for p, m in samples.items()}
+    speedup = {p: {n: d["mean"] for n, d in m.items()} for p, m in detail.items()}
+    parameters = {p: int(max(m, key=lambda n: m[n])) for p, m in speedup.items()}
+    return {"levels": list(s.levels), "size_bytes": size, "bs": s.bs, "speedup": speedup,
+            "parameters": parameters, "max_speedup": {p: speedup[p][str(n)] for p, n in parameters.items()},
+            "detail": detail, "iowait_pct": ctx.iowait()}

@@ -1,0 +1,75 @@
+"""What an experiment runs with: the engine, the target, the settings, progress and the iowait sampler."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Callable, TextIO
+
+from smartio.engine import Engine, JobSet, RunResult
+from smartio.experiments.options import Settings
+from smartio.experiments.stats import Stat
+from smartio.experiments.target import Target
+
+
+def read_cpu_times(path: str = "/proc/stat") -> tuple[int, int]:
+    """(iowait, total) jiffies over all CPUs."""
+    with open(path) as f:
+        fields = f.readline().split()
+    if fields[0] != "cpu":
+        raise ValueError(f"unexpected first line in {path}")
+    values = [int(x) for x in fields[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is already in user/nice.
+    return values[4], sum(values[:8])
+
+
+class Progress:
+    """One status line on stderr while fio runs: which step, of how many, and for how long."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+        self.total, self.done, self.stream = total, 0, stream
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+
+    def tick(self, label: str, elapsed: float) -> None:
+        if self.tty:
+            self.stream.write(f"\r\033[K[{self.done + 1}/{self.total}] {label}  {elapsed:5.1f}s")
+            self.stream.flush()
+
+    def begin(self, label: str) -> None:
+        if not self.tty:
+            self.stream.write(f"[{self.done + 1}/{self.total}] {label}\n")
+            self.stream.flush()
+
+    def end(self) -> None:
+        self.done += 1
+        if self.tty and self.done == self.total:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+@dataclasses.dataclass
+class RunContext:
+    engine: Engine
+    target: Target
+    settings: Settings
+    progress: Progress | None = None
+    cpu_times: Callable[[], tuple[int, int]] = read_cpu_times
+    iowait_shares: list[float] = dataclasses.field(default_factory=list)
+
+    def run(self, jobset: JobSet, label: str) -> RunResult:
+        if self.progress:
+            self.progress.begin(label)
+        io0, tot0 = self.cpu_times()
+        result = self.engine.run(jobset, label)
+        io1, tot1 = self.cpu_times()
+        if tot1 > tot0:
+            self.iowait_shares.append(100.0 * (io1 - io0) / (tot1 - tot0))
+        if self.progress:
+            self.progress.end()
+        return result
+
+    def iowait(self) -> dict:
+        """Share of CPU time in iowait during this experiment's runs, in percent (a Stat over runs)."""
+        return Stat.of(self.iowait_shares or [0.0]).to_json()

@@ -1,0 +1,78 @@
+"""`slowdown`: how a concurrent writer slows reads and a concurrent reader slows writes (seed 000, 4.3 and 4.4).
+
+ReadSlowdown = read response time beside a writer / read response time alone; WriteSlowdown likewise. With
+`--streams N`, N readers run against N writers (the paper's 4R4W with N = 4), and "alone" means the N streams of
+the measured kind alone. The background streams loop (time-based) and are stopped when the first measured stream
+ends (fio's exitall), so every measured I/O had company. Efficiency = 1/ReadSlowdown + 1/WriteSlowdown: the share
+of its solo work the shared device still does (issue 4).
+"""
+
+from __future__ import annotations
+
+from smartio.engine import Job, JobSet
+from smartio.experiments.context import RunContext
+from smartio.experiments.options import Settings
+from smartio.experiments.stats import Stat
+
+NAME = "slowdown"
+MODES = ("seq", "rand")
+BACKGROUND_S = 24 * 3600   # a bound, never reached: exitall ends the background when the measured stream ends
+
+
+def space_needed(s: Settings) -> int:
+    return 2 * s.streams * s.size_for(NAME)
+
+
+def runs(s: Settings) -> int:
+    return s.repeats * len(MODES) * 4
+
+
+def _streams(ctx: RunContext, kind: str, mode: str, background: bool) -> list[Job]:
+    s = ctx.settings
+    size = s.size_for(NAME)
+    rw = {"read": "read", "write": "write"}[kind]
+    if mode == "rand":
+        rw = "rand" + rw
+    jobs = []
+    for i in range(s.streams):
+        filename, offset = ctx.target.slot(f"{kind[0]}{i}", size)
+        name = f"{'bg' if background else 'm'}-{kind}{i}"
+        jobs.append(Job(name, rw, filename, size, offset, s.bs, time_based_s=BACKGROUND_S if background else None))
+    return jobs
+
+
+def _mean_latency(result, jobs: list[Job]) -> float:
+    """Response time of one I/O over all measured streams: total busy time / total I/Os."""
+    stats = [result.jobs[j.name].main() for j in jobs]
+    ios = sum(d.ios for d in stats)
+    return sum(d.lat_mean_ms * d.ios for d in stats) / ios
+
+
+def run(ctx: RunContext) -> dict:
+    s = ctx.settings
+    samples = {m: {k: [] for k in ("read_alone_ms", "read_with_writer_ms", "write_alone_ms",
+                                    "write_with_reader_ms")} for m in MODES}
+    for rep in range(s.repeats):
+        tag = f"(run {rep + 1}/{s.repeats})"
+        for mode in MODES:
+            for kind, other in (("read", "write"), ("write", "read")):
+                measured = _streams(ctx, kind, mode, background=False)
+                r = ctx.run(JobSet((tuple(measured),)), f"slowdown {mode} {kind} alone {tag}")
+                samples[mode][f"{kind}_alone_ms"].append(_mean_latency(r, measured))
+                group = tuple(measured + _streams(ctx, other, mode, background=True))
+                r = ctx.run(JobSet((group,), exitall=True), f"slowdown {mode} {kind} beside {other}r {tag}")
+                samples[mode][f"{kind}_with_{other}er_ms"].append(_mean_latency(r, measured))
+
+    detail, read_sd, write_sd = {}, {}, {}
+    for mode in MODES:
+        m = samples[mode]
+        rs = [c / a for c, a in zip(m["read_with_writer_ms"], m["read_alone_ms"])]
+        ws = [c / a for c, a in zip(m["write_with_reader_ms"], m["write_alone_ms"])]
+        detail[mode] = {k: Stat.of(v).to_json() for k, v in m.items()}
+        detail[mode]["read_slowdown"] = Stat.of(rs).to_json()
+        detail[mode]["write_slowdown"] = Stat.of(ws).to_json()
+        detail[mode]["efficiency"] = Stat.of(1 / r + 1 / w for r, w in zip(rs, ws)).to_json()
+        read_sd[mode] = detail[mode]["read_slowdown"]["mean"]
+        write_sd[mode] = detail[mode]["write_slowdown"]["mean"]
+    return {"streams": s.streams, "size_bytes": s.size_for(NAME), "bs": s.bs,
+            "read_slowdown": read_sd, "write_slowdown": write_sd, "detail": detail, "iowait_pct": ctx.iowait()}

@@ -1,0 +1,126 @@
+"""Where an experiment's I/O goes: scratch files in a directory, regions of a file, or regions of a device.
+
+Each stream asks for a named slot of a given size and gets (filename, offset). In a directory every slot is its own
+scratch file, removed by `cleanup()` (called from a `finally`, so also on Ctrl-C). In a file or on a device, slots
+are consecutive 1 MiB-aligned regions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import secrets
+import stat
+
+from smartio.blockdev import Backing, Device, backing_of, device_of_node, write_hazards
+from smartio.errors import UsageError
+
+ALIGN = 1 << 20
+
+
+@dataclasses.dataclass
+class Target:
+    path: str
+    kind: str                          # "dir" | "file" | "device"
+    device: Device | None              # the block device (for dir/file: underneath; None on tmpfs etc.)
+    backing: Backing | None = None
+    token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(4))
+    _slots: dict[str, tuple[str, int, int]] = dataclasses.field(default_factory=dict)
+    _next: int = 0
+
+    def slot(self, name: str, size: int) -> tuple[str, int]:
+        if name in self._slots:
+            filename, offset, have = self._slots[name]
+            if size > have:
+                raise ValueError(f"slot {name} asked for {size} bytes, has {have}")
+            return filename, offset
+        if self.kind == "dir":
+            filename, offset = os.path.join(self.path, f".smartio-{self.token}-{name}.dat"), 0
+        else:
+            filename, offset = self.path, self._next
+            self._next += -(-size // ALIGN) * ALIGN
+        self._slots[name] = (filename, offset, size)
+        return filename, offset
+
+    def describe(self) -> str:
+        if self.kind == "device":
+            return f"block device {self.path}"
+        where = f"{self.backing.fstype} on {self.backing.source}" if self.backing else "?"
+        return f"{'directory' if self.kind == 'dir' else 'file'} {self.path} ({where})"
+
+    def check_space(self, needed: int) -> None:
+        """Refuse up front when the slots an experiment needs do not fit."""
+        if self.kind == "device":
+            avail = self.device.size if self.device else 0
+        else:
+            st = os.statvfs(self.path if self.kind == "dir" else os.path.dirname(os.path.abspath(self.path)))
+            avail = st.f_bavail * st.f_frsize
+            if self.kind == "file":
+                avail += os.path.getsize(self.path)
+            avail -= 64 << 20   # leave the filesystem some room
+        if needed > avail:
+            raise UsageError("--target", self.path, f"too little space: the sizes asked need {_mib(needed)}, "
+                             f"{_mib(max(avail, 0))} available (lower --size or --levels)")
+
+    def cleanup(self) -> None:
+        if self.kind != "dir":
+            return
+        for name in os.listdir(self.path):
+            if name.startswith(f".smartio-{self.token}-"):
+                try:
+                    os.unlink(os.path.join(self.path, name))
+                except FileNotFoundError:
+                    pass
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
+def open_target(path: str | None, *, writes: bool, destroy_data: bool) -> Target:
+    """Resolve --target and check it is usable and safe for what will be done to it."""
+    if not path:
+        raise UsageError("--target", "(missing)", "a target is required: a directory, a file or a block device")
+    if not os.path.exists(path):
+        raise UsageError("--target", path, "does not exist")
+    st = os.stat(path)
+    if stat.S_ISBLK(st.st_mode):
+        dev = device_of_node(path)
+        if not os.access(path, os.R_OK | (os.W_OK if writes else 0)):
+            raise UsageError("--target", path, "permission denied; run as root or get access to the device")
+        if writes and not destroy_data:
+            hazards = write_hazards(dev)
+            if hazards:
+                raise UsageError("--target", path, f"{'; '.join(hazards)}; refusing to write "
+                                 "(pass --destroy-data to allow, or --read-only for read experiments)")
+        return Target(path, "device", dev)
+    if stat.S_ISDIR(st.st_mode):
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError("--target", path, "directory is not writable")
+        _check_direct_io(path)
+        b = backing_of(path)
+        return Target(os.path.abspath(path), "dir", b.device, b)
+    if stat.S_ISREG(st.st_mode):
+        if not os.access(path, os.R_OK | (os.W_OK if writes else 0)):
+            raise UsageError("--target", path, "file is not " + ("writable" if writes else "readable"))
+        b = backing_of(path)
+        return Target(os.path.abspath(path), "file", b.device, b)
+    raise UsageError("--target", path, "not a directory, regular file or block device")
+
+
+def _check_direct_io(directory: str) -> None:
+    probe = os.path.join(directory, f".smartio-probe-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
+        os.close(fd)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            raise UsageError("--target", directory, "its filesystem does not support direct I/O (tmpfs?); "
+                             "choose a directory on a disk")
+        raise UsageError("--target", directory, f"cannot create files: {e.strerror}")
+    finally:
+        if os.path.exists(probe):
+            os.unlink(probe)
+
+

@@ -1,0 +1,106 @@
+"""Terminal tables for result documents. Pure functions of the document: tests compare them byte for byte."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+PRETTY = {"seq_read": "seq read", "seq_write": "seq write", "rand_read": "rand read", "rand_write": "rand write"}
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
+
+
+def _pm(stat: dict[str, Any], fmt: str = "{:.3f}") -> str:
+    """mean ± half of the 95 % CI (just the mean for a single run)."""
+    mean = stat["mean"]
+    lo, hi = stat["ci95"]
+    if lo is None or hi is None:
+        return fmt.format(mean)
+    return f"{fmt.format(mean)} ± {fmt.format((hi - lo) / 2)}"
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def _provenance(doc: dict[str, Any]) -> str:
+    dev = doc["device"]
+    where = f"{dev['name']} (scheduler {dev['scheduler']})" if dev.get("name") else dev.get("note", "?")
+    return f"  target {doc['target']['description']}; device {where}; kernel {doc['kernel']}; {doc['fio_version']}"
+
+
+def _iowait(doc: dict[str, Any]) -> str:
+    return f"  iowait: {_pm(doc['results']['iowait_pct'], '{:.1f}')} % of CPU time while it ran"
+
+
+def latency(doc: dict[str, Any]) -> str:
+    r, s = doc["results"], doc["settings"]
+    rows = [[PRETTY[p], _pm(m["mean_ms"]), _pm(m["p50_ms"]), _pm(m["p99_ms"])] for p, m in r["patterns"].items()]
+    title = (f"Latency alone: {r['bs'] // 1024} KiB requests, {_mib(r['size_bytes'])} per pattern, "
+             f"{s['repeats']} runs (mean ± 95 % CI)")
+    return "\n".join([title, _provenance(doc), "", _grid(["pattern", "mean ms", "p50 ms", "p99 ms"], rows), "",
+                      _iowait(doc)])
+
+
+def slowdown(doc: dict[str, Any]) -> str:
+    r, s = doc["results"], doc["settings"]
+    n = r["streams"]
+    header = ["", "read alone ms", f"read+{n}W ms", "ReadSlowdown", "write alone ms", f"write+{n}R ms",
+              "WriteSlowdown", "efficiency"]
+    rows = []
+    for mode, d in r["detail"].items():
+        rows.append([mode, _pm(d["read_alone_ms"]), _pm(d["read_with_writer_ms"]), _pm(d["read_slowdown"], "{:.2f}"),
+                     _pm(d["write_alone_ms"]), _pm(d["write_with_reader_ms"]), _pm(d["write_slowdown"], "{:.2f}"),
+                     _pm(d["efficiency"], "{:.2f}")])
+    title = (f"Slowdown: {n} reader(s) against {n} writer(s), {r['bs'] // 1024} KiB, {_mib(r['size_bytes'])} per "
+             f"stream, {s['repeats']} runs (mean ± 95 % CI)")
+    note = "  efficiency = 1/ReadSlowdown + 1/WriteSlowdown: share of its solo work the shared device still does"
+    return "\n".join([title, _provenance(doc), "", _grid(header, rows), "", note, _iowait(doc)])
+
+
+def concurrency(doc: dict[str, Any]) -> str:
+    r, s = doc["results"], doc["settings"]
+    levels = [str(n) for n in r["levels"]]
+    rows = []
+    for p, m in r["detail"].items():
+        rows.append([PRETTY[p], *[f"{m[n]['mean']:.2f}" for n in levels],
+                     f"{r['parameters'][p]} ({r['max_speedup'][p]:.2f})"])
+    title = (f"Concurrency: speedup of N concurrent over N serial streams, {r['bs'] // 1024} KiB, "
+             f"{_mib(r['size_bytes'])} per stream, {s['repeats']} runs (means)")
+    return "\n".join([title, _provenance(doc), "", _grid(["pattern", *[f"N={n}" for n in levels],
+                                                           "parameter (speedup)"], rows), "",
+                      parameters(doc), _iowait(doc)])
+
+
+def parameters(doc: dict[str, Any]) -> str:
+    p = doc["results"]["parameters"]
+    return "  concurrency parameters: " + " ".join(f"{k}={v}" for k, v in p.items())
+
+
+def mixed(doc: dict[str, Any]) -> str:
+    r, s = doc["results"], doc["settings"]
+    mixes = [str(x) for x in r["mixes"]]
+    rows = [[mode, *[_fmt_s(d[x]) for x in mixes]] for mode, d in r["detail"].items()]
+    title = (f"Mixed workload: total response time in seconds, {_mib(r['size_bytes'])}, queue depth {r['iodepth']}, "
+             f"{s['repeats']} runs (means); columns: % reads")
+    return "\n".join([title, _provenance(doc), "", _grid(["mode", *[f"{x}%" for x in mixes]], rows), "",
+                      _iowait(doc)])
+
+
+def _fmt_s(stat: dict[str, Any]) -> str:
+    v = stat["mean"]
+    return "nan" if v is None or math.isnan(v) else f"{v:.3f}"
+
+
+RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
+    "latency": latency, "slowdown": slowdown, "concurrency": concurrency, "mixed": mixed}
+
+
+def render(doc: dict[str, Any]) -> str:
+    if doc["experiment"] == "all":
+        return "\n\n".join(RENDER[name](d) for name, d in doc["results"].items())
+    return RENDER[doc["experiment"]](doc)
