@@ -18,6 +18,7 @@ from smartio.errors import SmartioError
 COMMAND_MODULES = (
     "smartio.cli.bench",
     "smartio.cli.results",
+    "smartio.cli.flashdev",
 )
 
 
@@ -32,8 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
-
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,125 @@
+"""Named flash device profiles (flashdev/profiles.toml): loading, validation, and the filter arguments they become."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from smartio.errors import SmartioError, UsageError
+
+CLASSES = ("seq_read", "seq_write", "rand_read", "rand_write")
+# The data file lives beside the C model in the source tree; SMARTIO_FLASHDEV_PROFILES points elsewhere.
+DEFAULT_FILE = Path(__file__).resolve().parents[3] / "flashdev" / "profiles.toml"
+
+_SCALARS = {"description": str, "queue_depth": int, "parallel_units": int, "write_cache_entries": int,
+            "time_scale": float, "flush_us": float, "trim_us": float}
+_TABLES = ("cmd_us", "page_us")
+_LIMITS = {"queue_depth": (1, 1024), "parallel_units": (1, 64), "write_cache_entries": (0, 1024)}
+
+
+class ProfileError(SmartioError):
+    """The profile file itself is wrong; the message names the file, the profile and the key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One emulated device. Times are microseconds of the real device; the server multiplies by time_scale."""
+
+    name: str
+    description: str
+    queue_depth: int            # device queue depth the guest must see (virtio_blk.queue_depth)
+    parallel_units: int         # media units working in parallel
+    write_cache_entries: int    # writes the cache holds before a write must wait; 0 = write-through
+    time_scale: float           # multiplies every time, so TCG's per-I/O overhead stays small beside them
+    cmd_us: dict[str, float]    # front-end time per request, by class
+    page_us: dict[str, float]   # media time per 4 KiB page, by class
+    flush_us: float
+    trim_us: float
+    targets: dict[str, Any] = dataclasses.field(default_factory=dict)   # published figures it is calibrated to
+
+    def alone_latency_us(self, cls: str) -> float:
+        """The model's latency of one 4 KiB request of a class on an idle device (unscaled)."""
+        if cls.endswith("write") and self.write_cache_entries > 0:
+            return self.cmd_us[cls]
+        return self.cmd_us[cls] + self.page_us[cls]
+
+    def filter_args(self, time_scale: float | None = None) -> list[str]:
+        """The flashdev filter's key=value arguments, times scaled."""
+        k = self.time_scale if time_scale is None else time_scale
+
+        def four(table: dict[str, float]) -> str:
+            return ",".join(f"{table[c] * k:.3f}" for c in CLASSES)
+
+        return [f"flash-cmd-us={four(self.cmd_us)}", f"flash-page-us={four(self.page_us)}",
+                f"flash-units={self.parallel_units}", f"flash-write-cache={self.write_cache_entries}",
+                f"flash-flush-us={self.flush_us * k:.3f}", f"flash-trim-us={self.trim_us * k:.3f}"]
+
+
+def profiles_file() -> Path:
+    return Path(os.environ.get("SMARTIO_FLASHDEV_PROFILES", DEFAULT_FILE))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: profile file not found (set SMARTIO_FLASHDEV_PROFILES to another file)")
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{path}: not valid TOML: {e}")
+
+
+def _number(where: str, value: Any, kind: type) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+        raise ProfileError(f"{where} = {value!r}: expected {'an integer' if kind is int else 'a number'}")
+    if not math.isfinite(value) or value < 0:
+        raise ProfileError(f"{where} = {value!r}: must be finite and not negative")
+    return kind(value)
+
+
+def _parse(path: Path, name: str, raw: Any) -> Profile:
+    where = f"{path} [{name}]"
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: expected a table")
+    unknown = set(raw) - set(_SCALARS) - set(_TABLES) - {"targets"}
+    if unknown:
+        raise ProfileError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    fields: dict[str, Any] = {"name": name, "targets": raw.get("targets", {})}
+    for key, kind in _SCALARS.items():
+        if key not in raw:
+            raise ProfileError(f"{where}: missing key {key}")
+        if kind is str:
+            if not isinstance(raw[key], str):
+                raise ProfileError(f"{where} {key}: expected a string")
+            fields[key] = raw[key]
+            continue
+        fields[key] = _number(f"{where} {key}", raw[key], kind)
+        lo, hi = _LIMITS.get(key, (0, math.inf))
+        if not lo <= fields[key] <= hi:
+            raise ProfileError(f"{where} {key} = {raw[key]!r}: must be between {lo} and {hi}")
+    if fields["time_scale"] <= 0:
+        raise ProfileError(f"{where} time_scale = {raw['time_scale']!r}: must be positive")
+    for table in _TABLES:
+        t = raw.get(table)
+        if not isinstance(t, dict) or set(t) != set(CLASSES):
+            raise ProfileError(f"{where} {table}: needs exactly the classes {', '.join(CLASSES)}")
+        fields[table] = {c: _number(f"{where} {table}.{c}", t[c], float) for c in CLASSES}
+    return Profile(**fields)
+
+
+def all_profiles(path: Path | None = None) -> dict[str, Profile]:
+    """Every profile of the file, validated, by name in file order."""
+    path = path or profiles_file()
+    return {name: _parse(path, name, raw) for name, raw in _read(path).items()}
+
+
+def load_profile(name: str, path: Path | None = None) -> Profile:
+    """The named profile; UsageError naming --profile if there is no such profile."""
+    profiles = all_profiles(path)
+    if name not in profiles:
+        raise UsageError("--profile", name, f"unknown profile; known: {', '.join(profiles)}")
+    return profiles[name]

@@ -1,0 +1,109 @@
+"""FlashServer: runs nbdkit (memory backing) through the flashdev filter, serving one emulated flash export."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from smartio.errors import MissingToolError, SmartioError, UsageError
+from smartio.flashdev.build import build_filter
+from smartio.flashdev.profiles import Profile
+
+START_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 10.0
+
+
+class FlashServer:
+    """Context manager: on enter builds the filter if needed and starts nbdkit; on exit stops it and waits.
+
+    Attributes once entered: .socket (Path of the unix socket, None when serving TCP), .uri (nbd URI),
+    .pid. nbdkit runs with --exit-with-parent, so it cannot outlive this process even if exit is never called.
+    """
+
+    def __init__(self, profile: Profile, size_bytes: int, workdir: Path, request_log: Path | None = None,
+                 *, port: int | None = None, socket: Path | None = None, time_scale: float | None = None) -> None:
+        if size_bytes < 1 << 20 or size_bytes % 4096:
+            raise UsageError("--size", size_bytes, "must be at least 1M and a multiple of 4K")
+        if port is not None and not 1 <= port <= 65535:
+            raise UsageError("--port", port, "must be between 1 and 65535")
+        if time_scale is not None and not time_scale > 0:
+            raise UsageError("--time-scale", time_scale, "must be positive")
+        self.profile, self.size_bytes, self.workdir = profile, size_bytes, Path(workdir)
+        self.request_log = Path(request_log) if request_log else None
+        self.port, self.time_scale = port, time_scale
+        self.socket: Path | None = None if port is not None else Path(socket or self.workdir / "flashdev.sock")
+        self.uri = ""
+        self.pid: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr_path = self.workdir / "nbdkit.stderr"
+
+    def command(self, filter_so: Path) -> list[str]:
+        pidfile = self.workdir / "nbdkit.pid"
+        # Threads: enough that every request the guest may have outstanding is inside the model (QEMU's NBD
+        # client sends at most 16), never queued invisibly in front of it.
+        threads = max(16, self.profile.queue_depth + 4)
+        cmd = ["nbdkit", "--foreground", "--exit-with-parent", "-t", str(threads), "-P", str(pidfile)]
+        cmd += ["-p", str(self.port), "-i", "127.0.0.1"] if self.port is not None else ["-U", str(self.socket)]
+        cmd += [f"--filter={filter_so}", "memory", f"size={self.size_bytes}"]
+        cmd += self.profile.filter_args(self.time_scale)
+        if self.request_log:
+            cmd.append(f"flash-log={self.request_log}")
+        return cmd
+
+    def __enter__(self) -> "FlashServer":
+        if shutil.which("nbdkit") is None:
+            raise MissingToolError("nbdkit", "install it with: scripts/install-deps --vm")
+        filter_so = build_filter()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        pidfile = self.workdir / "nbdkit.pid"
+        pidfile.unlink(missing_ok=True)
+        if self.socket is not None:
+            self.socket.unlink(missing_ok=True)
+        with open(self._stderr_path, "wb") as err:
+            self._proc = subprocess.Popen(self.command(filter_so), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=err)
+        self.pid = self._proc.pid
+        # nbdkit writes the pid file once it accepts connections.
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (pidfile.is_file() and pidfile.read_text().strip()):
+            if self._proc.poll() is not None:
+                raise SmartioError(f"nbdkit exited with status {self._proc.returncode} while starting the "
+                                   f"{self.profile.name} device: {self._stderr().strip()}")
+            if time.monotonic() > deadline:
+                self._stop()
+                raise SmartioError(f"nbdkit did not become ready within {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.02)
+        self.uri = (f"nbd://127.0.0.1:{self.port}" if self.port is not None
+                    else f"nbd+unix:///?socket={self.socket}")
+        return self
+
+    def _stderr(self) -> str:
+        try:
+            return self._stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _stop(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.send_signal(signal.SIGTERM)
+        try:
+            self._proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def wait(self) -> int:
+        """Blocks until nbdkit exits (used by `smartio flashdev serve`); returns its exit status."""
+        assert self._proc is not None
+        return self._proc.wait()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop()
+        if self.socket is not None:
+            self.socket.unlink(missing_ok=True)
