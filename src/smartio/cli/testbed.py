@@ -1,0 +1,94 @@
+"""`smartio testbed run|shell`: parse the options and hand them to smartio.testbed.vm."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from smartio.errors import UsageError
+from smartio.testbed import vm
+
+SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str, flag: str = "--disk-size") -> int:
+    """'512M', '1G', '4096' (bytes) -> bytes; binary units."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise UsageError(flag, text, "not a size; use e.g. 512M or 1G")
+    return int(float(m.group(1)) * SIZE_UNITS[m.group(2).lower()])
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", metavar="NAME",
+                   help="emulated flash profile of the disks (see `smartio flashdev`); default: fast memory disks")
+    p.add_argument("--disks", type=int, default=1, metavar="N", help="number of disks, /dev/vda... (default 1)")
+    p.add_argument("--disk-size", default="1G", metavar="SIZE", help="size of each disk (default 1G)")
+    p.add_argument("--artifacts", type=Path, metavar="DIR",
+                   help="new or empty directory for the run's artifacts (default ./artifacts/<timestamp>)")
+    p.add_argument("--module", action="append", metavar="PATH.ko", dest="modules",
+                   help=f"kernel module to insmod before the command; repeatable "
+                        f"(default: {vm.DEFAULT_MODULE} if built)")
+    p.add_argument("--no-module", action="store_true", help="load no module, not even the default one")
+    p.add_argument("--kernel-arg", action="append", default=[], metavar="ARG", dest="kernel_args",
+                   help="extra kernel parameter, e.g. panic_on_warn=1; repeatable")
+    p.add_argument("--cpus", type=int, default=2, metavar="N", help="vCPUs (default 2)")
+    p.add_argument("--memory", default="2G", metavar="SIZE", help="guest RAM (default 2G)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    tb = subparsers.add_parser("testbed", help="run commands in a Linux 6.1 VM with emulated flash disks",
+                               description="Boot Debian's Linux 6.1 cloud kernel in QEMU, with the host's tools, "
+                                           "the repository and emulated disks, and run a command as root.")
+    sub = tb.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
+    run = sub.add_parser("run", help="run COMMAND in the VM and return its exit code",
+                         description="Run COMMAND as root in the VM; its output streams here and the exit code is "
+                                     "returned. It can write files to $SMARTIO_OUT (/smartio/out), which land in "
+                                     "<artifacts>/out. Exit codes: COMMAND's, or 1 if the VM failed (timeout, "
+                                     "kernel panic/oops/WARN), 2 for bad input.",
+                         epilog="example: smartio testbed run --profile s5-emmc -- smartio bench ...")
+    _common(run)
+    run.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                     help="kill the VM after S seconds, boot included (default 600)")
+    run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    run.set_defaults(func=cmd_run)
+    sh = sub.add_parser("shell", help="an interactive root shell in the VM (exit it to power off)",
+                        description="Interactive root shell in the VM. Exit the shell to power off; "
+                                    "Ctrl-A X kills the VM.")
+    _common(sh)
+    sh.set_defaults(func=cmd_shell)
+
+
+def _options(args: argparse.Namespace) -> dict:
+    if args.cpus < 1:
+        raise UsageError("--cpus", args.cpus, "must be at least 1")
+    memory = parse_size(args.memory, "--memory") >> 20
+    if memory < 256:
+        raise UsageError("--memory", args.memory, "must be at least 256M")
+    if args.no_module and args.modules:
+        raise UsageError("--no-module", "", "conflicts with --module")
+    return dict(profile=args.profile, disks=args.disks, disk_size=parse_size(args.disk_size),
+                artifacts=args.artifacts, modules=[] if args.no_module else args.modules,
+                kernel_args=args.kernel_args, cpus=args.cpus, memory_mib=memory)
+
+
+def _report(result: vm.VmResult) -> int:
+    if result.failure:
+        print(f"smartio: error: {result.failure}", file=sys.stderr)
+        return 1
+    print(f"smartio testbed: exit code {result.rc} after {result.duration_s:.1f} s; "
+          f"artifacts in {result.artifacts_dir}", file=sys.stderr)
+    return result.rc if result.rc is not None else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError(None, "COMMAND", "missing; usage: smartio testbed run [options] -- COMMAND...")
+    return _report(vm.run(command, timeout=args.timeout, **_options(args)))
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    return _report(vm.shell(**_options(args)))

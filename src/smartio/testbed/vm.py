@@ -1,0 +1,384 @@
+"""Run a command as root in a Linux 6.1 guest under QEMU and collect what it leaves behind.
+
+    result = smartio.testbed.vm.run(["uname", "-r"], profile="s5-emmc", disks=1)
+    result.check()                       # raises SmartioError on timeout, setup failure or a kernel problem
+    result.rc, result.out_dir            # the command's exit code; what it wrote to $SMARTIO_OUT
+
+The guest sees the host's filesystem at the same paths (read-only, with its own writes kept in guest RAM), the
+repository writable, and $SMARTIO_OUT (/smartio/out) as <artifacts>/out on the host. Its disks are /dev/vda,
+/dev/vdb, ... (listed in $SMARTIO_DISKS). The artifact directory also holds the command, the kernel console log,
+the guest's dmesg, the command's output, the exit code and run.json (what ran where, for the record).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Sequence
+
+from smartio.errors import SmartioError, UsageError
+from smartio.testbed import disks as disks_mod
+from smartio.testbed import initramfs, kernelpkg, qemu
+
+if TYPE_CHECKING:
+    from smartio.flashdev import Profile
+
+DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
+GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SETUP_EXIT = 125  # command.sh: the working directory is not visible in the guest
+
+# Lines the kernel prints when something went wrong; any of them fails the run even if the command succeeded.
+KERNEL_PROBLEM_RE = re.compile(
+    r"(Kernel panic - not syncing|kernel BUG at|BUG: |Oops: |WARNING: CPU: |general protection fault"
+    r"|INFO: task .* blocked for more than|rcu: INFO: .*detected stalls|UBSAN: |KASAN: )[^\n]*")
+MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
+
+
+class MarkerStream:
+    """Passes the guest's command output through, minus the marker lines that carry this run's nonce.
+
+    Output is forwarded as it comes (so progress bars show live); only a trailing piece that might be the start of
+    a marker is held back until its line ends.
+    """
+
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce.encode()
+        self.markers: dict[str, str] = {}
+        self._pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        self._pending += data
+        out = bytearray()
+        while m := MARKER_RE.search(self._pending):
+            if m.group(3) == self.nonce:
+                out += self._pending[:m.start()]
+                self.markers[m.group(1).decode()] = m.group(2).decode(errors="replace")
+            else:
+                out += self._pending[:m.end()]
+            self._pending = self._pending[m.end():]
+        hold = len(self._pending)
+        nl = self._pending.rfind(b"\n")
+        if nl >= 0 and (b"\nVMTEST_".startswith(self._pending[nl:nl + 8])):
+            hold = nl - 1 if nl > 0 and self._pending[nl - 1:nl] == b"\r" else nl
+        elif self._pending.endswith(b"\r"):
+            hold = len(self._pending) - 1
+        out += self._pending[:hold]
+        self._pending = self._pending[hold:]
+        return bytes(out)
+
+    def finish(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return rest
+
+    @property
+    def rc(self) -> int | None:
+        value = self.markers.get("RC")
+        return int(value) if value is not None and value.isdigit() else None
+
+
+def find_kernel_problems(*logs: str) -> list[str]:
+    """Panic, oops, BUG and WARN lines in kernel logs, each once, in order of appearance."""
+    seen: dict[str, None] = {}
+    for log in logs:
+        for m in KERNEL_PROBLEM_RE.finditer(log):
+            seen.setdefault(m.group(0).strip(), None)
+    return list(seen)
+
+
+@dataclasses.dataclass
+class VmResult:
+    """What one testbed run left: the command's exit code and where its artifacts are."""
+
+    rc: int | None                 # the command's exit code; None if it never finished
+    artifacts_dir: Path
+    console_log: Path              # the guest kernel's console (ttyS0)
+    output_log: Path               # the command's stdout and stderr
+    out_dir: Path                  # the host side of $SMARTIO_OUT
+    kernel: str                    # uname -r of the guest
+    accel: str                     # tcg or kvm
+    duration_s: float
+    timeout_s: float | None = None
+    timed_out: bool = False
+    setup_error: str | None = None
+    kernel_problems: list[str] = dataclasses.field(default_factory=list)
+    qemu_exit: int | None = None
+
+    @property
+    def failure(self) -> str | None:
+        """Why the run itself failed (not the command), or None."""
+        where = f"see {self.console_log}"
+        if self.timed_out:
+            return f"the VM did not finish within {self.timeout_s:g} s (--timeout {self.timeout_s:g}) and was killed; {where}"
+        if self.kernel_problems:
+            more = f" (and {len(self.kernel_problems) - 1} more)" if len(self.kernel_problems) > 1 else ""
+            return f"the guest kernel reported: {self.kernel_problems[0]}{more}; {where}"
+        if self.setup_error:
+            return f"the guest could not run the command: {self.setup_error}; {where}"
+        if self.rc is None:
+            qlog = qemu.tail(self.artifacts_dir / "qemu.log", 400)
+            return f"the VM stopped before the command finished (QEMU exit {self.qemu_exit}: {qlog}); {where}"
+        return None
+
+    def check(self) -> VmResult:
+        if self.failure:
+            raise SmartioError(self.failure)
+        return self
+
+
+def new_artifacts_dir(requested: Path | None) -> Path:
+    """The run's artifact directory: `requested` if new or empty, else ./artifacts/<timestamp>[-n]."""
+    if requested is not None:
+        if requested.exists() and (not requested.is_dir() or any(requested.iterdir())):
+            raise UsageError("--artifacts", requested, "exists and is not empty; pick a new directory")
+        requested.mkdir(parents=True, exist_ok=True)
+        return requested.resolve()
+    base = Path.cwd() / "artifacts"
+    base.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        path = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise SmartioError(f"cannot create a new artifact directory under {base}")
+
+
+def repo_root() -> Path | None:
+    """The source checkout this package runs from, if any (it holds pyproject.toml and the .venv)."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "pyproject.toml").exists() else None
+
+
+def resolve_modules(modules: Sequence[str | Path] | None, repo: Path | None) -> list[Path]:
+    """Absolute paths of the modules to insmod; None means the project's module if it is built."""
+    if modules is None:
+        default = repo / DEFAULT_MODULE if repo else None
+        return [default] if default and default.is_file() else []
+    out = []
+    for m in modules:
+        p = Path(m).resolve()
+        if not p.is_file():
+            raise UsageError("--module", m, "no such file")
+        if p.suffix != ".ko":
+            raise UsageError("--module", m, "not a kernel module (expected a .ko file)")
+        out.append(p)
+    return out
+
+
+def kernel_cmdline(nonce: str, mode: str, queue_depth: int | None, extra: Sequence[str]) -> str:
+    """The guest kernel's command line. loglevel=5 puts warnings and worse on the console log, not info."""
+    args = ["console=ttyS0", "loglevel=5", "panic=-1", "rdinit=/init", f"smartio.nonce={nonce}",
+            f"smartio.mode={mode}"]
+    if queue_depth is not None:
+        args.append(f"virtio_blk.queue_depth={queue_depth}")
+    return " ".join([*args, *extra])
+
+
+def guest_env(*, repo: Path | None, rel: kernelpkg.KernelRelease, disk_count: int, profile_name: str | None,
+              interactive: bool) -> dict[str, str]:
+    """The command's environment in the guest (also read by PID 1 for the paths it mounts)."""
+    venv_bin = repo / ".venv" / "bin" if repo else None
+    env = {k: v for k, v in os.environ.items() if k.startswith("SMARTIO_")}
+    env.update({
+        "PATH": (f"{venv_bin}:" if venv_bin and venv_bin.is_dir() else "") + GUEST_PATH,
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "TERM": os.environ.get("TERM", "vt100") if interactive else "dumb",
+        "SMARTIO_IN_VM": "1",
+        "SMARTIO_OUT": initramfs.GUEST_OUT,
+        "SMARTIO_DISKS": " ".join(f"/dev/vd{chr(ord('a') + i)}" for i in range(disk_count)),
+        "SMARTIO_PROFILE": profile_name or "",
+        "SMARTIO_REPO": str(repo) if repo else "",
+        "SMARTIO_KERNEL": rel.uname,
+        "SMARTIO_KERNEL_MODULES": str(rel.modules_dir),
+    })
+    if interactive:
+        size = shutil.get_terminal_size()
+        env.update(SMARTIO_ROWS=str(size.lines), SMARTIO_COLS=str(size.columns))
+    return env
+
+
+def command_script(command: Sequence[str], cwd: Path) -> str:
+    q = shlex.quote(str(cwd))
+    return (f"cd {q} 2>/dev/null || {{ echo \"smartio testbed: {q} is not visible in the guest\" >&2; "
+            f"exit {SETUP_EXIT}; }}\nexec {shlex.join(command)}\n")
+
+
+def _load_profile(profile: Profile | str | None) -> Profile | None:
+    if profile is None or not isinstance(profile, str):
+        return profile
+    try:
+        from smartio.flashdev import load_profile
+    except ImportError as e:
+        raise UsageError("--profile", profile, f"the flash emulator is not available in this checkout ({e})")
+    return load_profile(profile)
+
+
+_kvm_verdict: str | None = None
+
+
+def choose_accel() -> str:
+    """kvm only if the CPU has vmx/svm, /dev/kvm opens and a guest really boots under it; else tcg.
+
+    SMARTIO_ACCEL=tcg|kvm forces the choice. The boot probe runs once per process.
+    """
+    global _kvm_verdict
+    forced = os.environ.get("SMARTIO_ACCEL")
+    if forced:
+        if forced not in ("tcg", "kvm"):
+            raise UsageError("SMARTIO_ACCEL", forced, "must be tcg or kvm")
+        return forced
+    if _kvm_verdict is None:
+        _kvm_verdict = "tcg"
+        if qemu.kvm_flags_present() and os.access("/dev/kvm", os.R_OK | os.W_OK):
+            with tempfile.TemporaryDirectory(prefix="smartio-kvm-probe-") as tmp:
+                probe = run(["true"], disks=0, modules=[], timeout=60, artifacts=Path(tmp) / "a",
+                            accel="kvm", stream=None, quiet=True)
+                if probe.rc == 0 and probe.failure is None:
+                    _kvm_verdict = "kvm"
+    return _kvm_verdict
+
+
+def _pump(src: IO[bytes], parser: MarkerStream, log: IO[bytes], stream: IO[bytes] | None) -> None:
+    """Copy the command's output from QEMU to the log and the host's stdout as it arrives."""
+    fd = src.fileno()
+    while chunk := os.read(fd, 65536):
+        data = parser.feed(chunk)
+        log.write(data)
+        if stream is not None and data:
+            stream.write(data)
+            stream.flush()
+    rest = parser.finish()
+    log.write(rest)
+    if stream is not None and rest:
+        stream.write(rest)
+        stream.flush()
+
+
+def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: int = 1,
+        disk_size: int = 1 << 30, timeout: float | None = 600.0, artifacts: Path | None = None,
+        modules: Sequence[str | Path] | None = None, kernel_args: Sequence[str] = (), cpus: int = 2,
+        memory_mib: int = 2048, interactive: bool = False, accel: str | None = None,
+        stream: IO[bytes] | None = sys.stdout.buffer, quiet: bool = False, cwd: Path | None = None) -> VmResult:
+    """Boot the testbed, run `command` as root in the guest, power off; see the module docstring.
+
+    modules=None loads the project's kernel/smartio-iosched.ko if it is built; [] loads nothing.
+    interactive=True connects the command to this terminal (for a shell) and ignores `stream`.
+    """
+    if not command:
+        raise UsageError(None, "COMMAND", "missing: give the command to run after --")
+    if disks < 0 or disks > 20:
+        raise UsageError("--disks", disks, "must be between 0 and 20")
+    if disk_size < 1 << 20:
+        raise UsageError("--disk-size", disk_size, "must be at least 1 MiB")
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout", timeout, "must be positive")
+    prof = _load_profile(profile)
+    repo = repo_root()
+    mods = resolve_modules(modules, repo)
+    qemu_bin = qemu.find_qemu()
+    rel = kernelpkg.fetch_image(kernelpkg.resolve())
+    accel = accel or choose_accel()
+    art = new_artifacts_dir(artifacts)
+    out_dir = art / "out"
+    out_dir.mkdir()
+    cwd = (cwd or Path.cwd()).resolve()
+    nonce = secrets.token_hex(8)
+    env = guest_env(repo=repo, rel=rel, disk_count=disks, profile_name=prof.name if prof else None,
+                    interactive=interactive)
+    (art / "command").write_text(shlex.join(command) + "\n")
+    (art / "command.sh").write_text(command_script(command, cwd))
+    (art / "guest.env").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+    (art / "modules").write_text("".join(f"{m}\n" for m in mods))
+    append = kernel_cmdline(nonce, "shell" if interactive else "run", prof.queue_depth if prof else None,
+                            kernel_args)
+    console_log = art / "console.log"
+    output_log = art / "output.log"
+    if not quiet:
+        what = f"{disks} x {disk_size >> 20} MiB {'flash ' + prof.name if prof else 'memory'} disk(s)"
+        print(f"smartio testbed: booting {rel.uname} ({accel}, {cpus} vCPUs, {memory_mib} MiB, {what}"
+              f"{', modules ' + ' '.join(m.name for m in mods) if mods else ''}); artifacts in {art}",
+              file=sys.stderr, flush=True)
+
+    started = time.monotonic()
+    parser = MarkerStream(nonce)
+    timed_out = False
+    qemu_exit: int | None = None
+    with contextlib.ExitStack() as stack:
+        # Unix socket paths must stay short, so they live in a fresh /tmp directory, not under the artifacts.
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="smartio-vm-")))
+        initrd = initramfs.build(rel.modules_dir, work / "initramfs.cpio")
+        sockets = stack.enter_context(disks_mod.serve(disks, disk_size, work, prof))
+        shares = [qemu.Share("root", Path("/"), work / "fs-root.sock"),
+                  qemu.Share("artifacts", art, work / "fs-artifacts.sock")]
+        if repo:
+            shares.append(qemu.Share("repo", repo, work / "fs-repo.sock"))
+        for share in shares:
+            log = stack.enter_context(open(art / f"virtiofsd-{share.tag}.log", "wb"))
+            stack.enter_context(qemu.virtiofsd(share, log))
+        cfg = qemu.VmConfig(kernel=rel.vmlinuz, initrd=initrd, append=append, console_log=console_log,
+                            shares=tuple(shares), disk_sockets=tuple(sockets), accel=accel, cpus=cpus,
+                            memory_mib=memory_mib, interactive=interactive)
+        argv = qemu.command_line(cfg, qemu_bin)
+        (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
+        qlog = stack.enter_context(open(art / "qemu.log", "wb"))
+        if interactive:
+            proc = subprocess.Popen(argv, stderr=qlog)
+        else:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=qlog)
+        stack.callback(qemu.stop, proc)
+        pump = None
+        if not interactive:
+            olog = stack.enter_context(open(output_log, "wb"))
+            pump = threading.Thread(target=_pump, args=(proc.stdout, parser, olog, stream), daemon=True)
+            pump.start()
+        try:
+            qemu_exit = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            qemu.stop(proc)
+        if pump is not None:
+            pump.join(10)
+
+    duration = time.monotonic() - started
+    console = console_log.read_text(errors="replace") if console_log.exists() else ""
+    dmesg_path = art / "dmesg"
+    dmesg = dmesg_path.read_text(errors="replace") if dmesg_path.exists() else ""
+    rc = parser.rc
+    if interactive and rc is None and (art / "exit-code").exists():
+        rc = int((art / "exit-code").read_text().strip() or -1)
+    result = VmResult(rc=rc, artifacts_dir=art, console_log=console_log, output_log=output_log, out_dir=out_dir,
+                      kernel=rel.uname, accel=accel, duration_s=duration, timeout_s=timeout, timed_out=timed_out,
+                      setup_error=parser.markers.get("SETUP_FAILED"),
+                      kernel_problems=find_kernel_problems(console, dmesg), qemu_exit=qemu_exit)
+    if result.rc is not None:
+        (art / "exit-code").write_text(f"{result.rc}\n")
+    (art / "run.json").write_text(json.dumps({
+        "command": list(command), "cwd": str(cwd), "rc": result.rc, "failure": result.failure,
+        "timed_out": timed_out, "kernel_problems": result.kernel_problems, "duration_s": round(duration, 3),
+        "kernel": rel.uname, "kernel_version": rel.version, "accel": accel, "cpus": cpus,
+        "memory_mib": memory_mib, "profile": prof.name if prof else None,
+        "queue_depth": prof.queue_depth if prof else None, "disks": disks, "disk_size": disk_size,
+        "modules": [str(m) for m in mods], "kernel_cmdline": append,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - duration)),
+    }, indent=2) + "\n")
+    return result
+
+
+def shell(**kwargs) -> VmResult:
+    """An interactive root shell in the guest on this terminal; exit the shell to power off."""
+    return run(["/bin/bash", "-i"], interactive=True, timeout=None, **kwargs)
