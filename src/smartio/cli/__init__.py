@@ -18,6 +18,7 @@ from smartio.errors import SmartioError
 COMMAND_MODULES = (
     "smartio.cli.bench",
     "smartio.cli.results",
+    "smartio.cli.testbed",
     "smartio.cli.flashdev",
 )
 
