@@ -3,20 +3,24 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 SMARTIO := $(VENV)/bin/smartio
 
-.PHONY: demo test deps venv clean
+.PHONY: demo test deps venv module clean
 
 demo: deps venv
 	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/smartio-demo.XXXXXX") && \
 	trap 'rm -rf "$$scratch"' EXIT INT TERM && \
 	$(SMARTIO) bench all --quick --target "$$scratch"
 
-test: deps venv
+test: deps venv module
 	$(VENV)/bin/pytest -ra
 
 deps:
 	@scripts/install-deps --vm
 
 venv: $(VENV)/.stamp
+
+# The scheduler module, built against the cached Debian 6.1 headers (the VM tests load it).
+module: venv
+	$(MAKE) -C kernel PYTHON=$(abspath $(PY))
 
 $(VENV)/.stamp: pyproject.toml
 	python3 -m venv $(VENV)
