@@ -182,7 +182,7 @@ def find_busybox() -> Path:
     return Path(path)
 
 
-def _has_interpreter(elf: bytes) -> bool:
+def has_interpreter(elf: bytes) -> bool:
     """True if the ELF64 binary names a dynamic loader (a PT_INTERP program header)."""
     phoff = int.from_bytes(elf[0x20:0x28], "little")
     phentsize = int.from_bytes(elf[0x36:0x38], "little")
@@ -191,14 +191,14 @@ def _has_interpreter(elf: bytes) -> bool:
                for i in range(phnum))
 
 
-def entries(modules_dir: Path, busybox: Path | None = None) -> list[Entry]:
+def entries(modules_dir: Path, busybox: Path | None = None, wanted: tuple[str, ...] = BOOT_MODULES) -> list[Entry]:
     """Everything the guest's initramfs holds, in archive order."""
     busybox = busybox or find_busybox()
     bb = busybox.read_bytes()
-    if _has_interpreter(bb):
+    if has_interpreter(bb):
         # A dynamically linked busybox would need its libraries in the initramfs too.
         raise MissingToolError("busybox-static", f"{busybox} is dynamically linked; install Debian's busybox-static")
-    kos = module_order(modules_dir)
+    kos = module_order(modules_dir, wanted)
     script = (INIT_SCRIPT.replace("@COMMAND_TTY@", COMMAND_TTY).replace("@GUEST_ARTIFACTS@", GUEST_ARTIFACTS)
               .replace("@GUEST_OUT@", GUEST_OUT))
     d = stat.S_IFDIR | 0o755
@@ -213,6 +213,7 @@ def entries(modules_dir: Path, busybox: Path | None = None) -> list[Entry]:
     return out
 
 
-def build(modules_dir: Path, dest: Path, busybox: Path | None = None) -> Path:
+def build(modules_dir: Path, dest: Path, busybox: Path | None = None,
+          wanted: tuple[str, ...] = BOOT_MODULES) -> Path:
     """Write the initramfs for the kernel whose modules are in modules_dir to dest."""
-    return write_newc(entries(modules_dir, busybox), dest)
+    return write_newc(entries(modules_dir, busybox, wanted), dest)

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import platform
 import re
 import secrets
 import shlex
@@ -26,9 +27,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Sequence
+from typing import IO, TYPE_CHECKING, Literal, Sequence
 
-from smartio.errors import SmartioError, UsageError
+from smartio.errors import MissingToolError, SmartioError, UsageError
 from smartio.testbed import disks as disks_mod
 from smartio.testbed import initramfs, kernelpkg, qemu
 
@@ -228,6 +229,25 @@ def _load_profile(profile: Profile | str | None) -> Profile | None:
     return load_profile(profile)
 
 
+def unavailable_reason() -> str | None:
+    """Why the testbed cannot run on this host (the reason tests give when they skip), or None."""
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return f"needs an x86_64 Linux host, not {sys.platform}/{platform.machine()}"
+    if os.geteuid() != 0:
+        return "needs root (virtiofsd, which shares host directories with the guest, runs as root)"
+    try:
+        qemu.find_qemu()
+        qemu.find_virtiofsd()
+        busybox = initramfs.find_busybox()
+        if initramfs.has_interpreter(busybox.read_bytes()):
+            return f"{busybox} is dynamically linked; install busybox-static"
+        if shutil.which("nbdkit") is None:
+            raise MissingToolError("nbdkit", "install Debian's nbdkit")
+    except MissingToolError as e:
+        return str(e)
+    return None
+
+
 _kvm_verdict: str | None = None
 
 
@@ -269,22 +289,49 @@ def _pump(src: IO[bytes], parser: MarkerStream, log: IO[bytes], stream: IO[bytes
         stream.flush()
 
 
+def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, output_log: Path, qemu_log: Path,
+              stream: IO[bytes] | None, interactive: bool = False) -> tuple[int | None, bool]:
+    """Run QEMU (argv) to its end or the timeout, streaming the command's output; returns (exit, timed_out)."""
+    with open(qemu_log, "wb") as qlog, open(output_log, "wb") as olog:
+        if interactive:
+            proc = subprocess.Popen(argv, stderr=qlog)
+        else:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=qlog)
+        pump = None
+        try:
+            if not interactive:
+                pump = threading.Thread(target=_pump, args=(proc.stdout, parser, olog, stream), daemon=True)
+                pump.start()
+            try:
+                return proc.wait(timeout), False
+            except subprocess.TimeoutExpired:
+                return None, True
+        finally:
+            qemu.stop(proc)
+            if pump is not None:
+                pump.join(10)
+
+
 def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: int = 1,
         disk_size: int = 1 << 30, timeout: float | None = 600.0, artifacts: Path | None = None,
         modules: Sequence[str | Path] | None = None, kernel_args: Sequence[str] = (), cpus: int = 2,
         memory_mib: int = 2048, interactive: bool = False, accel: str | None = None,
-        stream: IO[bytes] | None = sys.stdout.buffer, quiet: bool = False, cwd: Path | None = None) -> VmResult:
+        stream: IO[bytes] | None | Literal["stdout"] = "stdout", quiet: bool = False,
+        cwd: Path | None = None) -> VmResult:
     """Boot the testbed, run `command` as root in the guest, power off; see the module docstring.
 
     modules=None loads the project's kernel/smartio-iosched.ko if it is built; [] loads nothing.
     interactive=True connects the command to this terminal (for a shell) and ignores `stream`.
+    stream: where the command's output goes live (default this process's stdout; None: only output.log).
     """
+    if stream == "stdout":
+        stream = sys.stdout.buffer
     if not command:
         raise UsageError(None, "COMMAND", "missing: give the command to run after --")
     if disks < 0 or disks > 20:
         raise UsageError("--disks", disks, "must be between 0 and 20")
-    if disk_size < 1 << 20:
-        raise UsageError("--disk-size", disk_size, "must be at least 1 MiB")
+    if disk_size < 1 << 20 or disk_size % 4096:
+        raise UsageError("--disk-size", disk_size, "must be at least 1 MiB and a multiple of 4 KiB")
     if timeout is not None and timeout <= 0:
         raise UsageError("--timeout", timeout, "must be positive")
     prof = _load_profile(profile)
@@ -316,8 +363,6 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
 
     started = time.monotonic()
     parser = MarkerStream(nonce)
-    timed_out = False
-    qemu_exit: int | None = None
     with contextlib.ExitStack() as stack:
         # Unix socket paths must stay short, so they live in a fresh /tmp directory, not under the artifacts.
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="smartio-vm-")))
@@ -335,24 +380,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
                             memory_mib=memory_mib, interactive=interactive)
         argv = qemu.command_line(cfg, qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
-        qlog = stack.enter_context(open(art / "qemu.log", "wb"))
-        if interactive:
-            proc = subprocess.Popen(argv, stderr=qlog)
-        else:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=qlog)
-        stack.callback(qemu.stop, proc)
-        pump = None
-        if not interactive:
-            olog = stack.enter_context(open(output_log, "wb"))
-            pump = threading.Thread(target=_pump, args=(proc.stdout, parser, olog, stream), daemon=True)
-            pump.start()
-        try:
-            qemu_exit = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            qemu.stop(proc)
-        if pump is not None:
-            pump.join(10)
+        qemu_exit, timed_out = supervise(argv, timeout=timeout, parser=parser, output_log=output_log,
+                                         qemu_log=art / "qemu.log", stream=stream, interactive=interactive)
 
     duration = time.monotonic() - started
     console = console_log.read_text(errors="replace") if console_log.exists() else ""

@@ -1,0 +1,206 @@
+"""Testbed pieces that need no VM: initramfs contents, QEMU and kernel command lines, markers, timeouts."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from smartio.cli import main as cli_main
+from smartio.cli.testbed import parse_size
+from smartio.errors import MissingToolError, SmartioError, UsageError
+from smartio.testbed import initramfs, qemu, vm
+
+pytestmark = pytest.mark.timeout(60)
+
+NONCE = "0123456789abcdef"
+
+
+def fake_modules(root: Path) -> Path:
+    """A modules dir where b needs a, c needs a and b, and d is built into the kernel."""
+    (root / "kernel").mkdir(parents=True)
+    for name in ("a", "b", "c"):
+        (root / "kernel" / f"{name}.ko").write_bytes(f"module {name}".encode())
+    (root / "modules.dep").write_text(
+        "kernel/c.ko: kernel/b.ko kernel/a.ko\nkernel/b.ko: kernel/a.ko\nkernel/a.ko:\n")
+    (root / "modules.builtin").write_text("kernel/d.ko\n")
+    return root
+
+
+def test_module_order_puts_dependencies_first(tmp_path: Path) -> None:
+    mods = fake_modules(tmp_path)
+    assert [p.name for p in initramfs.module_order(mods, ("c", "d", "b"))] == ["a.ko", "b.ko", "c.ko"]
+    with pytest.raises(SmartioError, match="nope"):
+        initramfs.module_order(mods, ("nope",))
+
+
+@pytest.mark.skipif(shutil.which("busybox") is None or shutil.which("cpio") is None,
+                    reason="needs busybox-static and cpio (scripts/install-deps --vm)")
+def test_initramfs_holds_busybox_init_console_and_modules(tmp_path: Path) -> None:
+    mods = fake_modules(tmp_path / "mods")
+    cpio = initramfs.build(mods, tmp_path / "initrd.cpio", wanted=("c",))
+    listing = subprocess.run(["cpio", "-itv"], stdin=cpio.open("rb"), capture_output=True, text=True, check=True)
+    lines = {line.split()[-1]: line for line in listing.stdout.splitlines()}
+    assert {"init", "bin/busybox", "dev/console", "modules/order", "modules/a.ko", "modules/c.ko"} <= set(lines)
+    assert lines["dev/console"].startswith("c") and "5,   1" in lines["dev/console"]
+    assert lines["init"].startswith("-rwxr-xr-x")
+    extract = tmp_path / "x"
+    extract.mkdir()
+    subprocess.run(["cpio", "-id", "--no-absolute-filenames", "init", "modules/*", "bin/busybox"],
+                   stdin=cpio.open("rb"), cwd=extract, capture_output=True, check=True)
+    assert (extract / "modules/order").read_text() == "a.ko\nb.ko\nc.ko\n"
+    assert (extract / "modules/b.ko").read_bytes() == b"module b"
+    init = (extract / "init").read_text()
+    assert "@" not in init and "/dev/ttyS1" in init and "VMTEST_%s" in init
+    assert (extract / "bin/busybox").read_bytes() == Path(shutil.which("busybox")).read_bytes()
+    # The kernel needs the same bytes every time for the same inputs (no timestamps).
+    assert initramfs.build(mods, tmp_path / "again.cpio", wanted=("c",)).read_bytes() == cpio.read_bytes()
+
+
+def test_dynamic_busybox_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(MissingToolError, match="busybox-static"):
+        initramfs.entries(fake_modules(tmp_path), busybox=Path(sys.executable).resolve())
+
+
+def test_qemu_command_line() -> None:
+    cfg = qemu.VmConfig(kernel=Path("/k/vmlinuz"), initrd=Path("/w/initrd"), append="console=ttyS0 x=1",
+                        console_log=Path("/a/console.log"),
+                        shares=(qemu.Share("root", Path("/"), Path("/w/fs-root.sock")),),
+                        disk_sockets=(Path("/w/d0.sock"), Path("/w/d1.sock")), memory_mib=1024)
+    argv = qemu.command_line(cfg, "qemu")
+    joined = " ".join(argv)
+    assert argv[0] == "qemu"
+    assert argv[argv.index("-accel") + 1] == "tcg,thread=multi"
+    assert argv[argv.index("-cpu") + 1] == "max" and argv[argv.index("-smp") + 1] == "2"
+    assert "memory-backend-memfd,id=mem,size=1024M,share=on" in argv and "-no-reboot" in argv
+    assert argv[argv.index("-append") + 1] == "console=ttyS0 x=1"
+    assert "file,id=console,path=/a/console.log" in argv and "stdio,id=cmd,signal=off" in argv
+    assert "vhost-user-fs-pci,chardev=fs0,tag=root" in joined and "socket,id=fs0,path=/w/fs-root.sock" in joined
+    assert "driver=nbd,node-name=disk1,server.type=unix,server.path=/w/d1.sock" in argv
+    assert joined.count("virtio-blk-pci") == 2 and "num-queues=1" in joined
+    kvm = qemu.command_line(qemu.VmConfig(**{**cfg.__dict__, "accel": "kvm", "interactive": True}), "qemu")
+    assert kvm[kvm.index("-accel") + 1] == "kvm" and kvm[kvm.index("-cpu") + 1] == "host"
+    assert "-mon" in kvm
+
+
+def test_kvm_needs_vmx_or_svm() -> None:
+    assert qemu.kvm_flags_present("processor: 0\nflags\t: fpu vme vmx sse\n")
+    assert qemu.kvm_flags_present("flags\t: fpu svm\n")
+    assert not qemu.kvm_flags_present("flags\t: fpu sse hypervisor\n")
+
+
+def test_kernel_cmdline_carries_queue_depth_and_extra_args() -> None:
+    line = vm.kernel_cmdline(NONCE, "run", 1, ["panic_on_warn=1", "hung_task_panic=1"])
+    assert line.split()[:2] == ["console=ttyS0", "loglevel=5"]
+    assert f"smartio.nonce={NONCE}" in line and "virtio_blk.queue_depth=1" in line
+    assert line.endswith("panic_on_warn=1 hung_task_panic=1")
+    assert "queue_depth" not in vm.kernel_cmdline(NONCE, "run", None, [])
+
+
+def test_command_script_quotes_arguments(tmp_path: Path) -> None:
+    script = vm.command_script(["sh", "-c", "echo 'a b' $X"], Path("/dir with space"))
+    assert "cd '/dir with space'" in script
+    assert script.splitlines()[-1] == "exec sh -c 'echo '\"'\"'a b'\"'\"' $X'"
+    done = subprocess.run(["sh", "-c", vm.command_script(["sh", "-c", "echo \"$0\"", "x y"], tmp_path)],
+                          capture_output=True, text=True)
+    assert done.stdout == "x y\n"
+
+
+def feed_all(chunks: list[bytes], nonce: str = NONCE) -> tuple[bytes, vm.MarkerStream]:
+    ms = vm.MarkerStream(nonce)
+    out = b"".join(ms.feed(c) for c in chunks) + ms.finish()
+    return out, ms
+
+
+def test_marker_is_removed_and_parsed_even_when_split() -> None:
+    stream = b"line 1\nprogress 10%\rprogress 20%\nlast" + f"\nVMTEST_RC=7 {NONCE}\n".encode()
+    for cut in range(1, len(stream)):
+        out, ms = feed_all([stream[:cut], stream[cut:]])
+        assert out == b"line 1\nprogress 10%\rprogress 20%\nlast", cut
+        assert ms.rc == 7
+
+
+def test_marker_with_another_nonce_is_just_output() -> None:
+    fake = b"\nVMTEST_RC=0 ffffffffffffffff\n"
+    out, ms = feed_all([b"x", fake, f"\r\nVMTEST_SETUP_FAILED=insmod x.ko failed {NONCE}\r\n".encode()])
+    assert out == b"x" + fake
+    assert ms.rc is None and ms.markers["SETUP_FAILED"] == "insmod x.ko failed"
+
+
+def test_output_passes_through_while_it_arrives() -> None:
+    ms = vm.MarkerStream(NONCE)
+    assert ms.feed(b"50%\r") == b"50%"   # a lone \r may start \r\n, so it waits for the next byte
+    assert ms.feed(b"60%") == b"\r60%"
+    assert ms.feed(b"\nVMT") == b""       # may be a marker
+    assert ms.feed(b"X no\n") == b"\nVMTX no"  # its newline may start a marker in turn
+    assert ms.finish() == b"\n"
+
+
+def test_kernel_problems_are_found_once_and_taint_notes_are_not() -> None:
+    console = ("[    3.2] smartio_iosched: loading out-of-tree module taints kernel.\n"
+               "[    3.3] module verification failed: signature and/or required key missing - tainting kernel\n"
+               "[    4.0] ------------[ cut here ]------------\n"
+               "[    4.0] WARNING: CPU: 1 PID: 7 at block/elevator.c:123 foo+0x1/0x2 [smartio_iosched]\n"
+               "[    4.1] BUG: kernel NULL pointer dereference, address: 0000000000000008\n")
+    dmesg = "[    4.0] WARNING: CPU: 1 PID: 7 at block/elevator.c:123 foo+0x1/0x2 [smartio_iosched]\n"
+    assert vm.find_kernel_problems(console, dmesg) == [
+        "WARNING: CPU: 1 PID: 7 at block/elevator.c:123 foo+0x1/0x2 [smartio_iosched]",
+        "BUG: kernel NULL pointer dereference, address: 0000000000000008"]
+    assert vm.find_kernel_problems(console.split("[    4.0] -")[0]) == []
+
+
+def test_supervise_streams_output_and_reads_the_exit_marker(tmp_path: Path) -> None:
+    ms, out = vm.MarkerStream(NONCE), io.BytesIO()
+    argv = ["sh", "-c", f"printf 'hello\\n'; printf '\\nVMTEST_RC=4 {NONCE}\\n'; echo qemu-says >&2"]
+    code, timed_out = vm.supervise(argv, timeout=10, parser=ms, output_log=tmp_path / "o", qemu_log=tmp_path / "q",
+                                   stream=out)
+    assert (code, timed_out, ms.rc) == (0, False, 4)
+    assert out.getvalue() == b"hello\n" == (tmp_path / "o").read_bytes()
+    assert (tmp_path / "q").read_text() == "qemu-says\n"
+
+
+def test_supervise_kills_at_the_timeout(tmp_path: Path) -> None:
+    ms = vm.MarkerStream(NONCE)
+    code, timed_out = vm.supervise(["sh", "-c", "echo booting; exec sleep 30"], timeout=0.5, parser=ms,
+                                   output_log=tmp_path / "o", qemu_log=tmp_path / "q", stream=None)
+    assert (code, timed_out, ms.rc) == (None, True, None)
+    assert (tmp_path / "o").read_bytes() == b"booting\n"
+    result = vm.VmResult(rc=None, artifacts_dir=tmp_path, console_log=tmp_path / "console.log",
+                         output_log=tmp_path / "o", out_dir=tmp_path, kernel="k", accel="tcg", duration_s=0.5,
+                         timeout_s=0.5, timed_out=True)
+    with pytest.raises(SmartioError, match=r"did not finish within 0.5 s \(--timeout 0.5\)"):
+        result.check()
+
+
+def test_sizes() -> None:
+    assert parse_size("1G") == 1 << 30 and parse_size("512m") == 512 << 20 and parse_size("4096") == 4096
+    assert parse_size("1.5GiB") == 3 << 29
+    with pytest.raises(UsageError, match="--disk-size 1x"):
+        parse_size("1x")
+
+
+def test_artifacts_dir_is_never_reused(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "console.log").write_text("old run")
+    with pytest.raises(UsageError, match="--artifacts"):
+        vm.new_artifacts_dir(tmp_path / "used")
+    monkeypatch.chdir(tmp_path)
+    first, second = vm.new_artifacts_dir(None), vm.new_artifacts_dir(None)
+    assert first != second and first.parent == second.parent == tmp_path / "artifacts"
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--disks", "-1", "--", "true"], "--disks -1"),
+    (["--disk-size", "100K", "--", "true"], "--disk-size"),
+    (["--module", "/nonexistent.ko", "--", "true"], "--module /nonexistent.ko"),
+    (["--timeout", "0", "--", "true"], "--timeout 0"),
+    (["--memory", "1M", "--", "true"], "--memory 1M"),
+    ([], "COMMAND"),
+])
+def test_bad_input_exits_2_naming_the_flag(argv: list[str], flag: str, capsys) -> None:
+    assert cli_main(["testbed", "run", *argv]) == 2
+    assert flag in capsys.readouterr().err

@@ -1,0 +1,50 @@
+"""VM smoke tests: boot the 6.1 guest, run commands, read results back, load the project's module."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from smartio.testbed import kernelpkg, vm
+
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(300), pytest.mark.usefixtures("testbed_ready")]
+
+
+def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
+    out = io.BytesIO()
+    script = ('uname -r > "$SMARTIO_OUT/uname"; cat /sys/block/vda/size > "$SMARTIO_OUT/vda-sectors"; '
+              'python3 -c "import smartio, sys; print(sys.prefix)"; echo hello from the guest; exit 3')
+    r = vm.run(["sh", "-c", script], disks=1, disk_size=64 << 20, modules=[], timeout=240,
+               artifacts=tmp_path / "art", stream=out)
+    assert r.failure is None, r.failure
+    assert r.rc == 3
+    assert (r.out_dir / "uname").read_text().strip() == kernelpkg.resolve().uname
+    assert int((r.out_dir / "vda-sectors").read_text()) == (64 << 20) // 512
+    text = out.getvalue().decode()
+    assert "hello from the guest" in text and "VMTEST_" not in text
+    assert text == r.output_log.read_text()
+    assert (r.artifacts_dir / "exit-code").read_text().strip() == "3"
+    assert "Linux version 6.1" in (r.artifacts_dir / "dmesg").read_text()
+    assert r.console_log.is_file()
+
+
+def test_project_module_loads(tmp_path: Path) -> None:
+    repo = vm.repo_root()
+    ko = repo / vm.DEFAULT_MODULE if repo else None
+    if ko is None or not ko.is_file():
+        pytest.skip(f"{vm.DEFAULT_MODULE} is not built (make -C kernel); nothing to insmod")
+    r = vm.run(["sh", "-c", "grep -w smartio_iosched /proc/modules && cat /sys/block/vda/queue/scheduler"],
+               disks=1, disk_size=16 << 20, modules=[ko], timeout=240, artifacts=tmp_path / "art",
+               kernel_args=["panic_on_warn=1"], stream=None)
+    assert r.failure is None, r.failure
+    assert r.rc == 0, r.output_log.read_text()
+    assert "smartio_iosched" in r.output_log.read_text()
+
+
+def test_kernel_panic_is_a_failure(tmp_path: Path) -> None:
+    r = vm.run(["sh", "-c", "echo c > /proc/sysrq-trigger; sleep 60"], disks=0, modules=[], timeout=120,
+               artifacts=tmp_path / "art", stream=None)
+    assert r.rc is None and not r.timed_out
+    assert r.failure is not None and "Kernel panic" in r.failure
