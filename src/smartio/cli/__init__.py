@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "smartio.cli.bench",
     "smartio.cli.results",
     "smartio.cli.testbed",
+    "smartio.cli.trace",
     "smartio.cli.flashdev",
 )
 

@@ -1,0 +1,87 @@
+"""`smartio trace record|analyze`: wires the command line to smartio.trace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from smartio.errors import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("trace", help="record block-layer events and characterise them",
+                              description="Record block-layer events (tracefs) and characterise them "
+                                          "(request sizes, latency, flushes, locality, busy time).")
+    sub = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+
+    r = sub.add_parser("record", help="record block events while COMMAND runs, or until Ctrl-C (needs root)",
+                       description="Record queue/insert/issue/complete events with sector, size, flags, pid, "
+                                   "command and ns timestamps. Tracing is left as it was found.")
+    r.add_argument("-o", "--output", required=True, type=Path, metavar="FILE", help="trace file to write")
+    r.add_argument("--device", action="append", default=[], metavar="DEV",
+                   help="block device to record (repeatable; default: all devices)")
+    r.add_argument("--format", choices=("smartio", "blktrace"), default="smartio",
+                   help="smartio (default) or blktrace binary, readable by blkparse, btt and iowatcher")
+    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="command to run while recording; without it, record until Ctrl-C")
+    r.set_defaults(func=run_record)
+
+    a = sub.add_parser("analyze", help="characterise a trace (smartio, blktrace binary or blkparse text)",
+                       description="Per read and write: counts, R/W ratio, request sizes, Q2C/D2C percentiles, "
+                                   "sync/async, flush behaviour, locality, share of time with I/O outstanding.")
+    a.add_argument("file", type=Path, metavar="FILE")
+    a.add_argument("--html", type=Path, metavar="OUT", help="write an HTML report with plots")
+    a.add_argument("--json", type=Path, metavar="OUT", help="write the metrics as JSON ('-' for stdout)")
+    a.add_argument("--files", type=Path, metavar="DIR",
+                   help="attribute requests to the files under DIR (FIEMAP) and to file types")
+    a.add_argument("--top", type=int, default=10, metavar="N", help="most accessed blocks to list (default 10)")
+    a.set_defaults(func=run_analyze)
+
+
+def run_record(args: argparse.Namespace) -> int:
+    from smartio.trace.record import record
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if command and command[0].startswith("-"):
+        raise UsageError(None, command[0], "unknown option; put the command to run after `--`")
+    res = record(args.output, args.device, args.format, command or None)
+    lost = f", {res.lost} LOST (buffer overrun)" if res.lost else ""
+    print(f"smartio: {res.events} events in {res.duration_s:.2f} s written to {res.path} "
+          f"({args.format} format){lost}", file=sys.stderr)
+    if res.command_rc:
+        print(f"smartio: the command exited with {res.command_rc}; the trace was written anyway", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    from smartio.trace.analyze import analyze, format_text
+    from smartio.trace.formats import read_trace
+
+    if args.top < 1:
+        raise UsageError("--top", args.top, "must be at least 1")
+    if args.files is not None and not args.files.is_dir():
+        raise UsageError("--files", args.files, "not a directory")
+    for flag, out in (("--html", args.html), ("--json", args.json)):
+        if out is not None and str(out) != "-" and not out.parent.exists():
+            raise UsageError(flag, out, f"directory {out.parent} does not exist")
+    trace = read_trace(args.file)
+    attribution = None
+    if args.files is not None:
+        from smartio.trace.files import attribute
+        attribution = attribute(trace, args.files)
+    metrics = analyze(trace, top_n=args.top, attribution=attribution)
+    if args.json is not None:
+        text = json.dumps(metrics, indent=1, sort_keys=True)
+        if str(args.json) == "-":
+            print(text)
+        else:
+            args.json.write_text(text + "\n")
+    if args.html is not None:
+        from smartio.trace.report import write_html
+        write_html(metrics, trace, args.html, source=str(args.file))
+    if args.json is None or str(args.json) != "-":
+        print(format_text(metrics))
+    return 0

@@ -1,0 +1,299 @@
+"""Reading and writing block traces: ours, blktrace's binary format, and blkparse's default text.
+
+- ours (`.smtrace`): magic `SMIOTRC1`, a little-endian u32 header length, a JSON header (where the
+  trace came from, and the pid -> command table), then fixed 40-byte `EVENT_DTYPE` records.
+- blktrace: `struct blk_io_trace` records (48 bytes, magic 0x65617400 | version 0x07) each followed by
+  `pdu_len` payload bytes; process notes carry command names. Written as one time-sorted stream, which
+  is what `blkparse -i FILE`, `blkparse -d` and `btt -i` read. Either byte order is read, as blkparse does.
+- blkparse text: the default output of `blkparse -i`, up to its summary.
+
+Decoding is vectorised with numpy over runs of fixed-size records, because the traces that matter are
+millions of events long. A malformed file raises `TraceFormatError` naming the byte offset: never a
+partial or silently wrong trace.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from smartio.errors import UsageError
+from smartio.trace import events as ev
+from smartio.trace.events import EVENT_DTYPE, Trace
+
+OURS_MAGIC = b"SMIOTRC1"
+BLK_MAGIC = 0x65617400
+BLK_VERSION = 0x07
+BLK_DTYPE_LE = EVENT_DTYPE
+BLK_DTYPE_BE = BLK_DTYPE_LE.newbyteorder(">")
+BLK_SIZE = BLK_DTYPE_LE.itemsize  # 48
+
+FORMATS = ("smartio", "blktrace", "blkparse")
+
+
+class TraceFormatError(UsageError):
+    """The trace file is malformed; exit code 2. The message gives the file and the byte offset."""
+
+    def __init__(self, path: Path | str, offset: int, why: str) -> None:
+        self.offset = offset
+        super().__init__(None, path, f"bad trace at byte offset {offset}: {why}")
+
+
+def detect_format(path: Path) -> str:
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if not head:
+        raise TraceFormatError(path, 0, "the file is empty")
+    if head.startswith(OURS_MAGIC):
+        return "smartio"
+    if len(head) >= 4:
+        for order in ("<", ">"):
+            magic = int(np.frombuffer(head[:4], dtype=f"{order}u4")[0])
+            if magic & 0xFFFFFF00 == BLK_MAGIC:
+                return "blktrace"
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        text = ""
+    if re.match(r"\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s", text):
+        return "blkparse"
+    if OURS_MAGIC.startswith(head):
+        raise TraceFormatError(path, 0, "truncated smartio trace header")
+    raise TraceFormatError(path, 0, "not a smartio trace, a blktrace file or blkparse text "
+                           f"(starts with {head[:16]!r})")
+
+
+def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
+    """Reads a trace in any of the three formats; `fmt` None means detect it from the content."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(None, path, "no such trace file")
+    fmt = fmt or detect_format(path)
+    reader = {"smartio": read_ours, "blktrace": read_blktrace, "blkparse": read_blkparse_text}[fmt]
+    trace = reader(path)
+    trace.source_format = fmt
+    return trace
+
+
+# --- ours -------------------------------------------------------------------------------------------
+
+def write_ours(trace: Trace, path: Path | str) -> None:
+    header = dict(trace.meta)
+    header["comms"] = {str(k): v for k, v in trace.comms.items()}
+    header["events"] = len(trace.events)
+    blob = json.dumps(header, sort_keys=True).encode()
+    with open(path, "wb") as f:
+        f.write(OURS_MAGIC)
+        f.write(len(blob).to_bytes(4, "little"))
+        f.write(blob)
+        f.write(trace.events.tobytes())
+
+
+def read_ours(path: Path) -> Trace:
+    data = path.read_bytes()
+    if len(data) < 12 or not data.startswith(OURS_MAGIC):
+        raise TraceFormatError(path, 0, "missing the SMIOTRC1 header")
+    hlen = int.from_bytes(data[8:12], "little")
+    if hlen > len(data) - 12:
+        if int.from_bytes(data[8:12], "big") <= len(data) - 12:
+            raise TraceFormatError(path, 8, "header length is big-endian; smartio traces are little-endian")
+        raise TraceFormatError(path, 8, f"header length {hlen} runs past the end of the file ({len(data)} bytes)")
+    try:
+        header = json.loads(data[12:12 + hlen])
+        comms = {int(k): str(v) for k, v in header.pop("comms", {}).items()}
+        count = int(header.pop("events"))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise TraceFormatError(path, 12, f"header is not valid JSON with 'events' and 'comms': {e}") from None
+    body = 12 + hlen
+    size = EVENT_DTYPE.itemsize
+    if len(data) - body != count * size:
+        have = (len(data) - body) // size
+        at = body + min(have, count) * size
+        raise TraceFormatError(path, at, f"header promises {count} events of {size} bytes, "
+                               f"the file holds {len(data) - body} bytes after the header (truncated?)")
+    events = np.frombuffer(data, dtype=EVENT_DTYPE, count=count, offset=body)
+    _check_events(path, events, body, size)
+    return Trace(events, comms, header)
+
+
+def _check_events(path: Path, events: np.ndarray, base: int, size: int) -> None:
+    """Rejects records that no kernel writes, so garbage cannot pass as a trace."""
+    badmagic = events["magic"] != ev.MAGIC
+    if badmagic.any():
+        i = int(np.argmax(badmagic))
+        raise TraceFormatError(path, base + i * size, f"record {i} has magic {int(events['magic'][i]):#010x}, "
+                               f"expected {ev.MAGIC:#010x} (garbage, or the wrong byte order?)")
+    code = events["action"] & 0xFFFF
+    bad = (code == 0) | (code > ev.DRV_DATA) | (events["pdu_len"] != 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TraceFormatError(path, base + i * size, f"record {i} has an invalid action word "
+                               f"{int(events['action'][i]):#x} (garbage?)")
+
+
+# --- blktrace binary --------------------------------------------------------------------------------
+
+def read_blktrace(path: Path) -> Trace:
+    data = path.read_bytes()
+    order = _blk_byte_order(path, data)
+    dt = BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE
+    spans: list[list[int]] = []  # [offset, count] of runs of payload-free records
+    extra: list[tuple[int, np.ndarray]] = []  # records that had a payload, without it
+    comms: dict[int, str] = {}
+    off, run, n = 0, 64, len(data)
+    while off < n:
+        if n - off < BLK_SIZE:
+            raise TraceFormatError(path, off, f"truncated record: {n - off} bytes left, a record needs {BLK_SIZE}")
+        # Check a run of records as if none had a payload, up to the first that does; the run grows
+        # while payloads are absent, so a trace without payloads is checked in a few large steps.
+        k = min(run, (n - off) // BLK_SIZE)
+        recs = np.frombuffer(data, dtype=dt, count=k, offset=off)
+        words = np.frombuffer(data, dtype=dt.fields["magic"][0], count=k * 12, offset=off).reshape(k, 12)
+        action = words[:, 7]
+        code = action & 0xFFFF
+        note = (action >> ev.TC_SHIFT & ev.TC_NOTIFY) != 0
+        badmagic = words[:, 0] != BLK_MAGIC | BLK_VERSION
+        invalid = ~note & ((code == 0) | (code > ev.DRV_DATA))
+        stop = badmagic | invalid | (recs["pdu_len"] != 0)
+        j = int(np.argmax(stop)) if stop.any() else k
+        if j:
+            if spans and spans[-1][0] + spans[-1][1] * BLK_SIZE == off:
+                spans[-1][1] += j
+            else:
+                spans.append([off, j])
+            off += j * BLK_SIZE
+            run = min(run * 8, 1 << 22)
+        if j == k:
+            continue
+        rec = recs[j]
+        if badmagic[j]:
+            raise TraceFormatError(path, off, f"record has magic {int(rec['magic']):#010x}, expected "
+                                   f"{BLK_MAGIC | BLK_VERSION:#010x}: garbage, a different blktrace version, "
+                                   "a mixed byte order, or a wrong payload length before it")
+        if invalid[j]:
+            raise TraceFormatError(path, off, f"record has an invalid action word {int(rec['action']):#x}")
+        plen = int(rec["pdu_len"])
+        if off + BLK_SIZE + plen > n:
+            raise TraceFormatError(path, off, f"truncated payload: record says {plen} bytes, "
+                                   f"{n - off - BLK_SIZE} left")
+        if note[j]:
+            if int(code[j]) == ev.NOTE_PROCESS:
+                name = data[off + BLK_SIZE:off + BLK_SIZE + plen].split(b"\0", 1)[0]
+                comms[int(rec["pid"])] = name.decode("utf-8", "replace")
+        else:
+            one = recs[j:j + 1].copy()  # payloads (remap, unplug depth, SCSI cdb) are not needed
+            one["pdu_len"] = 0
+            extra.append((off, one))
+        off += BLK_SIZE + plen
+        run = 64
+    parts = [(o, np.frombuffer(data, dtype=dt, count=c, offset=o)) for o, c in spans] + extra
+    if not parts:
+        raise TraceFormatError(path, 0, "no events in the file")
+    parts.sort(key=lambda p: p[0])
+    recs = parts[0][1] if len(parts) == 1 else np.concatenate([p for _, p in parts])
+    note = (recs["action"] >> ev.TC_SHIFT & ev.TC_NOTIFY) != 0
+    if note.any():
+        recs = recs[~note]
+    if order == ">":
+        recs = recs.astype(EVENT_DTYPE)
+    if not len(recs):
+        raise TraceFormatError(path, 0, "no events in the file, only notes")
+    return Trace(recs, comms, {"clock": "relative"})
+
+
+def _blk_byte_order(path: Path, data: bytes) -> str:
+    if len(data) < 4:
+        raise TraceFormatError(path, 0, f"truncated: {len(data)} bytes, a record needs {BLK_SIZE}")
+    for order in ("<", ">"):
+        if int(np.frombuffer(data[:4], dtype=f"{order}u4")[0]) & 0xFFFFFF00 == BLK_MAGIC:
+            return order
+    raise TraceFormatError(path, 0, "bad magic: not a blktrace file")
+
+
+def write_blktrace(trace: Trace, path: Path | str) -> None:
+    """Writes blktrace's binary format: process notes first, then the events in time order.
+
+    Times are made relative to the first event, as blktrace does; sequence numbers count per CPU.
+    """
+    e = trace.events
+    devs = np.unique(e["device"]) if len(e) else np.array([0], dtype=np.uint32)
+    t0 = int(e["time"][0]) if len(e) else 0
+    notes = bytearray()
+    for pid, comm in sorted(trace.comms.items()):
+        name = comm.encode("utf-8", "replace")[:15].ljust(16, b"\0")
+        for dev in devs:  # blkparse keeps command names per device
+            rec = np.zeros(1, dtype=BLK_DTYPE_LE)
+            rec["magic"] = BLK_MAGIC | BLK_VERSION
+            rec["action"] = ev.NOTE_PROCESS | ev.TC_NOTIFY << ev.TC_SHIFT
+            rec["pid"], rec["device"], rec["pdu_len"] = pid, dev, len(name)
+            notes += rec.tobytes() + name
+    out = e.copy()
+    out["time"] = e["time"] - t0
+    out["sequence"] = _per_cpu_sequence(e["cpu"])
+    with open(path, "wb") as f:
+        f.write(notes)
+        f.write(out.tobytes())
+
+
+def _per_cpu_sequence(cpu: np.ndarray) -> np.ndarray:
+    order = np.argsort(cpu, kind="stable")
+    sc = cpu[order]
+    starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
+    counts = np.diff(np.r_[starts, len(sc)])
+    rank = np.arange(len(sc)) - np.repeat(starts, counts) + 1
+    seq = np.empty(len(cpu), dtype=np.uint32)
+    seq[order] = rank
+    return seq
+
+
+# --- blkparse text ----------------------------------------------------------------------------------
+
+_LINE = re.compile(
+    r"\s*(\d+),(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\.(\d{9})\s+(\d+)\s+([A-Za-z])\s+(\S+)\s*(.*)$")
+_IO = re.compile(r"(\d+) \+ (\d+)(?: \((\d+)\))? \[(.*)\]$")
+_SUMMARY = re.compile(r"(CPU\d+|Total) \(")
+
+
+def read_blkparse_text(path: Path) -> Trace:
+    rows: list[tuple] = []
+    comms: dict[int, str] = {}
+    offset = 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            line_off, offset = offset, offset + len(raw)
+            try:
+                line = raw.decode("utf-8").rstrip("\n")
+            except UnicodeDecodeError:
+                raise TraceFormatError(path, line_off, f"line {lineno} is not text") from None
+            if not line.strip():
+                continue
+            if _SUMMARY.match(line):
+                break
+            m = _LINE.match(line)
+            if not m:
+                raise TraceFormatError(path, line_off, f"line {lineno} is not a blkparse event line: {line[:80]!r}")
+            major, minor, cpu, _seq, sec, nsec, pid, letter, rwbs, rest = m.groups()
+            code = ev.LETTER_ACTION.get(letter)
+            if code is None:
+                continue  # notes ('m') and actions with nothing to analyse
+            tc = ev.rwbs_to_categories(rwbs) | ev.ACTION_CATEGORY.get(code, 0)
+            io = _IO.match(rest)
+            sector = nsect = error = 0
+            if io:
+                sector, nsect = int(io.group(1)), int(io.group(2))
+                tail = io.group(4)
+                if code == ev.COMPLETE:
+                    error = int(tail) if tail.lstrip("-").isdigit() else 0
+                elif tail:
+                    comms.setdefault(int(pid), tail)
+            elif code in (ev.QUEUE, ev.ISSUE, ev.COMPLETE, ev.INSERT, ev.BACKMERGE, ev.FRONTMERGE, ev.GETRQ):
+                raise TraceFormatError(path, line_off, f"line {lineno}: expected 'SECTOR + COUNT [..]' after {letter}")
+            rows.append((ev.MAGIC, 0, int(sec) * 1_000_000_000 + int(nsec), sector, nsect * 512,
+                         code | tc << ev.TC_SHIFT, int(pid), ev.kdev(int(major), int(minor)), int(cpu),
+                         abs(error) & 0xFFFF, 0))
+    if not rows:
+        raise TraceFormatError(path, 0, "no blkparse event lines")
+    return Trace(np.array(rows, dtype=EVENT_DTYPE), comms, {"clock": "relative"})
