@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r = sub.add_parser("record", help="record block events while COMMAND runs, or until Ctrl-C (needs root)",
                        description="Record queue/insert/issue/complete events with sector, size, flags, pid, "
                                    "command and ns timestamps. Tracing is left as it was found.")
-    r.add_argument("-o", "--output", required=True, type=Path, metavar="FILE", help="trace file to write")
+    r.add_argument("-o", "--output", required=True, type=Path, metavar="FILE",
+                   help="trace file to write (blktrace format: FILE.blktrace.<cpu>, as blktrace -o FILE)")
     r.add_argument("--device", action="append", default=[], metavar="DEV",
                    help="block device to record (repeatable; default: all devices)")
     r.add_argument("--format", choices=("smartio", "blktrace"), default="smartio",
@@ -48,8 +49,12 @@ def run_record(args: argparse.Namespace) -> int:
         raise UsageError(None, command[0], "unknown option; put the command to run after `--`")
     res = record(args.output, args.device, args.format, command or None)
     lost = f", {res.lost} LOST (buffer overrun)" if res.lost else ""
-    print(f"smartio: {res.events} events in {res.duration_s:.2f} s written to {res.path} "
+    where = ", ".join(str(p) for p in res.files)
+    print(f"smartio: {res.events} events in {res.duration_s:.2f} s written to {where} "
           f"({args.format} format){lost}", file=sys.stderr)
+    if args.format == "blktrace":
+        print(f"smartio: read it with: blkparse -i {args.output} [-d {args.output}.bin]; btt -i {args.output}.bin; "
+              f"smartio trace analyze {args.output}", file=sys.stderr)
     if res.command_rc:
         print(f"smartio: the command exited with {res.command_rc}; the trace was written anyway", file=sys.stderr)
         return 1

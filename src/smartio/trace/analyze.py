@@ -65,6 +65,8 @@ def pct(values: np.ndarray, scale: float = 1.0) -> dict:
     p = np.percentile(values, PERCENTILES)
     out = {"n": int(len(values)), "mean": float(values.mean()) / scale, "max": float(values.max()) / scale}
     out.update({f"p{q}": float(v) / scale for q, v in zip(PERCENTILES, p)})
+    # 101 quantiles (0..100 %), enough to draw the CDF without keeping every value.
+    out["quantiles"] = (np.percentile(values, np.arange(101)) / scale).tolist()
     return out
 
 

@@ -3,8 +3,10 @@
 - ours (`.smtrace`): magic `SMIOTRC1`, a little-endian u32 header length, a JSON header (where the
   trace came from, and the pid -> command table), then fixed 40-byte `EVENT_DTYPE` records.
 - blktrace: `struct blk_io_trace` records (48 bytes, magic 0x65617400 | version 0x07) each followed by
-  `pdu_len` payload bytes; process notes carry command names. Written as one time-sorted stream, which
-  is what `blkparse -i FILE`, `blkparse -d` and `btt -i` read. Either byte order is read, as blkparse does.
+  `pdu_len` payload bytes; process notes carry command names. Written as blktrace does, one file per
+  CPU, NAME.blktrace.<cpu>, which `blkparse -i NAME` and `iowatcher -t NAME` read (and `blkparse -i NAME
+  -d NAME.bin` merges for `btt -i NAME.bin`). Read: NAME (all its per-CPU files), one per-CPU file (its
+  siblings are read too), or a merged stream. Either byte order is read, as blkparse does.
 - blkparse text: the default output of `blkparse -i`, up to its summary.
 
 Decoding is vectorised with numpy over runs of fixed-size records, because the traces that matter are
@@ -66,11 +68,30 @@ def detect_format(path: Path) -> str:
                            f"(starts with {head[:16]!r})")
 
 
+_PER_CPU = re.compile(r"(.*)\.blktrace\.\d+$")
+
+
+def blktrace_cpu_files(path: Path) -> list[Path]:
+    """The per-CPU files of a blktrace recording named by NAME or by one of NAME.blktrace.<cpu>."""
+    m = _PER_CPU.match(path.name)
+    base = path.with_name(m.group(1)) if m else path
+    files = [p for p in base.parent.glob(base.name + ".blktrace.*") if _PER_CPU.match(p.name)]
+    return sorted(files, key=lambda p: int(p.name.rsplit(".", 1)[1]))
+
+
 def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
     """Reads a trace in any of the three formats; `fmt` None means detect it from the content."""
     path = Path(path)
+    cpu_files = blktrace_cpu_files(path) if fmt in (None, "blktrace") else []
+    if cpu_files and (not path.is_file() or _PER_CPU.match(path.name)):
+        parts = [read_blktrace(p) for p in cpu_files]
+        comms = {k: v for t in parts for k, v in t.comms.items()}
+        events = np.concatenate([t.events for t in parts])
+        trace = Trace(events[np.argsort(events["time"], kind="stable")], comms, parts[0].meta)
+        trace.source_format = "blktrace"
+        return trace
     if not path.is_file():
-        raise UsageError(None, path, "no such trace file")
+        raise UsageError(None, path, "no such trace file (nor NAME.blktrace.<cpu> files)")
     fmt = fmt or detect_format(path)
     reader = {"smartio": read_ours, "blktrace": read_blktrace, "blkparse": read_blkparse_text}[fmt]
     trace = reader(path)
@@ -213,29 +234,35 @@ def _blk_byte_order(path: Path, data: bytes) -> str:
     raise TraceFormatError(path, 0, "bad magic: not a blktrace file")
 
 
-def write_blktrace(trace: Trace, path: Path | str) -> None:
-    """Writes blktrace's binary format: process notes first, then the events in time order.
+def write_blktrace(trace: Trace, name: Path | str) -> list[Path]:
+    """Writes NAME.blktrace.<cpu> files, as `blktrace -o NAME` does; returns their paths.
 
-    Times are made relative to the first event, as blktrace does; sequence numbers count per CPU.
+    Each starts with the process notes (command names), then that CPU's events in time order, with
+    times relative to the first event of the trace and sequence numbers counting per CPU.
     """
     e = trace.events
     devs = np.unique(e["device"]) if len(e) else np.array([0], dtype=np.uint32)
     t0 = int(e["time"][0]) if len(e) else 0
     notes = bytearray()
     for pid, comm in sorted(trace.comms.items()):
-        name = comm.encode("utf-8", "replace")[:15].ljust(16, b"\0")
+        cname = comm.encode("utf-8", "replace")[:15].ljust(16, b"\0")
         for dev in devs:  # blkparse keeps command names per device
             rec = np.zeros(1, dtype=BLK_DTYPE_LE)
             rec["magic"] = BLK_MAGIC | BLK_VERSION
             rec["action"] = ev.NOTE_PROCESS | ev.TC_NOTIFY << ev.TC_SHIFT
-            rec["pid"], rec["device"], rec["pdu_len"] = pid, dev, len(name)
-            notes += rec.tobytes() + name
+            rec["pid"], rec["device"], rec["pdu_len"] = pid, dev, len(cname)
+            notes += rec.tobytes() + cname
     out = e.copy()
     out["time"] = e["time"] - t0
     out["sequence"] = _per_cpu_sequence(e["cpu"])
-    with open(path, "wb") as f:
-        f.write(notes)
-        f.write(out.tobytes())
+    paths = []
+    for cpu in (np.unique(out["cpu"]) if len(out) else [0]):
+        path = Path(f"{name}.blktrace.{int(cpu)}")
+        with open(path, "wb") as f:
+            f.write(notes)
+            f.write(out[out["cpu"] == cpu].tobytes())
+        paths.append(path)
+    return paths
 
 
 def _per_cpu_sequence(cpu: np.ndarray) -> np.ndarray:
@@ -253,7 +280,9 @@ def _per_cpu_sequence(cpu: np.ndarray) -> np.ndarray:
 
 _LINE = re.compile(
     r"\s*(\d+),(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\.(\d{9})\s+(\d+)\s+([A-Za-z])\s+(\S+)\s*(.*)$")
-_IO = re.compile(r"(\d+) \+ (\d+)(?: \((\d+)\))? \[(.*)\]$")
+# "SECTOR + COUNT [comm]"; requests without data print "SECTOR [error]" (C) or only "[comm]" (D);
+# `blkparse -t` adds "(ns)" before the bracket.
+_IO = re.compile(r"(?:(\d+)(?: \+ (\d+))? )?(?:\( *(\d+)\) )?\[(.*)\]$")
 _SUMMARY = re.compile(r"(CPU\d+|Total) \(")
 
 
@@ -283,7 +312,7 @@ def read_blkparse_text(path: Path) -> Trace:
             io = _IO.match(rest)
             sector = nsect = error = 0
             if io:
-                sector, nsect = int(io.group(1)), int(io.group(2))
+                sector, nsect = int(io.group(1) or 0), int(io.group(2) or 0)
                 tail = io.group(4)
                 if code == ev.COMPLETE:
                     error = int(tail) if tail.lstrip("-").isdigit() else 0

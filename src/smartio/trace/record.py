@@ -24,7 +24,7 @@ POLL_S = 0.05
 
 @dataclass
 class RecordResult:
-    path: Path
+    files: list[Path]
     events: int
     lost: int
     duration_s: float
@@ -98,10 +98,11 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
     meta.update(start_ns=start_ns, end_ns=end_ns, lost_events=lost)
     trace = Trace(events, comms, meta)
     if fmt == "blktrace":
-        write_blktrace(trace, output)
+        files = write_blktrace(trace, output)
     else:
         write_ours(trace, output)
-    return RecordResult(output, len(events), lost, (end_ns - start_ns) / 1e9, rc)
+        files = [output]
+    return RecordResult(files, len(events), lost, (end_ns - start_ns) / 1e9, rc)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
