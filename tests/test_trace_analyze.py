@@ -1,0 +1,175 @@
+"""Trace analysis: cross-checked against blkparse and btt on recorded SQLite traces, and exact on a
+hand-built trace where every figure can be worked out by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from smartio.cli import main
+from smartio.trace import events as ev
+from smartio.trace.analyze import analyze
+from smartio.trace.events import EVENT_DTYPE, Trace
+from smartio.trace.files import attribute, file_type, fiemap
+from smartio.trace.formats import read_trace
+from smartio.trace.match import match
+
+DATA = Path(__file__).parent / "data" / "traces"
+MODES = ("delete", "truncate", "persist", "wal")
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_counts_and_bytes_match_blkparse(mode):
+    t = read_trace(DATA / f"sqlite-{mode}")
+    want = json.loads((DATA / f"sqlite-{mode}.expected.json").read_text())["blkparse"]
+    mx = analyze(t)
+    assert mx["events"] == want["events"]
+    assert mx["write"]["bytes"] >> 10 == want["writes_completed_kib"]
+    assert mx["read"]["bytes"] >> 10 == want["reads_completed_kib"]
+    # blkparse counts every completion by its write bit: zero-byte completions (flushes, the end of a
+    # flush sequence) land among its reads or writes; we count them apart.
+    e = t.events
+    c = (e["action"] & 0xFFFF) == ev.COMPLETE
+    w = (e["action"] >> ev.TC_SHIFT & ev.TC_WRITE) != 0
+    empty = e["bytes"] == 0
+    assert mx["write"]["requests"] + int((c & w & empty).sum()) == want["writes_completed"]
+    assert mx["read"]["requests"] + int((c & ~w & empty).sum()) == want["reads_completed"]
+    assert mx["flush"]["requests"] == int((c & empty & ((e["action"] >> ev.TC_SHIFT & ev.TC_FLUSH) != 0)).sum())
+    assert mx["event_counts"]["Q"] == want["reads_queued"] + want["writes_queued"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_latencies_match_btt(mode):
+    t = read_trace(DATA / f"sqlite-{mode}")
+    want = json.loads((DATA / f"sqlite-{mode}.expected.json").read_text())["btt"]
+    mx = analyze(t)
+    r, w = mx["read"]["q2c_ms"], mx["write"]["q2c_ms"]
+    # btt follows bios that carry data: our reads and writes together.
+    assert r["n"] + w["n"] == want["q2c"]["n"]
+    mean_s = (r["n"] * r["mean"] + w["n"] * w["mean"]) / (r["n"] + w["n"]) / 1e3
+    assert mean_s == pytest.approx(want["q2c"]["avg_s"], abs=1e-9)
+    assert max(r["max"], w["max"]) / 1e3 == pytest.approx(want["q2c"]["max_s"], abs=1e-9)
+    assert min(r["quantiles"][0], w["quantiles"][0]) / 1e3 == pytest.approx(want["q2c"]["min_s"], abs=1e-9)
+    # Percentiles of every bio's Q2C against btt's per-bio file (which rounds to 1 us).
+    m = match(t.events)
+    bios = m.bios[(m.bios["q2c"] >= 0) & (m.bios["bytes"] > 0)]
+    ours = np.percentile(bios["q2c"] / 1e9, [50, 90, 99])
+    theirs = np.percentile(want["q2c_per_bio_s"], [50, 90, 99])
+    np.testing.assert_allclose(ours, theirs, atol=1.5e-6)
+    # btt's D2C is per bio: each request's D2C counted once per bio it carried.
+    q = m.reqs[(m.reqs["issue"] >= 0) & (m.reqs["nbios"] > 0) & (m.reqs["bytes"] > 0)]
+    d2c = (q["time"].astype(np.int64) - q["issue"]) / 1e9
+    assert int(q["nbios"].sum()) == want["d2c"]["n"]
+    assert float((d2c * q["nbios"]).sum() / q["nbios"].sum()) == pytest.approx(want["d2c"]["avg_s"], abs=1e-9)
+    assert d2c.max() == pytest.approx(want["d2c"]["max_s"], abs=1e-9)
+
+
+def _ev(time, code, sector, nbytes, rwbs, pid=100):
+    tc = ev.rwbs_to_categories(rwbs) | ev.ACTION_CATEGORY[code]
+    return (ev.MAGIC, 0, time, sector, nbytes, code | tc << ev.TC_SHIFT, pid, ev.kdev(7, 0), 0, 0, 0)
+
+
+def _hand_trace() -> Trace:
+    Q, M, F, G, I, D, C = ev.QUEUE, ev.BACKMERGE, ev.FRONTMERGE, ev.GETRQ, ev.INSERT, ev.ISSUE, ev.COMPLETE
+    rows = [
+        # a 4 KiB read: Q2C 102 us, D2C 100 us
+        _ev(0, Q, 800, 4096, "RS"), _ev(1_000, G, 800, 4096, "RS"), _ev(2_000, D, 800, 4096, "RS"),
+        _ev(102_000, C, 800, 4096, "RS"),
+        # two async 4 KiB writes back-merged into one 8 KiB request
+        _ev(200_000, Q, 1000, 4096, "W"), _ev(200_100, G, 1000, 4096, "W"),
+        _ev(201_000, Q, 1008, 4096, "W"), _ev(201_100, M, 1008, 4096, "W"),
+        _ev(210_000, I, 1000, 8192, "W"), _ev(220_000, D, 1000, 8192, "W"), _ev(250_000, C, 1000, 8192, "W"),
+        # two sync 4 KiB writes front-merged into one request starting at 2000
+        _ev(300_000, Q, 2008, 4096, "WS"), _ev(300_100, G, 2008, 4096, "WS"),
+        _ev(301_000, Q, 2000, 4096, "WS"), _ev(301_100, F, 2000, 4096, "WS"),
+        _ev(310_000, D, 2000, 8192, "WS"), _ev(330_000, C, 2000, 8192, "WS"),
+        # a flush, then a 64 KiB write rewriting block 125 (sectors 1000..1127)
+        _ev(400_000, Q, 0, 0, "FWS"), _ev(400_100, G, 0, 0, "FWS"), _ev(401_000, D, 0, 0, "FN"),
+        _ev(500_000, C, 2**64 - 1, 0, "FN"),
+        _ev(600_000, Q, 1000, 65536, "WS"), _ev(600_100, G, 1000, 65536, "WS"), _ev(601_000, D, 1000, 65536, "WS"),
+        _ev(700_000, C, 1000, 65536, "WS"),
+        _ev(800_000, Q, 0, 0, "FWS"), _ev(800_100, G, 0, 0, "FWS"), _ev(801_000, D, 0, 0, "FN"),
+        _ev(1_000_000, C, 2**64 - 1, 0, "FN"),
+    ]
+    return Trace(np.array(rows, dtype=EVENT_DTYPE), {100: "app"}, {"clock": "relative"})
+
+
+def test_hand_built_trace_every_figure():
+    mx = analyze(_hand_trace(), top_n=3)
+    rd, wr = mx["read"], mx["write"]
+    assert (rd["requests"], wr["requests"], rd["bios"], wr["bios"]) == (1, 3, 1, 5)
+    assert mx["rw_ratio"]["text"] == "1/3.00"
+    assert rd["d2c_ms"]["p50"] == pytest.approx(0.1) and rd["q2c_ms"]["p50"] == pytest.approx(0.102)
+    # write D2C: 30, 20, 99 us; Q2C: 50, 49, 30, 29, 100 us
+    assert wr["d2c_ms"]["p50"] == pytest.approx(0.030) and wr["d2c_ms"]["max"] == pytest.approx(0.099)
+    assert sorted(wr["d2c_ms"]["quantiles"][i] for i in (0, 100)) == pytest.approx([0.020, 0.099])
+    assert wr["q2c_ms"]["p50"] == pytest.approx(0.049) and wr["q2c_ms"]["mean"] == pytest.approx(0.0516)
+    assert (wr["sync"], wr["async"], rd["sync"]) == (2, 1, 1)
+    assert wr["size"]["share_le_4k"] == 0 and wr["size"]["share_le_16k"] == pytest.approx(2 / 3)
+    assert wr["size"]["share_le_64k"] == 1.0
+    # write blocks: 125, 126 (merged request), 250, 251, then 125..140 (64 KiB): 125 and 126 twice
+    loc = wr["locality"]
+    assert loc["blocks"] == 18 and loc["max_accesses"] == 2 and loc["share_accessed_once"] == pytest.approx(16 / 18)
+    assert loc["top"][:2] == [[125, 2], [126, 2]]
+    fl = mx["flush"]
+    assert fl["requests"] == 2
+    assert fl["between"]["requests"]["p50"] == 1 and fl["between"]["kib"]["p50"] == 64
+    assert fl["between"]["seconds"]["p50"] == pytest.approx(500e-6)
+    # issued..completed: 100 + 30 + 20 + 99 + 99 + 199 us of 1000 us, none overlapping
+    assert mx["time_share"]["busy"] == pytest.approx(0.547)
+    assert mx["time_share"]["outstanding_by_class"]["read"] == pytest.approx(0.102)
+    assert mx["unmatched"] == {"bios_without_completion": 0, "completions_without_issue": 0}
+
+
+def test_cli_writes_json_and_html(tmp_path, capsys):
+    rc = main(["trace", "analyze", str(DATA / "sqlite-delete.smtrace"), "--json", str(tmp_path / "m.json"),
+               "--html", str(tmp_path / "r.html")])
+    assert rc == 0
+    mx = json.loads((tmp_path / "m.json").read_text())
+    assert mx["format"] == "smartio" and mx["write"]["requests"] > 0
+    assert mx["source"]["command"][:1] == ["sh"]
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("data:image/png;base64,") >= 4
+    assert "R/W ratio" in capsys.readouterr().out
+
+
+def test_cli_bad_flags_are_exit_2(tmp_path, capsys):
+    trace = str(DATA / "sqlite-wal")
+    assert main(["trace", "analyze", trace, "--top", "0"]) == 2
+    assert main(["trace", "analyze", trace, "--files", str(tmp_path / "none")]) == 2
+    assert main(["trace", "analyze", trace, "--html", str(tmp_path / "no" / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "--top 0" in err and "--files" in err and "--html" in err
+
+
+def test_file_types_like_most():
+    kinds = {n: file_type(Path(n), 0o644) for n in
+             ("a.db", "a.db-journal", "a.db-wal", "a.db-shm", "lib.so", "base.apk", "x.xml", "s.dat", "notes")}
+    assert kinds == {"a.db": "database", "a.db-journal": "journal", "a.db-wal": "wal", "a.db-shm": "wal",
+                     "lib.so": "executable", "base.apk": "executable", "x.xml": "resource", "s.dat": "resource",
+                     "notes": "other"}
+    assert file_type(Path("run"), 0o755) == "executable"
+
+
+def test_fiemap_maps_a_file_to_its_sectors(tmp_path):
+    p = tmp_path / "f.db"
+    p.write_bytes(os.urandom(64 * 1024))
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        extents = fiemap(fd)
+    except OSError as e:
+        pytest.skip(f"FIEMAP unsupported on {tmp_path}: {e}")
+    finally:
+        os.close(fd)
+    if not extents:
+        pytest.skip(f"{tmp_path} keeps no extents for a fresh file (tmpfs?)")
+    assert sum(length for _, _, length in extents) >= 64 * 1024
+    att = attribute(None, tmp_path)
+    first = att.start[0]
+    assert att.lookup(np.array([first, first + 1, 0], dtype=np.uint64)).tolist()[:2] == [0, 0]
+    assert att.types == ["database"]

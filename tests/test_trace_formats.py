@@ -1,0 +1,166 @@
+"""Trace file formats: round trips, blkparse text against the binary it came from, and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from smartio.cli import main
+from smartio.trace.formats import TraceFormatError, read_trace, write_blktrace, write_ours
+
+DATA = Path(__file__).parent / "data" / "traces"
+FIELDS = ("time", "sector", "bytes", "action", "pid", "device", "cpu", "error")
+pytestmark = pytest.mark.timeout(60)
+
+
+def _sorted(e: np.ndarray) -> np.ndarray:
+    return e[np.lexsort((e["action"], e["sector"], e["time"]))]
+
+
+def test_blkparse_text_reads_to_the_same_events_as_the_binary():
+    text = read_trace(DATA / "sqlite-wal.blkparse.txt")
+    binary = read_trace(DATA / "sqlite-wal")
+    assert text.source_format == "blkparse" and binary.source_format == "blktrace"
+    a, b = _sorted(text.events), _sorted(binary.events)
+    for f in FIELDS:
+        np.testing.assert_array_equal(a[f], b[f], err_msg=f)
+    assert text.comms == binary.comms
+
+
+def test_one_per_cpu_file_reads_the_whole_recording():
+    whole = read_trace(DATA / "sqlite-delete")
+    via_cpu1 = read_trace(DATA / "sqlite-delete.blktrace.1")
+    assert len(whole) == len(via_cpu1) == 1776
+
+
+def test_round_trips(tmp_path):
+    t = read_trace(DATA / "sqlite-truncate")
+    write_ours(t, tmp_path / "t.smtrace")
+    write_blktrace(t, tmp_path / "t")
+    for again in (read_trace(tmp_path / "t.smtrace"), read_trace(tmp_path / "t")):
+        for f in FIELDS:
+            # blktrace times are relative to the first event.
+            want = t.events[f] - (t.events["time"][0] if f == "time" else 0)
+            got = again.events[f] - (again.events["time"][0] if f == "time" else 0)
+            np.testing.assert_array_equal(_sorted_field(again, got), _sorted_field(t, want), err_msg=f)
+        assert again.comms == t.comms
+
+
+def _sorted_field(t, values):
+    e = t.events
+    return values[np.lexsort((e["action"], e["sector"], e["time"]))]
+
+
+@pytest.mark.skipif(subprocess.run(["which", "blkparse"], capture_output=True).returncode != 0,
+                    reason="blkparse not installed (Debian package blktrace)")
+def test_blkparse_reads_what_we_write(tmp_path):
+    t = read_trace(DATA / "sqlite-persist.smtrace" if (DATA / "sqlite-persist.smtrace").exists()
+                   else DATA / "sqlite-delete.smtrace")
+    write_blktrace(t, tmp_path / "x")
+    out = subprocess.run(["blkparse", "-i", "x"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert f"Events (7,0): {len(t)} entries" in out or f"{len(t)} entries" in out
+    assert "Skips: 0 forward" in out
+
+
+def _bad(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def test_truncated_blktrace_names_the_offset(tmp_path):
+    data = (DATA / "sqlite-wal.blktrace.1").read_bytes()
+    p = _bad(tmp_path, "cut.blktrace.0", data[:-20])
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    assert e.value.offset == len(data) - 48 and "truncated" in str(e.value)
+
+
+def test_garbage_in_the_middle_names_the_offset(tmp_path):
+    data = bytearray((DATA / "sqlite-wal.blktrace.1").read_bytes())
+    data[4800:4848] = b"\xab" * 48
+    p = _bad(tmp_path, "g.blktrace.0", bytes(data))
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    assert 4800 - 48 < e.value.offset <= 4800
+
+
+def test_garbage_file_is_rejected(tmp_path):
+    p = _bad(tmp_path, "noise", bytes(range(256)) * 40)
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    assert e.value.offset == 0
+
+
+def test_big_endian_header_of_ours_is_rejected(tmp_path):
+    data = bytearray((DATA / "sqlite-delete.smtrace").read_bytes())
+    data[8:12] = bytes(reversed(data[8:12]))
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(_bad(tmp_path, "be.smtrace", bytes(data)))
+    assert e.value.offset == 8 and "big-endian" in str(e.value)
+
+
+def test_byte_swapped_records_in_ours_are_rejected(tmp_path):
+    t = read_trace(DATA / "sqlite-delete.smtrace")
+    swapped = t.events.byteswap()
+    data = bytearray((DATA / "sqlite-delete.smtrace").read_bytes())
+    body = len(data) - len(t.events) * 48
+    data[body:] = swapped.tobytes()
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(_bad(tmp_path, "sw.smtrace", bytes(data)))
+    assert e.value.offset == body
+
+
+def test_byte_swapped_blktrace_reads_the_same_as_blkparse_does(tmp_path):
+    # A big-endian machine's blktrace file is valid; blkparse reads it, so do we (not silently wrong).
+    t = read_trace(DATA / "sqlite-wal.blktrace.0")
+    data = (DATA / "sqlite-wal.blktrace.0").read_bytes()
+    recs, notes = [], []
+    off = 0
+    while off < len(data):
+        rec = np.frombuffer(data, dtype=t.events.dtype, count=1, offset=off)
+        plen = int(rec["pdu_len"][0])
+        recs.append(rec.byteswap().tobytes() + data[off + 48:off + 48 + plen])
+        off += 48 + plen
+    p = _bad(tmp_path, "be.blktrace.0", b"".join(recs))
+    be = read_trace(p)
+    only0 = read_trace(DATA / "sqlite-wal")
+    assert len(be) == int((only0.events["cpu"] == 0).sum())
+
+
+def test_mixed_byte_order_is_an_error_with_offset(tmp_path):
+    t = read_trace(DATA / "sqlite-delete.smtrace")
+    write_blktrace(t, tmp_path / "m")
+    p = tmp_path / "m.blktrace.0"
+    data = bytearray(p.read_bytes())
+    off = len(data) - 10 * 48
+    data[off:off + 48] = np.frombuffer(bytes(data[off:off + 48]), dtype=t.events.dtype).byteswap().tobytes()
+    (tmp_path / "mixed.blktrace.0").write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(tmp_path / "mixed.blktrace.0")
+    assert e.value.offset == off
+
+
+def test_bad_blkparse_line_names_line_and_offset(tmp_path):
+    lines = (DATA / "sqlite-wal.blkparse.txt").read_text().splitlines(keepends=True)
+    lines[5] = "  7,0    0        6     0.000100000  1234  Q  WS banana\n"
+    p = _bad(tmp_path, "bad.txt", "".join(lines).encode())
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    assert e.value.offset == sum(len(x.encode()) for x in lines[:5]) and "line 6" in str(e.value)
+
+
+@pytest.mark.parametrize("content", [b"", b"SMIOTRC1\x10\x00", b"\x07\x74\x61\x65" + b"\0" * 30])
+def test_cli_exit_code_2_for_bad_traces(tmp_path, capsys, content):
+    p = _bad(tmp_path, "bad.blktrace.0" if content.startswith(b"\x07") else "bad", content)
+    assert main(["trace", "analyze", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "offset" in err and str(p) in err
+
+
+def test_cli_missing_file_is_exit_2(tmp_path, capsys):
+    assert main(["trace", "analyze", str(tmp_path / "nope")]) == 2
+    assert "nope" in capsys.readouterr().err
