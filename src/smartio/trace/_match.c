@@ -320,3 +320,27 @@ out:
 	free(next_bio);
 	return rc;
 }
+
+/*
+ * Merges k arrays of records, each sorted by time, into out (ties keep the order of the parts):
+ * the per-CPU files of a blktrace recording. k is small (one per CPU), so a linear scan of the heads
+ * is cheaper than a heap.
+ */
+void sio_merge(const struct rec *const *parts, const int64_t *lens, int k, struct rec *out)
+{
+	int64_t pos[256] = { 0 };
+	int64_t total = 0, i;
+	int j;
+
+	for (j = 0; j < k; j++)
+		total += lens[j];
+	for (i = 0; i < total; i++) {
+		int best = -1;
+
+		for (j = 0; j < k; j++)
+			if (pos[j] < lens[j] &&
+			    (best < 0 || parts[j][pos[j]].time < parts[best][pos[best]].time))
+				best = j;
+		out[i] = parts[best][pos[best]++];
+	}
+}

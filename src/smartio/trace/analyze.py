@@ -46,13 +46,26 @@ KIND_NAMES = ("read", "write", "flush", "discard", "other")
 
 
 def classify(tc: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    kind = np.full(len(tc), OTHER, dtype=np.uint8)
-    data = nbytes > 0
-    kind[data & (tc & ev.TC_WRITE == 0)] = READ
-    kind[data & (tc & ev.TC_WRITE != 0)] = WRITE
-    kind[tc & ev.TC_DISCARD != 0] = DISCARD
-    kind[~data & (tc & ev.TC_FLUSH != 0)] = FLUSH
-    return kind
+    # One table lookup on the bits that decide the kind: write, flush, discard, and "has data".
+    tc = tc.astype(np.uint32)
+    key = (tc >> 1 & 1) | (tc >> 1 & 2) | (tc >> 11 & 4) | (nbytes > 0).view(np.uint8).astype(np.uint32) << 3
+    return _KIND_TABLE[key]
+
+
+def _kind_table() -> np.ndarray:
+    table = np.full(16, OTHER, dtype=np.uint8)
+    for k in range(16):
+        write, flush, discard, data = k & 1, k & 2, k & 4, k & 8
+        if discard:
+            table[k] = DISCARD
+        elif data:
+            table[k] = WRITE if write else READ
+        elif flush:
+            table[k] = FLUSH
+    return table
+
+
+_KIND_TABLE = _kind_table()
 
 
 def is_sync(tc: np.ndarray, kind: np.ndarray) -> np.ndarray:
@@ -60,13 +73,22 @@ def is_sync(tc: np.ndarray, kind: np.ndarray) -> np.ndarray:
 
 
 def pct(values: np.ndarray, scale: float = 1.0) -> dict:
-    if len(values) == 0:
+    """Percentiles (numpy's default linear interpolation), mean, max and 101 quantiles for the CDF."""
+    n = len(values)
+    if n == 0:
         return {"n": 0}
-    p = np.percentile(values, PERCENTILES)
-    out = {"n": int(len(values)), "mean": float(values.mean()) / scale, "max": float(values.max()) / scale}
-    out.update({f"p{q}": float(v) / scale for q, v in zip(PERCENTILES, p)})
+    v = np.sort(values)
+
+    def at(q: np.ndarray | float) -> np.ndarray:
+        pos = np.asarray(q, dtype=float) / 100 * (n - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, n - 1)
+        return (v[lo] + (v[hi] - v[lo]) * (pos - lo)) / scale
+
+    out = {"n": int(n), "mean": float(v.mean()) / scale, "max": float(v[-1]) / scale}
+    out.update({f"p{q}": float(at(q)) for q in PERCENTILES})
     # 101 quantiles (0..100 %), enough to draw the CDF without keeping every value.
-    out["quantiles"] = (np.percentile(values, np.arange(101)) / scale).tolist()
+    out["quantiles"] = at(np.arange(101)).tolist()
     return out
 
 
@@ -74,8 +96,11 @@ def union_ns(start: np.ndarray, end: np.ndarray) -> int:
     """Length of the union of the intervals [start, end)."""
     if len(start) == 0:
         return 0
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
+    if np.all(start[1:] >= start[:-1]):  # bios come in queue order: no sort needed
+        s, e = start, end
+    else:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], end[order]
     reach = np.maximum.accumulate(e)
     # A new stretch starts where an interval begins after everything before it has ended.
     new = np.r_[True, s[1:] > reach[:-1]]
@@ -136,8 +161,7 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     out.update(per_kind)
     nr, nw = per_kind["read"]["requests"], per_kind["write"]["requests"]
     out["rw_ratio"] = {"reads_per_write": nr / nw if nw else None, "text": ratio_text(nr, nw)}
-    out["all"] = {"locality": locality(reqs.sector[(reqs.kind <= WRITE)],
-                                       reqs.nbytes[(reqs.kind <= WRITE)], top_n)}
+    out["all"] = {"locality": merge_locality(per_kind["read"]["locality"], per_kind["write"]["locality"], top_n)}
     out["discard"] = {"requests": int((reqs.kind == DISCARD).sum()),
                       "bytes": int(reqs.nbytes[reqs.kind == DISCARD].sum())}
     out["flush"] = flush_stats(reqs, d2c, wall)
@@ -145,6 +169,8 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     out["processes"] = process_table(reqs, trace.comms, top_n)
     if attribution is not None:
         out["files"] = attribution.summarise(reqs, trace, top_n)
+    for d in (out["read"]["locality"], out["write"]["locality"], out["all"]["locality"]):
+        d.pop("_blocks", None)
     return out
 
 
@@ -170,6 +196,10 @@ def locality(sector: np.ndarray, nbytes: np.ndarray, top_n: int) -> dict:
     starts = np.repeat(first - np.cumsum(np.r_[0, span[:-1]]), span)
     blocks = starts + np.arange(int(span.sum()))
     uniq, counts = np.unique(blocks, return_counts=True)
+    return _locality_summary(uniq, counts, top_n)
+
+
+def _locality_summary(uniq: np.ndarray, counts: np.ndarray, top_n: int) -> dict:
     order = np.argsort(-counts, kind="stable")[:top_n]
     hist_k, hist_n = np.unique(counts, return_counts=True)
     return {
@@ -181,7 +211,17 @@ def locality(sector: np.ndarray, nbytes: np.ndarray, top_n: int) -> dict:
         "top": [[int(uniq[i]), int(counts[i])] for i in order],
         "accesses_histogram": [[int(k), int(n)] for k, n in zip(hist_k, hist_n)],
         "sorted_counts": np.sort(counts)[::-1][:300].tolist(),
+        "_blocks": (uniq, counts),  # for merging reads and writes; dropped from the output
     }
+
+
+def merge_locality(a: dict, b: dict, top_n: int) -> dict:
+    parts = [d["_blocks"] for d in (a, b) if "_blocks" in d]
+    if not parts:
+        return {"blocks": 0}
+    uniq, inv = np.unique(np.concatenate([u for u, _ in parts]), return_inverse=True)
+    counts = np.bincount(inv, weights=np.concatenate([c for _, c in parts])).astype(np.int64)
+    return _locality_summary(uniq, counts, top_n)
 
 
 def flush_stats(reqs: Requests, d2c: np.ndarray, wall: int) -> dict:

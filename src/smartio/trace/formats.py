@@ -17,6 +17,8 @@ partial or silently wrong trace.
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import re
 from pathlib import Path
 
@@ -86,8 +88,9 @@ def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
     if cpu_files and (not path.is_file() or _PER_CPU.match(path.name)):
         parts = [read_blktrace(p) for p in cpu_files]
         comms = {k: v for t in parts for k, v in t.comms.items()}
-        events = np.concatenate([t.events for t in parts])
-        trace = Trace(events[np.argsort(events["time"], kind="stable")], comms, parts[0].meta)
+        from smartio.trace.match import merge_sorted
+
+        trace = Trace(merge_sorted([t.events for t in parts]), comms, parts[0].meta)
         trace.source_format = "blktrace"
         return trace
     if not path.is_file():
@@ -97,6 +100,14 @@ def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
     trace = reader(path)
     trace.source_format = fmt
     return trace
+
+
+def _map(path: Path):
+    """The file's bytes, memory-mapped (no copy) when it is not empty."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 # --- ours -------------------------------------------------------------------------------------------
@@ -114,8 +125,8 @@ def write_ours(trace: Trace, path: Path | str) -> None:
 
 
 def read_ours(path: Path) -> Trace:
-    data = path.read_bytes()
-    if len(data) < 12 or not data.startswith(OURS_MAGIC):
+    data = _map(path)
+    if len(data) < 12 or data[:8] != OURS_MAGIC:
         raise TraceFormatError(path, 0, "missing the SMIOTRC1 header")
     hlen = int.from_bytes(data[8:12], "little")
     if hlen > len(data) - 12:
@@ -158,7 +169,7 @@ def _check_events(path: Path, events: np.ndarray, base: int, size: int) -> None:
 # --- blktrace binary --------------------------------------------------------------------------------
 
 def read_blktrace(path: Path) -> Trace:
-    data = path.read_bytes()
+    data = _map(path)
     order = _blk_byte_order(path, data)
     dt = BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE
     spans: list[list[int]] = []  # [offset, count] of runs of payload-free records

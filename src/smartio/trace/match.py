@@ -47,7 +47,26 @@ def _library() -> ctypes.CDLL:
     dll = ctypes.CDLL(str(lib))
     dll.sio_match.restype = ctypes.c_int
     dll.sio_match.argtypes = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 5
+    dll.sio_merge.restype = None
+    dll.sio_merge.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
     return dll
+
+
+MAX_MERGE = 256  # parts sio_merge takes at once (CPUs of one recording)
+
+
+def merge_sorted(parts: list[np.ndarray]) -> np.ndarray:
+    """Merges event arrays, each sorted by time, into one (ties keep the order of the parts)."""
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) > MAX_MERGE:
+        return merge_sorted([merge_sorted(parts[i:i + MAX_MERGE]) for i in range(0, len(parts), MAX_MERGE)])
+    parts = [np.ascontiguousarray(p, dtype=EVENT_DTYPE) for p in parts]
+    out = np.empty(sum(len(p) for p in parts), dtype=EVENT_DTYPE)
+    ptrs = (ctypes.c_void_p * len(parts))(*[p.ctypes.data for p in parts])
+    lens = np.array([len(p) for p in parts], dtype=np.int64)
+    _library().sio_merge(ptrs, lens.ctypes.data, len(parts), out.ctypes.data)
+    return out
 
 
 BIO_DTYPE = np.dtype([("time", "<u8"), ("q2c", "<i8"), ("tc", "<u4"), ("bytes", "<u4"), ("pid", "<u4"),
