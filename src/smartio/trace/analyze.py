@@ -39,6 +39,7 @@ class Requests:
     tc: np.ndarray      # categories
     pid: np.ndarray     # pid that queued it (or issued it)
     kind: np.ndarray    # READ, WRITE, FLUSH, DISCARD or OTHER
+    nbios: np.ndarray   # bios it carried (0: made by the kernel, e.g. a flush, or queued before the trace)
 
 
 READ, WRITE, FLUSH, DISCARD, OTHER = range(5)
@@ -123,7 +124,7 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     r = m.reqs
     reqs = Requests(time=r["time"].astype(np.int64), issue=r["issue"], sector=r["sector"],
                     nbytes=r["bytes"].astype(np.int64), tc=r["tc"], pid=r["pid"],
-                    kind=classify(r["tc"], r["bytes"]))
+                    kind=classify(r["tc"], r["bytes"]), nbios=r["nbios"])
     issued = reqs.issue >= 0
     d2c = np.where(issued, reqs.time - reqs.issue, -1)
     q2c = m.bios["q2c"]
@@ -136,7 +137,7 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
         "events": int(len(e)),
         "event_counts": {ev.ACTION_LETTER.get(c, str(c)): int(n) for c, n in enumerate(m.counts) if n},
         "wall_s": wall / 1e9,
-        "devices": [ev.dev_name(int(d)) for d in np.unique(e["device"])],
+        "devices": [ev.dev_name(int(d)) for d in devices(e)],
         "unmatched": {"bios_without_completion": int((q2c < 0).sum()),
                       "completions_without_issue": int((~issued & (reqs.kind != OTHER)).sum())},
     }
@@ -172,6 +173,11 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     for d in (out["read"]["locality"], out["write"]["locality"], out["all"]["locality"]):
         d.pop("_blocks", None)
     return out
+
+
+def devices(e: np.ndarray) -> np.ndarray:
+    d = e["device"]
+    return d[:1] if (d == d[0]).all() else np.unique(d)  # the usual single device without a sort
 
 
 def size_stats(sizes: np.ndarray) -> dict:
@@ -257,8 +263,10 @@ def time_shares(reqs: Requests, bios: np.ndarray, q_kind: np.ndarray, wall: int)
     done = q2c >= 0
     qt = bios["time"].astype(np.int64)
     qend = qt + np.where(done, q2c, 0)
-    # Requests without bios (flushes the kernel makes, or a trace without Q events) count from issue.
-    out["outstanding"] = union_ns(np.r_[qt[done], reqs.issue[issued]], np.r_[qend[done], reqs.time[issued]]) / wall
+    # A request's bios cover it from queue to completion; requests without bios (flushes the kernel
+    # makes, or a trace without Q events) count from issue.
+    bare = issued & (reqs.nbios == 0)
+    out["outstanding"] = union_ns(np.r_[qt[done], reqs.issue[bare]], np.r_[qend[done], reqs.time[bare]]) / wall
     # By class, as in seed 004's "impact of storage I/O latency" (which classes keep I/O waiting).
     qtc = bios["tc"]
     sync = is_sync(qtc, q_kind)
