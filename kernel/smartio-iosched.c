@@ -169,6 +169,7 @@ struct sio_data {
 	u64 write_slice_expired;
 	u64 prio_aged;
 	u64 limit_blocked;
+	u64 bio_merged;				/* bios merged into queued requests */
 	atomic64_t hints_received;
 	atomic64_t hints_dropped;
 };
@@ -886,6 +887,8 @@ static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 
 	spin_lock(&sd->lock);
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
+	if (ret)
+		sd->bio_merged++;
 	spin_unlock(&sd->lock);
 
 	if (free)
@@ -1107,9 +1110,9 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	}
 	seq_printf(m, "total inserted=%llu merged=%llu dispatched=%llu completed=%llu\n",
 		   tot[0], tot[1], tot[2], tot[3]);
-	seq_printf(m, "events requeued=%lld dropped=%lld write_slice_expired=%llu prio_aged=%llu limit_blocked=%llu\n",
+	seq_printf(m, "events requeued=%lld dropped=%lld bio_merged=%llu write_slice_expired=%llu prio_aged=%llu limit_blocked=%llu\n",
 		   (long long)atomic64_read(&sd->requeued),
-		   (long long)atomic64_read(&sd->dropped),
+		   (long long)atomic64_read(&sd->dropped), sd->bio_merged,
 		   sd->write_slice_expired, sd->prio_aged, sd->limit_blocked);
 	seq_printf(m, "anticipation holds=%llu hits=%llu expired=%llu\n",
 		   sd->antic_holds, sd->antic_hits, sd->antic_expired);

@@ -1,0 +1,276 @@
+"""Correctness of the smartio scheduler module in the VM (issue 4, section 4).
+
+Data integrity under mixed random I/O (fio verify=crc32c) on the raw device and on ext4 under an fsync-heavy load,
+switching schedulers under load, rmmod after switching away, and the sysfs tunables' range checks. Every guest boots
+with panic_on_warn and hung_task_panic, so a WARN (including the module's own counter check when a queue leaves
+smartio), a hung task or an oops fails the run; every test also checks that the debugfs counters balance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from smartio.testbed import vm
+
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(420), pytest.mark.usefixtures("testbed_ready")]
+
+KERNEL_ARGS = ["panic_on_warn=1", "hung_task_panic=1", "sysctl.kernel.hung_task_timeout_secs=60"]
+VM_TIMEOUT_S = 360.0
+
+# Shell helpers every guest script starts with.
+PRELUDE = r"""
+set -eu
+cd /tmp
+Q=/sys/block/vda/queue
+D=/sys/kernel/debug/block/vda/sched
+[ -d /sys/kernel/debug/block ] || mount -t debugfs none /sys/kernel/debug
+fail() { echo "FAIL: $*" >&2; exit 1; }
+use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler || fail "scheduler $1 not active: $(cat $Q/scheduler)"; }
+snap() { cat $D/stats > "$SMARTIO_OUT/stats-$1"; cat $D/inflight > "$SMARTIO_OUT/inflight-$1"; }
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class FioJob:
+    """One fio job of a guest workload; `verify` jobs are checked again, from the device, in a second pass."""
+
+    name: str
+    rw: str
+    prioclass: int          # 1 RT, 2 BE, 3 IDLE
+    direct: bool
+    offset_mb: int
+    size_mb: int
+    bs: str = "4k"
+    iodepth: int = 1
+    verify: bool = True
+    extra: tuple[str, ...] = ()     # options of the load pass only
+    filename: str | None = None     # within fio's directory=; both passes
+
+    def section(self, verify_only: bool) -> str:
+        lines = [f"[{self.name}]", f"rw={self.rw}", f"prioclass={self.prioclass}", f"offset={self.offset_mb}m",
+                 f"size={self.size_mb}m", f"bs={self.bs}", f"iodepth={self.iodepth}"]
+        if self.filename:
+            lines.append(f"filename={self.filename}")
+        if self.verify:
+            lines += ["verify=crc32c", "verify_fatal=1", "verify_state_save=0"]
+        if verify_only:
+            lines += ["verify_only=1", "direct=1"]
+        else:
+            lines += [f"direct={int(self.direct)}", *self.extra]
+            if not self.direct:
+                lines.append("end_fsync=1")  # the verify pass reads the device, so the data must be there
+        return "\n".join(lines) + "\n"
+
+
+def job_file(global_opts: str, jobs: list[FioJob], verify_only: bool = False) -> str:
+    chosen = [j for j in jobs if j.verify or not verify_only]
+    return f"[global]\n{global_opts}\n" + "\n".join(j.section(verify_only) for j in chosen)
+
+
+# Raw device: writers of every class, direct and buffered, random and sequential, on disjoint regions, with readers
+# across all of them (direct reads of dirty ranges make the kernel wait on writeback: QASIO's hint path).
+RAW_JOBS = [
+    FioJob("rt-randwrite-direct", "randwrite", 1, True, 0, 8, iodepth=8),
+    FioJob("be-randwrite-buffered", "randwrite", 2, False, 8, 8),
+    FioJob("idle-randwrite-direct", "randwrite", 3, True, 16, 6, iodepth=4),
+    FioJob("be-seqwrite-buffered", "write", 2, False, 24, 24, bs="64k"),
+    FioJob("be-randread", "randread", 2, True, 0, 48, iodepth=16, verify=False, extra=("io_size=12m",)),
+    FioJob("rt-seqread", "read", 1, True, 0, 48, bs="128k", iodepth=4, verify=False),
+]
+RAW_GLOBAL = "filename=/dev/vda\nioengine=libaio\nthread=0\ngroup_reporting=0"
+
+
+@dataclasses.dataclass
+class Stats:
+    rows: dict[str, dict[str, int]]
+    inflight: dict[str, dict[str, int]]
+
+    @classmethod
+    def load(cls, out_dir: Path, phase: str) -> Stats:
+        def parse(text: str) -> dict[str, dict[str, int]]:
+            rows = {}
+            for line in text.splitlines():
+                name, *fields = line.split()
+                rows[name] = {k: int(v) for k, v in (f.split("=", 1) for f in fields)}
+            return rows
+
+        stats_file, inflight_file = out_dir / f"stats-{phase}", out_dir / f"inflight-{phase}"
+        assert stats_file.is_file(), f"the guest left no {stats_file.name}: the script stopped before it"
+        return cls(parse(stats_file.read_text()), parse(inflight_file.read_text()))
+
+    def assert_balanced(self, min_dispatched: int) -> None:
+        """inserted = merged + dispatched and dispatched = completed, per class and direction, nothing left."""
+        for name, r in self.rows.items():
+            if "inserted" not in r:
+                continue
+            assert r["inserted"] == r["merged"] + r["dispatched"], f"{name}: {r}"
+            assert r["dispatched"] == r["completed"], f"{name}: {r}"
+        assert self.rows["events"]["dropped"] == 0, self.rows["events"]
+        for kind, r in self.inflight.items():
+            assert r == {"queued": 0, "inflight": 0}, f"{kind} still held: {r}"
+        total = self.rows["total"]["dispatched"]
+        assert total >= min_dispatched, f"only {total} requests went through smartio; the test did not test it"
+
+
+@pytest.fixture(scope="module")
+def module_ko() -> Path:
+    """The module, built (or brought up to date) now: these tests are about it, so a build failure fails them."""
+    repo = vm.repo_root()
+    assert repo is not None, "not running from the repository"
+    p = subprocess.run(["make", "-C", str(repo / "kernel")], capture_output=True, text=True)
+    assert p.returncode == 0, f"make -C kernel failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return repo / vm.DEFAULT_MODULE
+
+
+def run_guest(tmp_path: Path, script: str, ko: Path, disk_mb: int = 256) -> vm.VmResult:
+    path = tmp_path / "guest.sh"
+    path.write_text(PRELUDE + script)
+    r = vm.run(["sh", str(path)], disks=1, disk_size=disk_mb << 20, modules=[ko], kernel_args=KERNEL_ARGS,
+               timeout=VM_TIMEOUT_S, artifacts=tmp_path / "art", stream=None, cwd=tmp_path)
+    assert r.failure is None, r.failure
+    assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
+    return r
+
+
+def test_raw_device_integrity_mixed_random_io(tmp_path: Path, module_ko: Path) -> None:
+    (tmp_path / "raw.fio").write_text(job_file(RAW_GLOBAL, RAW_JOBS))
+    (tmp_path / "raw-verify.fio").write_text(job_file(RAW_GLOBAL, RAW_JOBS, verify_only=True))
+    script = f"""
+use smartio
+fio --output=$SMARTIO_OUT/fio-default.txt {tmp_path}/raw.fio || fail "fio (default tunables): $(tail -20 $SMARTIO_OUT/fio-default.txt)"
+fio --output=$SMARTIO_OUT/verify-default.txt {tmp_path}/raw-verify.fio || fail "verify pass (default tunables)"
+snap default
+# The same load with every mechanism engaged: limits of 1, anticipation, a short write slice, fast aging.
+for k in seq_read seq_write rand_read rand_write; do echo 1 > $Q/iosched/dispatch_limit_$k; done
+echo 500 > $Q/iosched/read_anticipation_us
+echo 5 > $Q/iosched/write_slice_ms
+echo 50 > $Q/iosched/prio_aging_ms
+fio --output=$SMARTIO_OUT/fio-tuned.txt {tmp_path}/raw.fio || fail "fio (tuned): $(tail -20 $SMARTIO_OUT/fio-tuned.txt)"
+fio --output=$SMARTIO_OUT/verify-tuned.txt {tmp_path}/raw-verify.fio || fail "verify pass (tuned)"
+snap tuned
+use none
+rmmod smartio_iosched
+"""
+    r = run_guest(tmp_path, script, module_ko)
+    default, tuned = Stats.load(r.out_dir, "default"), Stats.load(r.out_dir, "tuned")
+    default.assert_balanced(min_dispatched=2000)
+    tuned.assert_balanced(min_dispatched=4000)
+    # Every class was used, and the tuned pass really held requests back.
+    for cls in ("rt", "be", "idle"):
+        assert default.rows[f"{cls}_write"]["dispatched"] > 0, default.rows
+    ev, ant = tuned.rows["events"], tuned.rows["anticipation"]
+    assert ev["limit_blocked"] > 0 and ant["holds"] > 0, (ev, ant)
+
+
+EXT4_JOBS = [
+    FioJob("fsync-randwrite", "randwrite", 2, False, 0, 3, extra=("fsync=1",), filename="fsync-randwrite"),
+    FioJob("fsync-seqwrite", "write", 2, False, 0, 4, bs="16k", extra=("fsync=2",), filename="fsync-seqwrite"),
+    FioJob("bulk-seqwrite", "write", 2, False, 0, 32, bs="128k", filename="bulk-seqwrite"),
+    FioJob("rt-randread", "randread", 1, True, 0, 16, iodepth=4, verify=False, extra=("io_size=8m",),
+           filename="read-source"),
+]
+EXT4_GLOBAL = "directory=/mnt/t\nioengine=psync"
+
+
+def test_ext4_integrity_fsync_heavy(tmp_path: Path, module_ko: Path) -> None:
+    (tmp_path / "ext4.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS))
+    (tmp_path / "ext4-verify.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS, verify_only=True))
+    script = f"""
+use smartio
+mkfs.ext4 -q -F /dev/vda
+mkdir -p /mnt/t
+mount -o discard /dev/vda /mnt/t
+# File churn beside fio: creates, fsyncs and deletes make journal commits, metadata waits and discards.
+( i=0; while [ ! -e /tmp/stop ]; do
+    dd if=/dev/urandom of=/mnt/t/churn.$i bs=64k count=4 conv=fsync 2>/dev/null
+    rm -f /mnt/t/churn.$((i - 3)); i=$((i + 1)); done ) &
+churn=$!
+fio --output=$SMARTIO_OUT/fio.txt {tmp_path}/ext4.fio || {{ touch /tmp/stop; fail "fio: $(tail -20 $SMARTIO_OUT/fio.txt)"; }}
+touch /tmp/stop; wait $churn
+umount /mnt/t
+mount /dev/vda /mnt/t                      # a fresh mount: the verify pass reads the disk, not the page cache
+fio --output=$SMARTIO_OUT/verify.txt {tmp_path}/ext4-verify.fio || fail "verify pass: $(tail -20 $SMARTIO_OUT/verify.txt)"
+umount /mnt/t
+e2fsck -fn /dev/vda > $SMARTIO_OUT/e2fsck.txt 2>&1 || fail "e2fsck: $(cat $SMARTIO_OUT/e2fsck.txt)"
+snap ext4
+use none
+rmmod smartio_iosched
+"""
+    r = run_guest(tmp_path, script, module_ko, disk_mb=512)
+    st = Stats.load(r.out_dir, "ext4")
+    st.assert_balanced(min_dispatched=1000)
+    assert st.rows["rt_read"]["dispatched"] > 0, st.rows
+
+
+def test_switching_schedulers_under_load(tmp_path: Path, module_ko: Path) -> None:
+    jobs = [FioJob("randwrite-inline-verify", "randwrite", 2, True, 0, 16, iodepth=16,
+                   extra=("verify_backlog=64", "time_based=1", "runtime=25")),
+            FioJob("seqwrite-buffered", "write", 2, False, 32, 32, bs="64k",
+                   extra=("time_based=1", "runtime=25")),
+            FioJob("randread", "randread", 2, True, 0, 64, iodepth=8, verify=False,
+                   extra=("time_based=1", "runtime=25"))]
+    (tmp_path / "load.fio").write_text(job_file(RAW_GLOBAL, jobs))
+    script = f"""
+modprobe kyber-iosched
+modprobe bfq
+use smartio
+fio --output=$SMARTIO_OUT/fio.txt {tmp_path}/load.fio & load=$!
+switches=0
+while kill -0 $load 2>/dev/null; do
+    for s in mq-deadline smartio kyber smartio bfq smartio none smartio; do
+        kill -0 $load 2>/dev/null || break
+        use $s; switches=$((switches + 1)); sleep 0.4
+    done
+done
+wait $load || fail "fio under switching: $(tail -20 $SMARTIO_OUT/fio.txt)"
+echo $switches > $SMARTIO_OUT/switches
+use smartio
+dd if=/dev/vda of=/dev/null bs=4k count=2000 iflag=direct 2>/dev/null
+dd if=/dev/zero of=/dev/vda bs=4k seek=20000 count=500 oflag=direct 2>/dev/null
+snap final
+use none
+rmmod smartio_iosched
+"""
+    r = run_guest(tmp_path, script, module_ko)
+    switches = int((r.out_dir / "switches").read_text())
+    assert switches >= 8, f"only {switches} scheduler switches happened during the load"
+    Stats.load(r.out_dir, "final").assert_balanced(min_dispatched=2500)
+
+
+def test_tunables_and_rmmod_after_switching_away(tmp_path: Path, module_ko: Path) -> None:
+    script = f"""
+T=$Q/iosched
+use smartio
+check() {{ v=$(cat $T/$1); [ "$v" = "$2" ] || fail "$1 is $v, expected $2"; }}
+check write_slice_ms 100
+check read_anticipation_us 0
+for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
+echo 0 > $T/write_slice_ms; check write_slice_ms 1                     # clamped to the minimum
+echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
+echo -5 > $T/read_anticipation_us; check read_anticipation_us 0
+echo 7 > $T/dispatch_limit_rand_write; check dispatch_limit_rand_write 7
+if echo abc > $T/prio_aging_ms 2>/dev/null; then fail "prio_aging_ms accepted abc"; fi
+check prio_aging_ms 10000
+echo 2 > $T/qasio_boost; check qasio_boost 1
+dd if=/dev/zero of=/dev/vda bs=4k count=1000 oflag=direct 2>/dev/null
+dd if=/dev/vda of=/dev/null bs=4k count=1000 iflag=direct 2>/dev/null
+snap first
+if rmmod smartio_iosched 2>/dev/null; then fail "rmmod succeeded while vda used smartio"; fi
+use none
+rmmod smartio_iosched
+grep -q smartio $Q/scheduler && fail "smartio still offered after rmmod"
+insmod {module_ko}
+use smartio
+check write_slice_ms 100                                              # a new instance starts from defaults
+dd if=/dev/vda of=/dev/null bs=4k count=500 iflag=direct 2>/dev/null
+snap second
+use none
+rmmod smartio_iosched
+"""
+    r = run_guest(tmp_path, script, module_ko, disk_mb=64)
+    Stats.load(r.out_dir, "first").assert_balanced(min_dispatched=2000)
+    Stats.load(r.out_dir, "second").assert_balanced(min_dispatched=500)
