@@ -33,7 +33,7 @@ class Option:
 # Default sizes follow the paper (seed 000, section 4): 128 MB per stream for latency, slowdown and the
 # mixed sweep, 32 MB per stream for concurrency; `--quick` shrinks them so `all` runs in under 2 minutes.
 SIZES = {"latency": (128 << 20, 8 << 20), "slowdown": (128 << 20, 8 << 20),
-         "concurrency": (32 << 20, 1 << 20), "mixed": (128 << 20, 8 << 20)}
+         "concurrency": (32 << 20, 1 << 20), "mixed": (128 << 20, 64 << 20)}
 REPEATS = (10, 3)
 
 OPTIONS = (

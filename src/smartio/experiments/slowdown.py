@@ -10,6 +10,7 @@ of its solo work the shared device still does (issue 4).
 from __future__ import annotations
 
 from smartio.engine import Job, JobSet
+from smartio.errors import SmartioError
 from smartio.experiments.context import RunContext
 from smartio.experiments.options import Settings
 from smartio.experiments.stats import Stat
@@ -55,13 +56,19 @@ def run(ctx: RunContext) -> dict:
     for rep in range(s.repeats):
         tag = f"(run {rep + 1}/{s.repeats})"
         for mode in MODES:
-            for kind, other in (("read", "write"), ("write", "read")):
+            for kind, other, key in (("read", "write", "read_with_writer_ms"),
+                                     ("write", "read", "write_with_reader_ms")):
                 measured = _streams(ctx, kind, mode, background=False)
                 r = ctx.run(JobSet((tuple(measured),)), f"slowdown {mode} {kind} alone {tag}")
                 samples[mode][f"{kind}_alone_ms"].append(_mean_latency(r, measured))
                 group = tuple(measured + _streams(ctx, other, mode, background=True))
-                r = ctx.run(JobSet((group,), exitall=True), f"slowdown {mode} {kind} beside {other}r {tag}")
-                samples[mode][f"{kind}_with_{other}er_ms"].append(_mean_latency(r, measured))
+                r = ctx.run(JobSet((group,), exitall=True), f"slowdown {mode} {kind} beside {other} {tag}")
+                samples[mode][key].append(_mean_latency(r, measured))
+                idle = [j.name for j in group if j not in measured and r.jobs[j.name].read is None
+                        and r.jobs[j.name].write is None]
+                if idle:
+                    raise SmartioError(f"background streams {idle} did no I/O beside the measured ones; "
+                                       "the measurement had no contention")
 
     detail, read_sd, write_sd = {}, {}, {}
     for mode in MODES:

@@ -1,0 +1,85 @@
+"""Statistics over repeats and the arithmetic of every experiment, on a synthetic engine (no disk)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from smartio.engine import Job
+from smartio.engine.fake import ModelEngine
+from smartio.experiments import REGISTRY
+from smartio.experiments.context import RunContext
+from smartio.experiments.options import Settings
+from smartio.experiments.stats import Stat
+from smartio.experiments.target import Target
+
+
+def test_stat_mean_std_ci():
+    s = Stat.of([1.0, 2.0, 3.0, 4.0])
+    assert s.mean == 2.5
+    assert s.std == pytest.approx(math.sqrt(5 / 3))
+    half = 3.182 * s.std / 2          # t(0.975, df=3) * s / sqrt(4)
+    assert (s.ci95_low, s.ci95_high) == pytest.approx((2.5 - half, 2.5 + half))
+
+
+def test_stat_single_value_has_no_interval():
+    s = Stat.of([7.0]).to_json()
+    assert s["mean"] == 7.0 and s["std"] is None and s["ci95"] == [None, None]
+
+
+def _ctx(engine, **kw) -> RunContext:
+    settings = Settings(repeats=kw.pop("repeats", 2), size=1 << 20, **kw)
+    return RunContext(engine, Target("/nowhere", "file", None), settings, cpu_times=lambda: (0, 0))
+
+
+def _model(job: Job, others: list[Job]) -> float:
+    """An S5-like device: reads suffer from writers, writes barely from readers."""
+    reading = "read" in job.rw
+    writers = sum("write" in o.rw for o in others)
+    readers = sum("read" in o.rw for o in others)
+    if reading:
+        return 1.0 * (6.0 if writers else 1.0)
+    return 2.0 * (1.25 if readers else 1.0)
+
+
+def test_slowdown_ratios_and_efficiency():
+    res = REGISTRY["slowdown"].run(_ctx(ModelEngine(_model)))
+    assert res["read_slowdown"] == {"seq": pytest.approx(6.0), "rand": pytest.approx(6.0)}
+    assert res["write_slowdown"] == {"seq": pytest.approx(1.25), "rand": pytest.approx(1.25)}
+    assert res["detail"]["seq"]["efficiency"]["mean"] == pytest.approx(1 / 6 + 1 / 1.25)
+
+
+def test_slowdown_four_streams_run_four_against_four():
+    engine = ModelEngine(_model)
+    REGISTRY["slowdown"].run(_ctx(engine, streams=4, repeats=1))
+    contended = [js for js in engine.runs if js.exitall]
+    assert contended and all(len(js.jobs) == 8 for js in contended)
+    assert all(sum(j.time_based_s is not None for j in js.jobs) == 4 for js in contended)
+
+
+def test_concurrency_parameter_is_the_n_of_maximal_speedup():
+    # Per-I/O latency grows with company so that speedup = n / (1 + 0.5 (n - 1)^2) peaks at N = 2 (1.33).
+    def model(job: Job, others: list[Job]) -> float:
+        return 1 + 0.5 * len(others) ** 2
+    res = REGISTRY["concurrency"].run(_ctx(ModelEngine(model), levels=(1, 2, 4, 8)))
+    for p in ("seq_read", "seq_write", "rand_read", "rand_write"):
+        sp = res["speedup"][p]
+        expected = {n: n / (1 + 0.5 * (n - 1) ** 2) for n in (1, 2, 4, 8)}
+        assert sp == {str(n): pytest.approx(v, abs=1e-6) for n, v in expected.items()}
+        assert res["parameters"][p] == 2
+
+
+def test_read_only_runs_only_read_patterns():
+    engine = ModelEngine(_model)
+    res = REGISTRY["latency"].run(_ctx(engine, read_only=True))
+    assert set(res["patterns"]) == {"seq_read", "rand_read"}
+    assert all("write" not in j.rw for js in engine.runs for j in js.jobs)
+
+
+def test_mixed_sweeps_read_shares_at_queue_depth():
+    engine = ModelEngine(_model)
+    res = REGISTRY["mixed"].run(_ctx(engine, mixes=(10, 50, 100), iodepth=128))
+    assert list(res["response_s"]["seq"]) == ["10", "50", "100"]
+    assert all(j.iodepth == 128 and j.rwmixread in (10, 50, 100) for js in engine.runs for j in js.jobs)
+    assert all(js.ioengine == "libaio" for js in engine.runs)
