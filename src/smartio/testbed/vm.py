@@ -201,6 +201,8 @@ def guest_env(*, repo: Path | None, rel: kernelpkg.KernelRelease, disk_count: in
         "TERM": os.environ.get("TERM", "vt100") if interactive else "dumb",
         "SMARTIO_IN_VM": "1",
         "SMARTIO_OUT": initramfs.GUEST_OUT,
+        # The guest's home is in RAM: results stored there would vanish at power-off, so they go to the out dir.
+        "SMARTIO_DB": f"{initramfs.GUEST_OUT}/results.db",
         "SMARTIO_DISKS": " ".join(f"/dev/vd{chr(ord('a') + i)}" for i in range(disk_count)),
         "SMARTIO_PROFILE": profile_name or "",
         "SMARTIO_REPO": str(repo) if repo else "",
