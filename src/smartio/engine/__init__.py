@@ -29,6 +29,7 @@ class Job:
     iodepth: int = 1
     rwmixread: int | None = None
     time_based_s: float | None = None   # run for this long (looping over the region) instead of once
+    startdelay_ms: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,13 +61,16 @@ class JobSet:
                     lines.append(f"rwmixread={job.rwmixread}")
                 if job.time_based_s is not None:
                     lines += ["time_based", f"runtime={job.time_based_s:g}s"]
+                if job.startdelay_ms:
+                    lines.append(f"startdelay={job.startdelay_ms}ms")
                 if gi > 0 and ji == 0:
                     lines.append("stonewall")
         return "\n".join(lines) + "\n"
 
     def signature(self) -> str:
         """Stable id of what is run, independent of file names: replayed recordings are checked against it."""
-        shape = [[(j.name, j.rw, j.size, j.bs, j.iodepth, j.rwmixread, j.time_based_s) for j in g]
+        shape = [[(j.name, j.rw, j.size, j.bs, j.iodepth, j.rwmixread, j.time_based_s) +
+                  ((j.startdelay_ms,) if j.startdelay_ms else ()) for j in g]
                  for g in self.groups]
         blob = json.dumps([shape, self.direct, self.ioengine, self.exitall])
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -18,6 +18,7 @@ from smartio.experiments.stats import Stat
 NAME = "slowdown"
 MODES = ("seq", "rand")
 BACKGROUND_S = 24 * 3600   # a bound, never reached: exitall ends the background when the measured stream ends
+HEAD_START_MS = 100        # the background's head start in contended runs
 
 
 def space_needed(s: Settings) -> int:
@@ -28,7 +29,7 @@ def runs(s: Settings) -> int:
     return s.repeats * len(MODES) * 4
 
 
-def _streams(ctx: RunContext, kind: str, mode: str, background: bool) -> list[Job]:
+def _streams(ctx: RunContext, kind: str, mode: str, background: bool, delay_ms: int = 0) -> list[Job]:
     s = ctx.settings
     size = s.size_for(NAME)
     rw = {"read": "read", "write": "write"}[kind]
@@ -38,14 +39,18 @@ def _streams(ctx: RunContext, kind: str, mode: str, background: bool) -> list[Jo
     for i in range(s.streams):
         filename, offset = ctx.target.slot(f"{kind[0]}{i}", size)
         name = f"{'bg' if background else 'm'}-{kind}{i}"
-        jobs.append(Job(name, rw, filename, size, offset, s.bs, time_based_s=BACKGROUND_S if background else None))
+        jobs.append(Job(name, rw, filename, size, offset, s.bs, time_based_s=BACKGROUND_S if background else None,
+                        startdelay_ms=delay_ms))
     return jobs
 
 
 def _mean_latency(result, jobs: list[Job]) -> float:
-    """Response time of one I/O over all measured streams: total busy time / total I/Os."""
-    stats = [result.jobs[j.name].main() for j in jobs]
+    """Response time of one I/O over all measured streams: total busy time / total I/Os. With several streams,
+    exitall ends the group when the first measured one ends; a stream that got no I/O in by then is left out."""
+    stats = [d for j in jobs for d in (result.jobs[j.name].read, result.jobs[j.name].write) if d]
     ios = sum(d.ios for d in stats)
+    if ios == 0:
+        raise SmartioError(f"the measured streams {[j.name for j in jobs]} did no I/O")
     return sum(d.lat_mean_ms * d.ios for d in stats) / ios
 
 
@@ -61,6 +66,7 @@ def run(ctx: RunContext) -> dict:
                 measured = _streams(ctx, kind, mode, background=False)
                 r = ctx.run(JobSet((tuple(measured),)), f"slowdown {mode} {kind} alone {tag}")
                 samples[mode][f"{kind}_alone_ms"].append(_mean_latency(r, measured))
+                measured = _streams(ctx, kind, mode, background=False, delay_ms=HEAD_START_MS)
                 group = tuple(measured + _streams(ctx, other, mode, background=True))
                 r = ctx.run(JobSet((group,), exitall=True), f"slowdown {mode} {kind} beside {other} {tag}")
                 samples[mode][key].append(_mean_latency(r, measured))
