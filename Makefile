@@ -6,7 +6,7 @@ SMARTIO := $(VENV)/bin/smartio
 .PHONY: demo test deps venv module clean
 
 demo: deps venv
-	@scratch=$$(mktemp -d "$${TMPDIR:-/tmp}/smartio-demo.XXXXXX") && \
+	@scratch=$$(mktemp -d "$(CURDIR)/.demo.XXXXXX") && \
 	trap 'rm -rf "$$scratch"' EXIT INT TERM && \
 	$(SMARTIO) bench all --quick --target "$$scratch"
 
