@@ -3,15 +3,19 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 SMARTIO := $(VENV)/bin/smartio
 
-.PHONY: demo test deps venv module clean
+.PHONY: demo test deps deps-bench venv module clean
 
-demo: deps venv
+demo: deps-bench venv
 	@scratch=$$(mktemp -d "$(CURDIR)/.demo.XXXXXX") && \
 	trap 'rm -rf "$$scratch"' EXIT INT TERM && \
 	$(SMARTIO) bench all --quick --target "$$scratch"
 
 test: deps venv module
 	$(VENV)/bin/pytest -ra
+
+# The demo needs only fio; the tests also need QEMU, nbdkit and a compiler for the testbed.
+deps-bench:
+	@scripts/install-deps
 
 deps:
 	@scripts/install-deps --vm
