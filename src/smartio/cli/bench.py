@@ -14,9 +14,9 @@ from smartio.engine import Engine
 from smartio.engine.fake import RecordingEngine, ReplayEngine
 from smartio.engine.fio import FioEngine
 from smartio.errors import UsageError
-from smartio.experiments.context import Progress
 from smartio.experiments.options import EXPERIMENTS, OPTIONS, PATTERNS, Option, Settings
 from smartio.experiments.runner import check, command_line, run_bench
+from smartio.experiments.target import open_target
 from smartio.report import tables
 from smartio.results import Store
 
@@ -103,9 +103,6 @@ def profile(a: argparse.Namespace) -> int:
     for p, n in params.items():
         print(f"{p}={n}")
     if a.apply:
-        from smartio.experiments.runner import device_info  # noqa: F401 (same device the run used)
-        from smartio.experiments.target import open_target
-
         dev = open_target(a.target, writes=False, destroy_data=False).device
         if dev is None:
             raise UsageError("--target", a.target, "has no block device whose scheduler could take the parameters")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import platform
+import shlex
 import signal
 import sys
 from typing import Any, Iterator
@@ -110,8 +111,6 @@ def _document(name: str, target: Target, settings: Settings, engine: Engine, com
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    import shlex
-
     args = sys.argv[1:] if argv is None else argv
     return " ".join(shlex.quote(a) for a in ["smartio", *args])
 
