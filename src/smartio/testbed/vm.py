@@ -211,7 +211,7 @@ def guest_env(*, repo: Path | None, rel: kernelpkg.KernelRelease, disk_count: in
     })
     if interactive:
         size = shutil.get_terminal_size()
-        env.update(SMARTIO_ROWS=str(size.lines), SMARTIO_COLS=str(size.columns))
+        env.update(SMARTIO_ROWS=str(size.lines or 24), SMARTIO_COLS=str(size.columns or 80))
     return env
 
 
