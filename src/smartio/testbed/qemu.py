@@ -9,8 +9,10 @@ backing is an NBD export on a unix socket (nbdkit).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import os
+import signal
 import shutil
 import subprocess
 import time
@@ -120,6 +122,12 @@ def tail(path: Path, n: int = 800) -> str:
         return "(no log)"
 
 
+def die_with_parent() -> None:
+    """preexec_fn: the kernel kills the child when smartio dies, even by SIGKILL, so no VM is left running."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
     """Terminate a child we started and reap it."""
     if proc.poll() is None:
@@ -138,7 +146,8 @@ def virtiofsd(share: Share, log: IO[bytes]) -> Iterator[subprocess.Popen]:
         raise NeedsRootError("sharing host directories with the guest (virtiofsd)")
     cmd = [find_virtiofsd(), f"--socket-path={share.socket}", "-o", f"source={share.source}",
            "-o", "cache=auto", "-o", "sandbox=chroot"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=die_with_parent)
     try:
         wait_for_socket(share.socket, proc, f"virtiofsd for {share.source}", Path(log.name))
         yield proc

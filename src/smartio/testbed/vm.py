@@ -296,9 +296,10 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
     """Run QEMU (argv) to its end or the timeout, streaming the command's output; returns (exit, timed_out)."""
     with open(qemu_log, "wb") as qlog, open(output_log, "wb") as olog:
         if interactive:
-            proc = subprocess.Popen(argv, stderr=qlog)
+            proc = subprocess.Popen(argv, stderr=qlog, preexec_fn=qemu.die_with_parent)
         else:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=qlog)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=qlog,
+                                    preexec_fn=qemu.die_with_parent)
         pump = None
         try:
             if not interactive:
