@@ -276,19 +276,24 @@ def choose_accel() -> str:
 
 
 def _pump(src: IO[bytes], parser: MarkerStream, log: IO[bytes], stream: IO[bytes] | None) -> None:
-    """Copy the command's output from QEMU to the log and the host's stdout as it arrives."""
+    """Copy the command's output from QEMU to the log and the host's stdout as it arrives.
+
+    It must keep reading to the end even if stdout goes away (`| head`), or the guest would block on its serial
+    port until the timeout.
+    """
     fd = src.fileno()
-    while chunk := os.read(fd, 65536):
-        data = parser.feed(chunk)
+    while True:
+        chunk = os.read(fd, 65536)
+        data = parser.feed(chunk) if chunk else parser.finish()
         log.write(data)
         if stream is not None and data:
-            stream.write(data)
-            stream.flush()
-    rest = parser.finish()
-    log.write(rest)
-    if stream is not None and rest:
-        stream.write(rest)
-        stream.flush()
+            try:
+                stream.write(data)
+                stream.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                stream = None
+        if not chunk:
+            return
 
 
 def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, output_log: Path, qemu_log: Path,
