@@ -15,62 +15,19 @@ Definitions (they matter when comparing with other tools):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from smartio.trace import events as ev
 from smartio.trace.events import Trace
-from smartio.trace.match import match
+from smartio.trace.native import Locality, Requests, locality, match
 
-BLOCK_SECTORS = 8  # 4 KiB blocks
+SYNC_FLAGS = ev.TC_SYNC | ev.TC_FUA | ev.TC_FLUSH  # a write with one of these is sync (reads always are)
 SIZE_LIMITS_KIB = (4, 16, 64)
 PERCENTILES = (50, 90, 99)
 
 
-@dataclass
-class Requests:
-    """The completed requests of a trace, one entry per C event."""
-
-    time: np.ndarray    # completion time, ns
-    issue: np.ndarray   # issue time, ns (-1 if the D was not seen)
-    sector: np.ndarray
-    nbytes: np.ndarray
-    tc: np.ndarray      # categories
-    pid: np.ndarray     # pid that queued it (or issued it)
-    kind: np.ndarray    # READ, WRITE, FLUSH, DISCARD or OTHER
-    nbios: np.ndarray   # bios it carried (0: made by the kernel, e.g. a flush, or queued before the trace)
-
-
 READ, WRITE, FLUSH, DISCARD, OTHER = range(5)
 KIND_NAMES = ("read", "write", "flush", "discard", "other")
-
-
-def classify(tc: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    # One table lookup on the bits that decide the kind: write, flush, discard, and "has data".
-    tc = tc.astype(np.uint32)
-    key = (tc >> 1 & 1) | (tc >> 1 & 2) | (tc >> 11 & 4) | (nbytes > 0).view(np.uint8).astype(np.uint32) << 3
-    return _KIND_TABLE[key]
-
-
-def _kind_table() -> np.ndarray:
-    table = np.full(16, OTHER, dtype=np.uint8)
-    for k in range(16):
-        write, flush, discard, data = k & 1, k & 2, k & 4, k & 8
-        if discard:
-            table[k] = DISCARD
-        elif data:
-            table[k] = WRITE if write else READ
-        elif flush:
-            table[k] = FLUSH
-    return table
-
-
-_KIND_TABLE = _kind_table()
-
-
-def is_sync(tc: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    return (kind == READ) | (tc & (ev.TC_SYNC | ev.TC_FUA | ev.TC_FLUSH) != 0)
 
 
 def pct(values: np.ndarray, scale: float = 1.0) -> dict:
@@ -93,23 +50,6 @@ def pct(values: np.ndarray, scale: float = 1.0) -> dict:
     return out
 
 
-def union_ns(start: np.ndarray, end: np.ndarray) -> int:
-    """Length of the union of the intervals [start, end)."""
-    if len(start) == 0:
-        return 0
-    if np.all(start[1:] >= start[:-1]):  # bios come in queue order: no sort needed
-        s, e = start, end
-    else:
-        order = np.argsort(start, kind="stable")
-        s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    # A new stretch starts where an interval begins after everything before it has ended.
-    new = np.r_[True, s[1:] > reach[:-1]]
-    starts = s[new]
-    ends = reach[np.r_[np.flatnonzero(new)[1:] - 1, len(s) - 1]]
-    return int((ends - starts).sum())
-
-
 def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     e = trace.events
     if len(e) == 0:
@@ -121,14 +61,12 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     end = int(trace.meta.get("end_ns", t_last)) if trace.meta.get("clock") == "mono" else t_last
     wall = max(end - start, 1)
 
-    r = m.reqs
-    reqs = Requests(time=r["time"].astype(np.int64), issue=r["issue"], sector=r["sector"],
-                    nbytes=r["bytes"].astype(np.int64), tc=r["tc"], pid=r["pid"],
-                    kind=classify(r["tc"], r["bytes"]), nbios=r["nbios"])
+    reqs = m.reqs
     issued = reqs.issue >= 0
     d2c = np.where(issued, reqs.time - reqs.issue, -1)
-    q2c = m.bios["q2c"]
-    q_kind = classify(m.bios["tc"], m.bios["bytes"])
+    q2c = m.bios.q2c
+    q_kind = m.bios.kind
+    devs = m.devices if m.devices is not None else np.unique(e["device"]).tolist()
 
     out: dict = {
         "source": {k: trace.meta[k] for k in ("command", "devices", "kernel", "started", "lost_events")
@@ -137,47 +75,44 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
         "events": int(len(e)),
         "event_counts": {ev.ACTION_LETTER.get(c, str(c)): int(n) for c, n in enumerate(m.counts) if n},
         "wall_s": wall / 1e9,
-        "devices": [ev.dev_name(int(d)) for d in devices(e)],
+        "devices": [ev.dev_name(int(d)) for d in devs],
         "unmatched": {"bios_without_completion": int((q2c < 0).sum()),
                       "completions_without_issue": int((~issued & (reqs.kind != OTHER)).sum())},
     }
+    blocks = locality(reqs, top_n)
     per_kind = {}
     for kind_name, kind in (("read", READ), ("write", WRITE)):
         sel = reqs.kind == kind
         sizes = reqs.nbytes[sel]
-        sync = is_sync(reqs.tc[sel], reqs.kind[sel])
-        qsel = q_kind == kind
+        tc = reqs.tc[sel]
+        sync = len(tc) if kind == READ else int((tc & SYNC_FLAGS != 0).sum())
+        kd2c = d2c[sel]
+        kq2c = q2c[q_kind == kind]
         per_kind[kind_name] = {
-            "requests": int(sel.sum()),
+            "requests": len(sizes),
             "bytes": int(sizes.sum()),
             "size": size_stats(sizes),
-            "d2c_ms": pct(d2c[sel][d2c[sel] >= 0], 1e6),
-            "q2c_ms": pct(q2c[qsel][q2c[qsel] >= 0], 1e6),
-            "bios": int(qsel.sum()),
-            "sync": int(sync.sum()),
-            "async": int((~sync).sum()),
-            "meta": int((reqs.tc[sel] & ev.TC_META != 0).sum()),
-            "locality": locality(reqs.sector[sel], sizes, top_n),
+            "d2c_ms": pct(kd2c[kd2c >= 0], 1e6),
+            "q2c_ms": pct(kq2c[kq2c >= 0], 1e6),
+            "bios": len(kq2c),
+            "sync": sync,
+            "async": len(tc) - sync,
+            "meta": int((tc & ev.TC_META != 0).sum()),
+            "locality": locality_summary(blocks[kind_name]),
         }
     out.update(per_kind)
     nr, nw = per_kind["read"]["requests"], per_kind["write"]["requests"]
     out["rw_ratio"] = {"reads_per_write": nr / nw if nw else None, "text": ratio_text(nr, nw)}
-    out["all"] = {"locality": merge_locality(per_kind["read"]["locality"], per_kind["write"]["locality"], top_n)}
+    out["all"] = {"locality": locality_summary(blocks["all"])}
     out["discard"] = {"requests": int((reqs.kind == DISCARD).sum()),
                       "bytes": int(reqs.nbytes[reqs.kind == DISCARD].sum())}
     out["flush"] = flush_stats(reqs, d2c, wall)
-    out["time_share"] = time_shares(reqs, m.bios, q_kind, wall)
+    out["time_share"] = {"busy": m.busy_ns / wall, "outstanding": m.outstanding_ns / wall,
+                         "outstanding_by_class": {k: v / wall for k, v in m.class_ns.items()}}
     out["processes"] = process_table(reqs, trace.comms, top_n)
     if attribution is not None:
         out["files"] = attribution.summarise(reqs, trace, top_n)
-    for d in (out["read"]["locality"], out["write"]["locality"], out["all"]["locality"]):
-        d.pop("_blocks", None)
     return out
-
-
-def devices(e: np.ndarray) -> np.ndarray:
-    d = e["device"]
-    return d[:1] if (d == d[0]).all() else np.unique(d)  # the usual single device without a sort
 
 
 def size_stats(sizes: np.ndarray) -> dict:
@@ -192,42 +127,22 @@ def size_stats(sizes: np.ndarray) -> dict:
     return out
 
 
-def locality(sector: np.ndarray, nbytes: np.ndarray, top_n: int) -> dict:
-    if len(sector) == 0:
+def locality_summary(loc: Locality) -> dict:
+    if loc.blocks == 0:
         return {"blocks": 0}
-    first = (sector // BLOCK_SECTORS).astype(np.int64)
-    last = ((sector + np.maximum(nbytes // 512, 1) - 1) // BLOCK_SECTORS).astype(np.int64)
-    span = last - first + 1
-    # Expand each request into the blocks it touches: first, first+1, ..., last.
-    starts = np.repeat(first - np.cumsum(np.r_[0, span[:-1]]), span)
-    blocks = starts + np.arange(int(span.sum()))
-    uniq, counts = np.unique(blocks, return_counts=True)
-    return _locality_summary(uniq, counts, top_n)
-
-
-def _locality_summary(uniq: np.ndarray, counts: np.ndarray, top_n: int) -> dict:
-    order = np.argsort(-counts, kind="stable")[:top_n]
-    hist_k, hist_n = np.unique(counts, return_counts=True)
+    hist_k, hist_n = loc.histogram[:, 0], loc.histogram[:, 1]
+    # The 300 highest counts, for the plot, straight from the histogram.
+    top_counts = np.repeat(hist_k[::-1], np.minimum(hist_n[::-1], 300))[:300]
     return {
-        "blocks": int(len(uniq)),
-        "accesses": int(counts.sum()),
-        "share_accessed_once": float((counts == 1).sum()) / len(uniq),
-        "mean_accesses": float(counts.mean()),
-        "max_accesses": int(counts.max()),
-        "top": [[int(uniq[i]), int(counts[i])] for i in order],
-        "accesses_histogram": [[int(k), int(n)] for k, n in zip(hist_k, hist_n)],
-        "sorted_counts": np.sort(counts)[::-1][:300].tolist(),
-        "_blocks": (uniq, counts),  # for merging reads and writes; dropped from the output
+        "blocks": loc.blocks,
+        "accesses": loc.accesses,
+        "share_accessed_once": loc.once / loc.blocks,
+        "mean_accesses": loc.accesses / loc.blocks,
+        "max_accesses": loc.max,
+        "top": [[b, c] for c, b in loc.top.tolist()],
+        "accesses_histogram": loc.histogram.tolist(),
+        "sorted_counts": top_counts.tolist(),
     }
-
-
-def merge_locality(a: dict, b: dict, top_n: int) -> dict:
-    parts = [d["_blocks"] for d in (a, b) if "_blocks" in d]
-    if not parts:
-        return {"blocks": 0}
-    uniq, inv = np.unique(np.concatenate([u for u, _ in parts]), return_inverse=True)
-    counts = np.bincount(inv, weights=np.concatenate([c for _, c in parts])).astype(np.int64)
-    return _locality_summary(uniq, counts, top_n)
 
 
 def flush_stats(reqs: Requests, d2c: np.ndarray, wall: int) -> dict:
@@ -253,32 +168,6 @@ def flush_stats(reqs: Requests, d2c: np.ndarray, wall: int) -> dict:
     }
     out["between_series"] = {"requests": between_n.tolist(), "kib": (between_bytes / 1024).tolist(),
                              "seconds": (gaps / 1e9).tolist()}
-    return out
-
-
-def time_shares(reqs: Requests, bios: np.ndarray, q_kind: np.ndarray, wall: int) -> dict:
-    issued = reqs.issue >= 0
-    out = {"busy": union_ns(reqs.issue[issued], reqs.time[issued]) / wall}
-    q2c = bios["q2c"]
-    done = q2c >= 0
-    qt = bios["time"].astype(np.int64)
-    qend = qt + np.where(done, q2c, 0)
-    # A request's bios cover it from queue to completion; requests without bios (flushes the kernel
-    # makes, or a trace without Q events) count from issue.
-    bare = issued & (reqs.nbios == 0)
-    out["outstanding"] = union_ns(np.r_[qt[done], reqs.issue[bare]], np.r_[qend[done], reqs.time[bare]]) / wall
-    # By class, as in seed 004's "impact of storage I/O latency" (which classes keep I/O waiting).
-    qtc = bios["tc"]
-    sync = is_sync(qtc, q_kind)
-    meta = qtc & ev.TC_META != 0
-    classes = {
-        "read": (q_kind == READ) & ~meta,
-        "meta_read": (q_kind == READ) & meta,
-        "sync_write": (q_kind == WRITE) & sync,
-        "async_write": (q_kind == WRITE) & ~sync,
-        "flush": q_kind == FLUSH,
-    }
-    out["outstanding_by_class"] = {k: union_ns(qt[s & done], qend[s & done]) / wall for k, s in classes.items()}
     return out
 
 

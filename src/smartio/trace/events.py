@@ -9,7 +9,7 @@ discard, ...). Keeping the kernel's encoding avoids a translation layer that cou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 
@@ -133,12 +133,13 @@ class Trace:
     comms: dict[int, str] = field(default_factory=dict)  # pid -> command name
     meta: dict = field(default_factory=dict)             # command, devices, kernel, clock, ...
     source_format: str = "smartio"
+    in_order: InitVar[bool] = False  # the caller knows the events are sorted: skip the check
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, in_order: bool) -> None:
         if self.events.dtype != EVENT_DTYPE:
             self.events = self.events.astype(EVENT_DTYPE)
         t = self.events["time"]
-        if len(t) > 1 and np.any(t[1:] < t[:-1]):
+        if not in_order and len(t) > 1 and np.any(t[1:] < t[:-1]):
             self.events = self.events[np.argsort(t, kind="stable")]
 
     @property

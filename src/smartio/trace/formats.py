@@ -26,6 +26,7 @@ import numpy as np
 
 from smartio.errors import UsageError
 from smartio.trace import events as ev
+from smartio.trace import native
 from smartio.trace.events import EVENT_DTYPE, Trace
 
 OURS_MAGIC = b"SMIOTRC1"
@@ -88,9 +89,7 @@ def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
     if cpu_files and (not path.is_file() or _PER_CPU.match(path.name)):
         parts = [read_blktrace(p) for p in cpu_files]
         comms = {k: v for t in parts for k, v in t.comms.items()}
-        from smartio.trace.match import merge_sorted
-
-        trace = Trace(merge_sorted([t.events for t in parts]), comms, parts[0].meta)
+        trace = Trace(native.merge_sorted([t.events for t in parts]), comms, parts[0].meta, in_order=True)
         trace.source_format = "blktrace"
         return trace
     if not path.is_file():
@@ -171,69 +170,32 @@ def _check_events(path: Path, events: np.ndarray, base: int, size: int) -> None:
 def read_blktrace(path: Path) -> Trace:
     data = _map(path)
     order = _blk_byte_order(path, data)
-    dt = BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE
-    spans: list[list[int]] = []  # [offset, count] of runs of payload-free records
-    extra: list[tuple[int, np.ndarray]] = []  # records that had a payload, without it
-    comms: dict[int, str] = {}
-    off, run, n = 0, 64, len(data)
-    while off < n:
-        if n - off < BLK_SIZE:
-            raise TraceFormatError(path, off, f"truncated record: {n - off} bytes left, a record needs {BLK_SIZE}")
-        # Check a run of records as if none had a payload, up to the first that does; the run grows
-        # while payloads are absent, so a trace without payloads is checked in a few large steps.
-        k = min(run, (n - off) // BLK_SIZE)
-        recs = np.frombuffer(data, dtype=dt, count=k, offset=off)
-        words = np.frombuffer(data, dtype=dt.fields["magic"][0], count=k * 12, offset=off).reshape(k, 12)
-        action = words[:, 7]
-        code = action & 0xFFFF
-        note = (action >> ev.TC_SHIFT & ev.TC_NOTIFY) != 0
-        badmagic = words[:, 0] != BLK_MAGIC | BLK_VERSION
-        invalid = ~note & ((code == 0) | (code > ev.DRV_DATA))
-        stop = badmagic | invalid | (recs["pdu_len"] != 0)
-        j = int(np.argmax(stop)) if stop.any() else k
-        if j:
-            if spans and spans[-1][0] + spans[-1][1] * BLK_SIZE == off:
-                spans[-1][1] += j
-            else:
-                spans.append([off, j])
-            off += j * BLK_SIZE
-            run = min(run * 8, 1 << 22)
-        if j == k:
-            continue
-        rec = recs[j]
-        if badmagic[j]:
+    # One pass in C checks every record (magic, action, payload length) and copies the events.
+    scan = native.scan_blktrace(data, swap=order == ">")
+    if scan.error:
+        off = scan.error_offset
+        if scan.error == "truncated":
+            raise TraceFormatError(path, off, f"truncated record: {len(data) - off} bytes left, "
+                                   f"a record needs {BLK_SIZE}")
+        rec = np.frombuffer(data, dtype=BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE, count=1, offset=off)[0]
+        if scan.error == "magic":
             raise TraceFormatError(path, off, f"record has magic {int(rec['magic']):#010x}, expected "
                                    f"{BLK_MAGIC | BLK_VERSION:#010x}: garbage, a different blktrace version, "
                                    "a mixed byte order, or a wrong payload length before it")
-        if invalid[j]:
+        if scan.error == "action":
             raise TraceFormatError(path, off, f"record has an invalid action word {int(rec['action']):#x}")
-        plen = int(rec["pdu_len"])
-        if off + BLK_SIZE + plen > n:
-            raise TraceFormatError(path, off, f"truncated payload: record says {plen} bytes, "
-                                   f"{n - off - BLK_SIZE} left")
-        if note[j]:
-            if int(code[j]) == ev.NOTE_PROCESS:
-                name = data[off + BLK_SIZE:off + BLK_SIZE + plen].split(b"\0", 1)[0]
-                comms[int(rec["pid"])] = name.decode("utf-8", "replace")
-        else:
-            one = recs[j:j + 1].copy()  # payloads (remap, unplug depth, SCSI cdb) are not needed
-            one["pdu_len"] = 0
-            extra.append((off, one))
-        off += BLK_SIZE + plen
-        run = 64
-    parts = [(o, np.frombuffer(data, dtype=dt, count=c, offset=o)) for o, c in spans] + extra
-    if not parts:
-        raise TraceFormatError(path, 0, "no events in the file")
-    parts.sort(key=lambda p: p[0])
-    recs = parts[0][1] if len(parts) == 1 else np.concatenate([p for _, p in parts])
-    note = (recs["action"] >> ev.TC_SHIFT & ev.TC_NOTIFY) != 0
-    if note.any():
-        recs = recs[~note]
-    if order == ">":
-        recs = recs.astype(EVENT_DTYPE)
-    if not len(recs):
+        raise TraceFormatError(path, off, f"truncated payload: record says {int(rec['pdu_len'])} bytes, "
+                               f"{len(data) - off - BLK_SIZE} left")
+    comms: dict[int, str] = {}
+    dt = BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE
+    for off in scan.notes.tolist():
+        rec = np.frombuffer(data, dtype=dt, count=1, offset=off)[0]
+        if int(rec["action"]) & 0xFFFF == ev.NOTE_PROCESS:
+            name = data[off + BLK_SIZE:off + BLK_SIZE + int(rec["pdu_len"])].split(b"\0", 1)[0]
+            comms[int(rec["pid"])] = name.decode("utf-8", "replace")
+    if not len(scan.events):
         raise TraceFormatError(path, 0, "no events in the file, only notes")
-    return Trace(recs, comms, {"clock": "relative"})
+    return Trace(scan.events, comms, {"clock": "relative"}, in_order=scan.in_order)
 
 
 def _blk_byte_order(path: Path, data: bytes) -> str:

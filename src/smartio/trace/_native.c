@@ -1,0 +1,803 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The loops of the trace analysis that run once per event or per block, in C because the traces
+ * worth analysing have millions of events (bench/trace-throughput holds us to 10x blkparse + btt).
+ * Loaded with ctypes by smartio/trace/native.py, which compiles this file on first use.
+ *
+ * 1. sio_scan_blktrace: checks the records of one blktrace file and copies those that are events.
+ * 2. sio_merge: merges the per-CPU event arrays of a recording by time.
+ * 3. sio_match: follows every bio and request through the time-ordered trace, as btt does, and on
+ *    the way measures how long I/O was outstanding.
+ * 4. sio_locality: accesses per 4 KiB block for reads, writes and both.
+ * Python keeps the figures that need a sort (percentiles) and everything that is not per event.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rec {			/* struct blk_io_trace without payload, host byte order */
+	uint32_t magic, sequence;
+	uint64_t time, sector;
+	uint32_t bytes, action, pid, device, cpu;
+	uint16_t error, pdu_len;
+};
+
+#define REC_MAGIC 0x65617407u	/* blktrace magic | version 7 */
+enum { A_QUEUE = 1, A_BACKMERGE, A_FRONTMERGE, A_GETRQ, A_REQUEUE = 6, A_ISSUE, A_COMPLETE, A_INSERT = 12,
+       A_DRV_DATA = 17 };
+enum { TC_READ = 1 << 0, TC_WRITE = 1 << 1, TC_FLUSH = 1 << 2, TC_SYNC = 1 << 3, TC_NOTIFY = 1 << 10,
+       TC_META = 1 << 12, TC_DISCARD = 1 << 13, TC_FUA = 1 << 15 };
+#define NO_SECTOR UINT64_MAX
+
+/* Request kinds, as analyze.py names them (READ, WRITE, FLUSH, DISCARD, OTHER). */
+enum { K_READ, K_WRITE, K_FLUSH, K_DISCARD, K_OTHER };
+
+static int kind_of(uint32_t tc, uint32_t bytes)
+{
+	if (tc & TC_DISCARD)
+		return K_DISCARD;
+	if (bytes)
+		return tc & TC_WRITE ? K_WRITE : K_READ;
+	return tc & TC_FLUSH ? K_FLUSH : K_OTHER;
+}
+
+/* ---- 1. reading blktrace files ---------------------------------------------------------------- */
+
+enum { SCAN_OK, SCAN_TRUNCATED, SCAN_MAGIC, SCAN_ACTION, SCAN_PAYLOAD };
+
+static void swap_rec(struct rec *r)
+{
+	r->magic = __builtin_bswap32(r->magic);
+	r->sequence = __builtin_bswap32(r->sequence);
+	r->time = __builtin_bswap64(r->time);
+	r->sector = __builtin_bswap64(r->sector);
+	r->bytes = __builtin_bswap32(r->bytes);
+	r->action = __builtin_bswap32(r->action);
+	r->pid = __builtin_bswap32(r->pid);
+	r->device = __builtin_bswap32(r->device);
+	r->cpu = __builtin_bswap32(r->cpu);
+	r->error = __builtin_bswap16(r->error);
+	r->pdu_len = __builtin_bswap16(r->pdu_len);
+}
+
+/*
+ * buf[0..len): one blktrace file, in the other byte order if swap. Checks every record and finds
+ * its events (records that are not notes) and notes. Returns SCAN_OK, or a SCAN_* error with the
+ * record's offset in *bad_off. On success:
+ * - *nout events; when they lie back to back without payloads, in host byte order, from byte
+ *   *run_off on, they can be used in place (*in_place = 1); else, when out is not NULL, they are
+ *   copied to it (payloads dropped);
+ * - the offsets of the *nnotes notes in notes (room for len / 48; may be NULL);
+ * - *sorted: whether the events are in time order.
+ */
+int sio_scan_blktrace(const uint8_t *buf, int64_t len, int swap, struct rec *out, int64_t *nout,
+		      int64_t *run_off, int *in_place, int64_t *notes, int64_t *nnotes, int64_t *bad_off,
+		      int *sorted)
+{
+	int64_t off = 0, n = 0, nn = 0, end_of_run = -1;
+	uint64_t last = 0;
+
+	*sorted = 1;
+	*in_place = !swap;
+	*run_off = 0;
+	while (off < len) {
+		struct rec r;
+		uint32_t code;
+
+		*bad_off = off;
+		if (len - off < (int64_t)sizeof(r))
+			return SCAN_TRUNCATED;
+		memcpy(&r, buf + off, sizeof(r));	/* payloads leave records unaligned */
+		if (swap)
+			swap_rec(&r);
+		code = r.action & 0xffff;
+		if (r.magic != REC_MAGIC)
+			return SCAN_MAGIC;
+		if (!(r.action >> 16 & TC_NOTIFY) && (code == 0 || code > A_DRV_DATA))
+			return SCAN_ACTION;
+		if (r.pdu_len > len - off - (int64_t)sizeof(r))
+			return SCAN_PAYLOAD;
+		if (r.action >> 16 & TC_NOTIFY) {
+			if (notes)
+				notes[nn] = off;
+			nn++;
+		} else {
+			if (r.time < last)
+				*sorted = 0;
+			last = r.time;
+			if (n == 0)
+				*run_off = off;
+			else if (off != end_of_run)
+				*in_place = 0;
+			if (r.pdu_len)
+				*in_place = 0;
+			end_of_run = off + sizeof(r);
+			if (out) {
+				r.pdu_len = 0;	/* payloads (remap, unplug depth, SCSI cdb) are not needed */
+				out[n] = r;
+			}
+			n++;
+		}
+		off += sizeof(r) + r.pdu_len;
+	}
+	*nout = n;
+	*nnotes = nn;
+	return SCAN_OK;
+}
+
+/* ---- 2. merging per-CPU arrays -------------------------------------------------------------- */
+
+/*
+ * Merges k arrays of records, each sorted by time, into out (ties keep the order of the parts).
+ * k is small (one per CPU), so a linear scan of the heads picks the next part; then its records are
+ * copied for as long as it stays first (CPUs trace in bursts, so these runs are long).
+ */
+void sio_merge(const struct rec *const *parts, const int64_t *lens, int k, struct rec *out)
+{
+	int64_t pos[256] = { 0 };
+	int64_t total = 0, i = 0;
+	int j;
+
+	for (j = 0; j < k; j++)
+		total += lens[j];
+	while (i < total) {
+		uint64_t before = UINT64_MAX, upto = UINT64_MAX;	/* heads of parts ahead of / after best */
+		int best = -1;
+		int64_t p;
+
+		for (j = 0; j < k; j++)
+			if (pos[j] < lens[j] &&
+			    (best < 0 || parts[j][pos[j]].time < parts[best][pos[best]].time))
+				best = j;
+		for (j = 0; j < k; j++) {
+			if (j == best || pos[j] == lens[j])
+				continue;
+			if (j < best && parts[j][pos[j]].time < before)
+				before = parts[j][pos[j]].time;
+			if (j > best && parts[j][pos[j]].time < upto)
+				upto = parts[j][pos[j]].time;
+		}
+		/* A part earlier in the list wins ties, so best yields to it at an equal time. */
+		p = pos[best];
+		while (p < lens[best] && parts[best][p].time < before && parts[best][p].time <= upto)
+			p++;
+		if (p == pos[best])	/* cannot happen: best was first */
+			p++;
+		memcpy(&out[i], &parts[best][pos[best]], (p - pos[best]) * sizeof(*out));
+		i += p - pos[best];
+		pos[best] = p;
+	}
+}
+
+/* ---- hash map from (device, sector) or block to an int64 ------------------------------------ */
+
+/* Open addressing with linear probing and backward-shift deletion (no tombstones). */
+struct map {
+	uint64_t *key;
+	uint32_t *dev;
+	int64_t *val;		/* -1 = empty slot */
+	size_t mask, used;
+};
+
+static size_t hash(uint32_t dev, uint64_t key)
+{
+	uint64_t h = (key ^ ((uint64_t)dev << 40)) * 0x9E3779B97F4A7C15ull;
+
+	return (size_t)(h >> 17);
+}
+
+static int map_init(struct map *m, size_t cap)
+{
+	m->mask = cap - 1;
+	m->used = 0;
+	m->key = malloc(cap * sizeof(*m->key));
+	m->dev = malloc(cap * sizeof(*m->dev));
+	m->val = malloc(cap * sizeof(*m->val));
+	if (!m->key || !m->dev || !m->val)
+		return -1;
+	memset(m->val, 0xff, cap * sizeof(*m->val));
+	return 0;
+}
+
+static void map_free(struct map *m)
+{
+	free(m->key);
+	free(m->dev);
+	free(m->val);
+}
+
+static size_t map_find(const struct map *m, uint32_t dev, uint64_t key)
+{
+	size_t i = hash(dev, key) & m->mask;
+
+	while (m->val[i] >= 0 && (m->key[i] != key || m->dev[i] != dev))
+		i = (i + 1) & m->mask;
+	return i;
+}
+
+static int64_t map_get(const struct map *m, uint32_t dev, uint64_t key)
+{
+	return m->val[map_find(m, dev, key)];
+}
+
+static int map_put(struct map *m, uint32_t dev, uint64_t key, int64_t val);
+
+static int map_grow(struct map *m)
+{
+	struct map old = *m;
+	size_t i;
+
+	if (map_init(m, (old.mask + 1) * 2))
+		return -1;
+	for (i = 0; i <= old.mask; i++)
+		if (old.val[i] >= 0)
+			map_put(m, old.dev[i], old.key[i], old.val[i]);
+	map_free(&old);
+	return 0;
+}
+
+static int map_put(struct map *m, uint32_t dev, uint64_t key, int64_t val)
+{
+	size_t i = map_find(m, dev, key);
+
+	if (m->val[i] < 0) {
+		if ((m->used + 1) * 2 > m->mask + 1) {
+			if (map_grow(m))
+				return -1;
+			i = map_find(m, dev, key);
+		}
+		m->used++;
+		m->key[i] = key;
+		m->dev[i] = dev;
+	}
+	m->val[i] = val;
+	return 0;
+}
+
+static int64_t map_pop(struct map *m, uint32_t dev, uint64_t key)
+{
+	size_t i = map_find(m, dev, key), j = i, k;
+	int64_t val = m->val[i];
+
+	if (val < 0)
+		return -1;
+	m->val[i] = -1;
+	m->used--;
+	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
+	for (;;) {
+		j = (j + 1) & m->mask;
+		if (m->val[j] < 0)
+			break;
+		k = hash(m->dev[j], m->key[j]) & m->mask;
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			m->key[i] = m->key[j];
+			m->dev[i] = m->dev[j];
+			m->val[i] = m->val[j];
+			m->val[j] = -1;
+			i = j;
+		}
+	}
+	return val;
+}
+
+/* ---- union of intervals that arrive in order of their ends ---------------------------------- */
+
+/*
+ * Every interval we measure ends at a completion, and completions come in time order, so a new
+ * interval can only overlap the last few stretches of the union so far: a stack, amortised O(1).
+ */
+struct stretch {
+	int64_t start, end;
+};
+
+struct union_len {
+	struct stretch *s;
+	int64_t n, cap;
+	int64_t total;		/* ns covered */
+};
+
+static int union_add(struct union_len *u, int64_t start, int64_t end)
+{
+	while (u->n && u->s[u->n - 1].end >= start) {
+		struct stretch *top = &u->s[--u->n];
+
+		if (top->start < start)
+			start = top->start;
+		u->total -= top->end - top->start;
+	}
+	if (u->n == u->cap) {
+		int64_t cap = u->cap ? 2 * u->cap : 1024;
+		struct stretch *bigger = realloc(u->s, cap * sizeof(*u->s));
+
+		if (!bigger)
+			return -1;
+		u->s = bigger;
+		u->cap = cap;
+	}
+	u->s[u->n++] = (struct stretch){ start, end };
+	u->total += end - start;
+	return 0;
+}
+
+/* ---- 3. matching bios to requests ----------------------------------------------------------- */
+
+/* A request being followed; its bios form a singly linked list through next_bio[]. */
+struct req {
+	uint64_t start, end;
+	int64_t first_bio, last_bio;	/* indices into bios[], -1 if none */
+	int64_t issue;			/* event index of the last D, -1 if none */
+	int32_t nbios;
+	int32_t open;		/* still accepts merges (not yet issued) */
+};
+
+/* The bios, one per Q in order, as columns (numpy arrays on the Python side). */
+struct bio_cols {
+	int64_t *time;
+	int64_t *q2c;		/* ns, -1 if its completion was not seen */
+	uint32_t *tc, *bytes, *pid;
+	uint8_t *kind;
+};
+
+/* The completed requests, one per C in order, as columns. */
+struct req_cols {
+	int64_t *time;
+	int64_t *issue;		/* time of the matching D, -1 if not seen */
+	uint64_t *sector;
+	int64_t *bytes;
+	uint32_t *tc, *pid;	/* pid: who queued its first bio (else who issued it) */
+	int32_t *nbios;		/* bios seen queued into it */
+	uint8_t *kind;
+};
+
+/* Classes of bios for the outstanding time by class (seed 004's "impact of storage I/O latency"). */
+enum { C_READ, C_META_READ, C_SYNC_WRITE, C_ASYNC_WRITE, C_FLUSH, NCLASS };
+
+#define MAX_DEVICES 64
+
+struct summary {
+	int64_t counts[32];		/* events per action code */
+	int64_t busy_ns;		/* union of issue..completion of the completed requests */
+	int64_t outstanding_ns;		/* union of queue..completion of their bios (issue.. without bios) */
+	int64_t class_ns[NCLASS];	/* union of queue..completion of the bios of each class */
+	int64_t ndevices;		/* > MAX_DEVICES: too many to list here */
+	uint32_t devices[MAX_DEVICES];	/* sorted */
+};
+
+static int bio_class(uint32_t tc, int kind)
+{
+	int meta = !!(tc & TC_META), sync = !!(tc & (TC_SYNC | TC_FUA | TC_FLUSH));
+
+	switch (kind) {
+	case K_READ:
+		return meta ? C_META_READ : C_READ;
+	case K_WRITE:
+		return sync ? C_SYNC_WRITE : C_ASYNC_WRITE;
+	case K_FLUSH:
+		return C_FLUSH;
+	default:
+		return -1;
+	}
+}
+
+static void note_device(struct summary *s, uint32_t dev)
+{
+	int64_t i, n = s->ndevices < MAX_DEVICES ? s->ndevices : MAX_DEVICES;
+
+	for (i = 0; i < n && s->devices[i] < dev; i++)
+		;
+	if (i < n && s->devices[i] == dev)
+		return;
+	if (s->ndevices++ >= MAX_DEVICES)
+		return;
+	memmove(&s->devices[i + 1], &s->devices[i], (n - i) * sizeof(*s->devices));
+	s->devices[i] = dev;
+}
+
+static struct req *new_req(struct req **reqs, int64_t *nreqs, int64_t *cap)
+{
+	if (*nreqs == *cap) {
+		struct req *bigger = realloc(*reqs, 2 * *cap * sizeof(**reqs));
+
+		if (!bigger)
+			return NULL;
+		*reqs = bigger;
+		*cap *= 2;
+	}
+	return &(*reqs)[(*nreqs)++];
+}
+
+/*
+ * ev: n records sorted by time. Fills the columns of bio (one per Q, in order) and of out (one per
+ * C), all sized n by the caller, their counts in *nbio and *nreq, and *sum.
+ * Returns 0; -1 when out of memory; -2 - i when event i is earlier than event i - 1.
+ */
+int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64_t *nbio,
+	      const struct req_cols *out, int64_t *nreq, struct summary *sum)
+{
+	struct map pending = { 0 }, by_start = { 0 }, by_end = { 0 };
+	struct union_len busy = { 0 }, outstanding = { 0 }, by_class[NCLASS] = { { 0 } };
+	struct req *reqs = NULL, *rq;
+	int64_t *next_bio = NULL, nreqs = 0, cap = 1024, i, nb = 0, nc = 0;
+	uint32_t last_dev = 0;
+	int rc = -1, c;
+
+	memset(sum, 0, sizeof(*sum));
+	next_bio = malloc((n ? n : 1) * sizeof(*next_bio));
+	reqs = malloc(cap * sizeof(*reqs));
+	if (!next_bio || !reqs || map_init(&pending, 1024) || map_init(&by_start, 1024) ||
+	    map_init(&by_end, 1024))
+		goto out;
+
+	for (i = 0; i < n; i++) {
+		const struct rec *e = &ev[i];
+		uint32_t act = e->action & 0xffff, dev = e->device;
+		uint64_t s = e->bytes ? e->sector : NO_SECTOR;
+		uint64_t end = e->bytes ? e->sector + e->bytes / 512 : NO_SECTOR;
+		int64_t q, r, r2;
+
+		if (i && e->time < ev[i - 1].time) {
+			rc = -2 - (int)i;
+			goto out;
+		}
+		sum->counts[act & 31]++;
+		if (!i || dev != last_dev)
+			note_device(sum, dev);
+		last_dev = dev;
+		switch (act) {
+		case A_QUEUE:
+			bio->time[nb] = (int64_t)e->time;
+			bio->q2c[nb] = -1;
+			bio->tc[nb] = e->action >> 16;
+			bio->bytes[nb] = e->bytes;
+			bio->pid[nb] = e->pid;
+			bio->kind[nb] = kind_of(e->action >> 16, e->bytes);
+			next_bio[nb] = -1;
+			if (map_put(&pending, dev, s, nb++))
+				goto out;
+			break;
+		case A_GETRQ:
+			/* A new request; a previous one still keyed here was lost (e.g. trace started late). */
+			map_pop(&by_start, dev, s);
+			rq = new_req(&reqs, &nreqs, &cap);
+			if (!rq)
+				goto out;
+			q = map_pop(&pending, dev, s);
+			*rq = (struct req){ s, end, q, q, -1, q >= 0, 1 };
+			if (map_put(&by_start, dev, s, nreqs - 1) ||
+			    (end != NO_SECTOR && map_put(&by_end, dev, end, nreqs - 1)))
+				goto out;
+			break;
+		case A_BACKMERGE:
+			r = map_pop(&by_end, dev, e->sector);
+			r2 = map_get(&by_start, dev, e->sector);
+			if (r < 0)
+				break;
+			if (r2 >= 0 && r2 != r && reqs[r2].open) {
+				/* Request merge: r2 (starting where r ends) joins r. */
+				map_pop(&by_start, dev, e->sector);
+				map_pop(&by_end, dev, reqs[r2].end);
+				if (reqs[r2].first_bio >= 0) {
+					if (reqs[r].last_bio >= 0)
+						next_bio[reqs[r].last_bio] = reqs[r2].first_bio;
+					else
+						reqs[r].first_bio = reqs[r2].first_bio;
+					reqs[r].last_bio = reqs[r2].last_bio;
+				}
+				reqs[r].nbios += reqs[r2].nbios;
+				reqs[r].end = reqs[r2].end;
+			} else {
+				q = map_pop(&pending, dev, e->sector);
+				if (q >= 0) {
+					if (reqs[r].last_bio >= 0)
+						next_bio[reqs[r].last_bio] = q;
+					else
+						reqs[r].first_bio = q;
+					reqs[r].last_bio = q;
+					reqs[r].nbios++;
+				}
+				reqs[r].end = e->sector + e->bytes / 512;
+			}
+			if (map_put(&by_end, dev, reqs[r].end, r))
+				goto out;
+			break;
+		case A_FRONTMERGE:
+			r = map_pop(&by_start, dev, e->sector + e->bytes / 512);
+			if (r < 0)
+				break;
+			q = map_pop(&pending, dev, e->sector);
+			if (q >= 0) {
+				next_bio[q] = reqs[r].first_bio;
+				reqs[r].first_bio = q;
+				if (reqs[r].last_bio < 0)
+					reqs[r].last_bio = q;
+				reqs[r].nbios++;
+			}
+			reqs[r].start = e->sector;
+			if (map_put(&by_start, dev, e->sector, r))
+				goto out;
+			break;
+		case A_ISSUE:
+			r = map_get(&by_start, dev, s);
+			if (r < 0) {	/* a request we did not see start: a flush, or the trace began later */
+				rq = new_req(&reqs, &nreqs, &cap);
+				if (!rq)
+					goto out;
+				*rq = (struct req){ s, end, -1, -1, -1, 0, 0 };
+				r = nreqs - 1;
+				if (map_put(&by_start, dev, s, r))
+					goto out;
+			}
+			if (reqs[r].open && reqs[r].end != NO_SECTOR)
+				map_pop(&by_end, dev, reqs[r].end);
+			reqs[r].open = 0;
+			reqs[r].issue = i;	/* after a requeue, the last issue counts */
+			break;
+		case A_COMPLETE:
+			r = map_pop(&by_start, dev, s);
+			out->time[nc] = (int64_t)e->time;
+			out->issue[nc] = -1;
+			out->sector[nc] = e->sector;
+			out->bytes[nc] = e->bytes;
+			out->tc[nc] = e->action >> 16;
+			out->pid[nc] = e->pid;
+			out->nbios[nc] = 0;
+			out->kind[nc] = kind_of(e->action >> 16, e->bytes);
+			if (r < 0) {	/* never seen issued: still a completed request */
+				nc++;
+				break;
+			}
+			if (reqs[r].open && reqs[r].end != NO_SECTOR)
+				map_pop(&by_end, dev, reqs[r].end);
+			out->nbios[nc] = reqs[r].nbios;
+			out->pid[nc] = 0;
+			if (reqs[r].issue >= 0) {
+				int64_t issue = (int64_t)ev[reqs[r].issue].time;
+
+				out->issue[nc] = issue;
+				out->pid[nc] = ev[reqs[r].issue].pid;
+				if (union_add(&busy, issue, e->time))
+					goto out;
+				/* Bios cover a request from queue to completion; one without bios (a flush
+				 * the kernel made, or a trace without Q events) counts from issue. */
+				if (reqs[r].nbios == 0 && union_add(&outstanding, issue, e->time))
+					goto out;
+			}
+			if (reqs[r].first_bio >= 0)
+				out->pid[nc] = bio->pid[reqs[r].first_bio];
+			for (q = reqs[r].first_bio; q >= 0; q = next_bio[q]) {
+				bio->q2c[q] = (int64_t)e->time - bio->time[q];
+				if (union_add(&outstanding, bio->time[q], e->time))
+					goto out;
+				c = bio_class(bio->tc[q], bio->kind[q]);
+				if (c >= 0 && union_add(&by_class[c], bio->time[q], e->time))
+					goto out;
+			}
+			nc++;
+			break;
+		default:
+			break;
+		}
+	}
+	*nbio = nb;
+	*nreq = nc;
+	sum->busy_ns = busy.total;
+	sum->outstanding_ns = outstanding.total;
+	for (c = 0; c < NCLASS; c++)
+		sum->class_ns[c] = by_class[c].total;
+	rc = 0;
+out:
+	map_free(&pending);
+	map_free(&by_start);
+	map_free(&by_end);
+	free(busy.s);
+	free(outstanding.s);
+	for (c = 0; c < NCLASS; c++)
+		free(by_class[c].s);
+	free(reqs);
+	free(next_bio);
+	return rc;
+}
+
+/* ---- 4. locality ---------------------------------------------------------------------------- */
+
+#define BLOCK_SECTORS 8	/* 4 KiB blocks */
+
+/* One view (reads, writes, or both) of the accesses per block. */
+struct locality {
+	int64_t blocks, accesses, once, max;
+	int64_t ntop, nhist;
+};
+
+struct top_entry {
+	int64_t count;
+	uint64_t block;
+};
+
+/* Whether a ranks before b: more accesses first, then the lower block. */
+static int ranks_before(const struct top_entry *a, const struct top_entry *b)
+{
+	return a->count > b->count || (a->count == b->count && a->block < b->block);
+}
+
+/* A heap of the best top_n entries so far, its root the worst of them. */
+static void heap_sift(struct top_entry *h, int64_t n, int64_t i)
+{
+	for (;;) {
+		int64_t l = 2 * i + 1, r = l + 1, w = i;
+		struct top_entry t;
+
+		if (l < n && ranks_before(&h[w], &h[l]))
+			w = l;
+		if (r < n && ranks_before(&h[w], &h[r]))
+			w = r;
+		if (w == i)
+			return;
+		t = h[i];
+		h[i] = h[w];
+		h[w] = t;
+		i = w;
+	}
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+	return ranks_before(a, b) ? -1 : ranks_before(b, a);
+}
+
+/* Accesses of one block; block == NO_BLOCK marks an empty slot of the table. */
+struct block_count {
+	uint64_t block;
+	uint32_t n[2];		/* reads, writes */
+};
+
+#define NO_BLOCK UINT64_MAX
+
+struct block_table {
+	struct block_count *slot;
+	uint64_t mask, used;
+	int shift;
+};
+
+static int table_init(struct block_table *t, int bits)
+{
+	uint64_t i, cap = 1ull << bits;
+
+	t->slot = malloc(cap * sizeof(*t->slot));
+	if (!t->slot)
+		return -1;
+	for (i = 0; i < cap; i++)
+		t->slot[i].block = NO_BLOCK;
+	t->mask = cap - 1;
+	t->used = 0;
+	t->shift = 64 - bits;
+	return 0;
+}
+
+/* The counts of block, a new zeroed entry if absent; NULL when out of memory. */
+static uint32_t *table_counts(struct block_table *t, uint64_t block)
+{
+	uint64_t i = (block * 0x9E3779B97F4A7C15ull) >> t->shift;
+
+	for (;; i = (i + 1) & t->mask) {
+		struct block_count *s = &t->slot[i];
+
+		if (s->block == block)
+			return s->n;
+		if (s->block != NO_BLOCK)
+			continue;
+		if (10 * (t->used + 1) > 7 * (t->mask + 1)) {	/* keep it at most 70 % full */
+			struct block_table old = *t;
+			uint64_t j;
+
+			if (table_init(t, 64 - old.shift + 1))
+				return NULL;
+			for (j = 0; j <= old.mask; j++)
+				if (old.slot[j].block != NO_BLOCK)
+					memcpy(table_counts(t, old.slot[j].block), old.slot[j].n, sizeof(s->n));
+			free(old.slot);
+			return table_counts(t, block);
+		}
+		t->used++;
+		s->block = block;
+		s->n[0] = s->n[1] = 0;
+		return s->n;
+	}
+}
+
+/*
+ * Requests 0..n-1 (columns sector, bytes, kind): those of kind read or write count, each touching every 4 KiB
+ * block it overlaps. For view v (0 reads, 1 writes, 2 both): loc[v]; the top_n most accessed
+ * blocks in top[v * top_n ...] (ranked by accesses, then block); and the histogram of accesses per
+ * block, ascending pairs (accesses, blocks) in hist[v * 2 * hist_cap ...], hist_cap >= n (a block
+ * is accessed at most once per request).
+ * Returns 0, or -1 when out of memory.
+ */
+int sio_locality(const uint64_t *sector, const int64_t *bytes, const uint8_t *kind, int64_t n, int64_t top_n,
+		 int64_t hist_cap,
+		 struct locality *loc, struct top_entry *top, int64_t *hist)
+{
+	struct block_table t = { 0 };
+	int64_t *by_count[3] = { NULL, NULL, NULL }, max[3] = { 0, 0, 0 }, accesses = 0, i;
+	int v, bits = 10, rc = -1;
+
+	memset(loc, 0, 3 * sizeof(*loc));
+	/* Sized for half the accesses touching a new block: it rarely has to grow, and stays small. */
+	for (i = 0; i < n; i++)
+		if (kind[i] == K_READ || kind[i] == K_WRITE)
+			accesses += (sector[i] + (bytes[i] / 512 ? bytes[i] / 512 : 1) - 1) / BLOCK_SECTORS -
+				    sector[i] / BLOCK_SECTORS + 1;
+	while (bits < 40 && (1ll << bits) * 7 / 10 < accesses / 2)
+		bits++;
+	if (table_init(&t, bits))
+		goto out;
+	for (i = 0; i < n; i++) {
+		uint64_t b, sectors = bytes[i] / 512 ? bytes[i] / 512 : 1;
+		int w = kind[i] == K_WRITE;
+
+		if (kind[i] != K_READ && !w)
+			continue;
+		for (b = sector[i] / BLOCK_SECTORS; b <= (sector[i] + sectors - 1) / BLOCK_SECTORS; b++) {
+			uint32_t *c = table_counts(&t, b);
+
+			if (!c)
+				goto out;
+			if (++c[w] > max[w])
+				max[w] = c[w];
+			if (c[0] + c[1] > max[2])
+				max[2] = c[0] + c[1];
+		}
+	}
+
+	for (v = 0; v < 3; v++) {
+		by_count[v] = calloc(max[v] + 1, sizeof(int64_t));
+		if (!by_count[v])
+			goto out;
+	}
+	for (i = 0; i <= (int64_t)t.mask; i++) {
+		const struct block_count *s = &t.slot[i];
+
+		if (s->block == NO_BLOCK)
+			continue;
+		for (v = 0; v < 3; v++) {
+			int64_t c = v < 2 ? s->n[v] : (int64_t)s->n[0] + s->n[1];
+			struct locality *l = &loc[v];
+			struct top_entry *h = top + v * top_n, e = { c, s->block };
+
+			if (!c)
+				continue;
+			l->blocks++;
+			l->accesses += c;
+			l->once += c == 1;
+			if (c > l->max)
+				l->max = c;
+			by_count[v][c]++;
+			if (l->ntop < top_n) {
+				h[l->ntop++] = e;
+				if (l->ntop == top_n)
+					for (int64_t k = top_n / 2; k >= 0; k--)
+						heap_sift(h, top_n, k);
+			} else if (ranks_before(&e, &h[0])) {
+				h[0] = e;
+				heap_sift(h, top_n, 0);
+			}
+		}
+	}
+	for (v = 0; v < 3; v++) {
+		struct locality *l = &loc[v];
+		int64_t *hv = hist + v * 2 * hist_cap, c;
+
+		qsort(top + v * top_n, l->ntop, sizeof(*top), cmp_rank);
+		for (c = 1; c <= l->max; c++)
+			if (by_count[v][c]) {
+				hv[2 * l->nhist] = c;
+				hv[2 * l->nhist + 1] = by_count[v][c];
+				l->nhist++;
+			}
+	}
+	rc = 0;
+out:
+	free(t.slot);
+	for (v = 0; v < 3; v++)
+		free(by_count[v]);
+	return rc;
+}

@@ -1,0 +1,250 @@
+"""The per-event loops of the trace analysis, in the small C helper _native.c, and their numpy faces.
+
+- scan_blktrace: checks one blktrace file and returns its events (and where its notes are);
+- merge_sorted: merges per-CPU event arrays by time;
+- match: follows bios into requests (Q2C, D2C) and measures outstanding time on the way;
+- locality: accesses per 4 KiB block, for reads, writes and both.
+
+The helper is compiled with the system C compiler on first use into ~/.cache/smartio/trace/, keyed
+by the hash of its source, and loaded with ctypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from smartio.errors import MissingToolError, SmartioError
+from smartio.trace.events import EVENT_DTYPE
+
+SOURCE = Path(__file__).with_name("_native.c")
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+
+
+@lru_cache(maxsize=1)
+def _library() -> ctypes.CDLL:
+    src = SOURCE.read_bytes()
+    digest = hashlib.sha256(src).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "smartio" / "trace"
+    lib = cache / f"native-{digest}.so"
+    if not lib.exists():
+        cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+        if cc is None:
+            raise MissingToolError("cc", "the trace analysis compiles a small C helper; "
+                                   "install gcc (scripts/install-deps --vm)")
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache, suffix=".so")
+        os.close(fd)
+        res = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            os.unlink(tmp)
+            raise SmartioError(f"compiling {SOURCE} failed:\n{res.stderr}")
+        os.replace(tmp, lib)  # atomic, so parallel first uses do not load a half-written file
+    dll = ctypes.CDLL(str(lib))
+    for name, args in (("sio_scan_blktrace", [_P, _I64, ctypes.c_int] + [_P] * 8),
+                       ("sio_match", [_P, _I64, _P, _P, _P, _P, _P]),
+                       ("sio_locality", [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P])):
+        getattr(dll, name).restype = ctypes.c_int
+        getattr(dll, name).argtypes = args
+    dll.sio_merge.restype = None
+    dll.sio_merge.argtypes = [_P, _P, ctypes.c_int, _P]
+    return dll
+
+
+# --- reading ----------------------------------------------------------------------------------------
+
+SCAN_ERRORS = {1: "truncated", 2: "magic", 3: "action", 4: "payload"}
+
+
+@dataclass
+class Scanned:
+    """One blktrace file: its events, the offsets of its notes, or the first bad record."""
+
+    events: np.ndarray       # EVENT_DTYPE, host byte order, payloads dropped
+    notes: np.ndarray        # byte offsets of the note records (process names)
+    in_order: bool           # events sorted by time
+    error: str | None = None  # one of SCAN_ERRORS' values
+    error_offset: int = 0
+
+
+def scan_blktrace(data, swap: bool) -> Scanned:
+    """Checks every record of a blktrace file's bytes (`swap`: the other byte order) in one pass.
+
+    The events are used in place (no copy) when they lie back to back in host byte order, as in the
+    files we write; otherwise a second pass copies them without their payloads.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    room = len(buf) // EVENT_DTYPE.itemsize
+    notes = np.empty(room, dtype=np.int64)
+    nout, run_off, nnotes, bad = _I64(0), _I64(0), _I64(0), _I64(0)
+    in_place, in_order = ctypes.c_int(0), ctypes.c_int(0)
+
+    def scan(out: np.ndarray | None) -> int:
+        return _library().sio_scan_blktrace(
+            buf.ctypes.data, len(buf), int(swap), None if out is None else out.ctypes.data, ctypes.byref(nout),
+            ctypes.byref(run_off), ctypes.byref(in_place), notes.ctypes.data, ctypes.byref(nnotes),
+            ctypes.byref(bad), ctypes.byref(in_order))
+
+    rc = scan(None)
+    if rc:
+        return Scanned(np.empty(0, EVENT_DTYPE), notes[:0], True, SCAN_ERRORS[rc], bad.value)
+    if in_place.value:
+        events = np.frombuffer(data, dtype=EVENT_DTYPE, count=nout.value, offset=run_off.value)
+    else:
+        events = np.empty(nout.value, dtype=EVENT_DTYPE)
+        scan(events)
+    return Scanned(events, notes[:nnotes.value].copy(), bool(in_order.value))
+
+
+MAX_MERGE = 256  # parts sio_merge takes at once (CPUs of one recording)
+
+
+def merge_sorted(parts: list[np.ndarray]) -> np.ndarray:
+    """Merges event arrays, each sorted by time, into one (ties keep the order of the parts)."""
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) > MAX_MERGE:
+        return merge_sorted([merge_sorted(parts[i:i + MAX_MERGE]) for i in range(0, len(parts), MAX_MERGE)])
+    parts = [np.ascontiguousarray(p, dtype=EVENT_DTYPE) for p in parts]
+    out = np.empty(sum(len(p) for p in parts), dtype=EVENT_DTYPE)
+    ptrs = (ctypes.c_void_p * len(parts))(*[p.ctypes.data for p in parts])
+    lens = np.array([len(p) for p in parts], dtype=np.int64)
+    _library().sio_merge(ptrs, lens.ctypes.data, len(parts), out.ctypes.data)
+    return out
+
+
+# --- matching ---------------------------------------------------------------------------------------
+
+CLASSES = ("read", "meta_read", "sync_write", "async_write", "flush")  # enum C_* in _native.c
+MAX_DEVICES = 64
+
+
+@dataclass
+class Bios:
+    """The bios of a trace, one entry per Q, in order; columns, as numpy works best on them."""
+
+    time: np.ndarray    # int64, queue time, ns
+    q2c: np.ndarray     # int64, ns; -1 if its completion was not seen
+    tc: np.ndarray      # uint32, categories
+    nbytes: np.ndarray  # uint32
+    pid: np.ndarray     # uint32
+    kind: np.ndarray    # uint8: READ, WRITE, FLUSH, DISCARD or OTHER (analyze.py), decided in C (kind_of)
+
+
+@dataclass
+class Requests:
+    """The completed requests of a trace, one entry per C event, in order."""
+
+    time: np.ndarray    # int64, completion time, ns
+    issue: np.ndarray   # int64, issue time, ns (-1 if the D was not seen)
+    sector: np.ndarray  # uint64
+    nbytes: np.ndarray  # int64
+    tc: np.ndarray      # uint32, categories
+    pid: np.ndarray     # uint32, pid that queued it (or issued it)
+    nbios: np.ndarray   # int32, bios it carried (0: made by the kernel, e.g. a flush, or queued before the trace)
+    kind: np.ndarray    # uint8, as for Bios
+
+
+def _columns(cls, n: int) -> tuple[dict[str, np.ndarray], ctypes.Array]:
+    """Empty columns for a Bios or Requests of n entries, and the C struct of pointers to them."""
+    dtypes = {"time": np.int64, "q2c": np.int64, "issue": np.int64, "sector": np.uint64, "tc": np.uint32,
+              "pid": np.uint32, "nbios": np.int32, "kind": np.uint8}
+    nbytes = np.int64 if cls is Requests else np.uint32
+    cols = {f: np.empty(n, dtype=dtypes.get(f, nbytes)) for f in cls.__dataclass_fields__}
+    return cols, (ctypes.c_void_p * len(cols))(*[c.ctypes.data for c in cols.values()])
+
+
+class _Summary(ctypes.Structure):
+    _fields_ = [("counts", _I64 * 32), ("busy_ns", _I64), ("outstanding_ns", _I64),
+                ("class_ns", _I64 * len(CLASSES)), ("ndevices", _I64), ("devices", ctypes.c_uint32 * MAX_DEVICES)]
+
+
+@dataclass
+class Matched:
+    """Bios (with Q2C) and completed requests (with issue time and submitter), and what was seen on the way."""
+
+    bios: Bios
+    reqs: Requests
+    counts: np.ndarray   # events per action code (0..31)
+    busy_ns: int         # time with a request issued and not completed (D..C)
+    outstanding_ns: int  # time with a bio queued and not completed (Q..C; D..C for requests without bios)
+    class_ns: dict[str, int]  # outstanding time by class of bio (CLASSES)
+    devices: list[int] | None  # distinct devices, sorted; None if more than MAX_DEVICES
+
+
+def match(events: np.ndarray) -> Matched:
+    """Follows bios into requests; `events` must be sorted by time (a Trace always is)."""
+    ev = np.ascontiguousarray(events, dtype=EVENT_DTYPE)
+    n = len(ev)
+    bios, bio_ptrs = _columns(Bios, n)
+    reqs, req_ptrs = _columns(Requests, n)
+    nbio, nreq = _I64(0), _I64(0)
+    s = _Summary()
+    rc = _library().sio_match(ev.ctypes.data, n, bio_ptrs, ctypes.byref(nbio), req_ptrs, ctypes.byref(nreq),
+                              ctypes.byref(s))
+    if rc == -1:
+        raise SmartioError("out of memory while matching trace events")
+    if rc < -1:
+        raise SmartioError(f"trace events are not sorted by time at event {-rc - 2}")
+    devices = list(s.devices[:s.ndevices]) if s.ndevices <= MAX_DEVICES else None
+    return Matched(Bios(**{k: v[:nbio.value] for k, v in bios.items()}),
+                   Requests(**{k: v[:nreq.value] for k, v in reqs.items()}),
+                   np.array(s.counts[:], dtype=np.int64), s.busy_ns, s.outstanding_ns,
+                   dict(zip(CLASSES, s.class_ns[:])), devices)
+
+
+# --- locality ---------------------------------------------------------------------------------------
+
+class _Locality(ctypes.Structure):
+    _fields_ = [("blocks", _I64), ("accesses", _I64), ("once", _I64), ("max", _I64), ("ntop", _I64),
+                ("nhist", _I64)]
+
+
+TOP_DTYPE = np.dtype([("count", "<i8"), ("block", "<u8")])
+LOCALITY_VIEWS = ("read", "write", "all")
+
+
+@dataclass
+class Locality:
+    """Accesses per 4 KiB block of one view (reads, writes, or both)."""
+
+    blocks: int          # blocks accessed at least once
+    accesses: int
+    once: int            # blocks accessed exactly once
+    max: int
+    top: np.ndarray      # TOP_DTYPE: most accessed first, then the lower block
+    histogram: np.ndarray  # (accesses, blocks) pairs, ascending accesses
+
+
+def locality(reqs: Requests, top_n: int) -> dict[str, Locality]:
+    """Per view of LOCALITY_VIEWS, over the read and write requests."""
+    hist_cap = max(len(reqs.kind), 1)  # a block is accessed at most once per request
+    cap = min(top_n, 4096)
+    while True:
+        loc = (_Locality * 3)()
+        top = np.empty(3 * cap, dtype=TOP_DTYPE)
+        hist = np.empty(3 * 2 * hist_cap, dtype=np.int64)
+        if _library().sio_locality(reqs.sector.ctypes.data, reqs.nbytes.ctypes.data, reqs.kind.ctypes.data,
+                                   len(reqs.kind), cap, hist_cap, loc, top.ctypes.data, hist.ctypes.data):
+            raise SmartioError("out of memory while counting block accesses")
+        # A --top beyond 4096 costs a second pass, sized by what the first found.
+        if cap == top_n or all(v.blocks <= cap for v in loc):
+            break
+        cap = min(top_n, max(v.blocks for v in loc))
+    out = {}
+    for i, name in enumerate(LOCALITY_VIEWS):
+        v = loc[i]
+        h = hist[i * 2 * hist_cap:(i * 2 * hist_cap) + 2 * v.nhist].reshape(-1, 2)
+        out[name] = Locality(v.blocks, v.accesses, v.once, v.max, top[i * cap:i * cap + v.ntop], h)
+    return out
