@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import io
+import os
+import time
 from pathlib import Path
 
 import pytest
 
+from smartio.flashdev import load_profile
 from smartio.testbed import kernelpkg, vm
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(300), pytest.mark.usefixtures("testbed_ready")]
 
 
 def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
+    """Two emulated flash disks; the profile's queue depth reaches virtio_blk; results come back via the out dir."""
+    profile = load_profile("s5-emmc")
     out = io.BytesIO()
-    script = ('uname -r > "$SMARTIO_OUT/uname"; cat /sys/block/vda/size > "$SMARTIO_OUT/vda-sectors"; '
+    script = ('uname -r > "$SMARTIO_OUT/uname"; cat /sys/block/vdb/size > "$SMARTIO_OUT/vdb-sectors"; '
+              'cat /sys/module/virtio_blk/parameters/queue_depth > "$SMARTIO_OUT/qd"; '
               'python3 -c "import smartio, sys; print(sys.prefix)"; echo hello from the guest; exit 3')
-    r = vm.run(["sh", "-c", script], disks=1, disk_size=64 << 20, modules=[], timeout=240,
+    r = vm.run(["sh", "-c", script], profile=profile, disks=2, disk_size=64 << 20, modules=[], timeout=240,
                artifacts=tmp_path / "art", stream=out)
     assert r.failure is None, r.failure
     assert r.rc == 3
     assert (r.out_dir / "uname").read_text().strip() == kernelpkg.resolve().uname
-    assert int((r.out_dir / "vda-sectors").read_text()) == (64 << 20) // 512
+    assert int((r.out_dir / "vdb-sectors").read_text()) == (64 << 20) // 512
+    assert int((r.out_dir / "qd").read_text()) == profile.queue_depth
     text = out.getvalue().decode()
     assert "hello from the guest" in text and "VMTEST_" not in text
     assert text == r.output_log.read_text()
@@ -48,3 +55,14 @@ def test_kernel_panic_is_a_failure(tmp_path: Path) -> None:
                artifacts=tmp_path / "art", stream=None)
     assert r.rc is None and not r.timed_out
     assert r.failure is not None and "Kernel panic" in r.failure
+
+
+def test_timeout_kills_the_vm(tmp_path: Path) -> None:
+    started = time.monotonic()
+    r = vm.run(["sleep", "600"], disks=0, modules=[], timeout=8, artifacts=tmp_path / "art", stream=None)
+    assert time.monotonic() - started < 30
+    assert r.timed_out and r.rc is None
+    assert r.failure is not None and "--timeout 8" in r.failure
+    # QEMU, virtiofsd and nbdkit are our children; none may outlive the run.
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+    assert [Path(f"/proc/{c}/comm").read_text().strip() for c in children] == []
