@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "smartio.cli.testbed",
     "smartio.cli.trace",
     "smartio.cli.flashdev",
+    "smartio.cli.compare",
 )
 
 

@@ -1,0 +1,133 @@
+"""The guest side of `smartio compare`: on one device, for each scheduler, switch, run `smartio bench`, restore.
+
+Runs as root inside the testbed VM (`python -m smartio.compare.guest PLAN_JSON OUT_DIR`). For each scheduler of
+the plan it switches the device to `none` and then to the scheduler (so every run starts from the scheduler's
+defaults, even two variants of one scheduler in a row), raises nr_requests, writes the spec's tunables, and runs
+`smartio bench` as a child process whose output streams to the console (the host shows it live). Each bench
+document lands in OUT_DIR/runs/; OUT_DIR/guest.json records the device's state before, during and after every run,
+and is rewritten after each run so a crash loses nothing already measured. The device's scheduler, nr_requests and
+the scheduler's tunables are restored at the end, also on failure or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from smartio.blockdev import Device, device_of_node, read_scheduler, read_tunables, write_tunables
+from smartio.compare.spec import Plan, SchedulerSpec
+from smartio.errors import SmartioError, UsageError
+
+GUEST_FILE = "guest.json"
+RUNS_DIR = "runs"
+
+
+def run_file(label: str, experiment: str) -> str:
+    """Where one bench document goes, relative to the out dir; labels may hold ':' and '=', fine in a name."""
+    return f"{RUNS_DIR}/{label}.{experiment}.json"
+
+
+def device_state(dev: Device) -> dict[str, Any]:
+    current, available = read_scheduler(dev)
+    return {"scheduler": current, "available": available,
+            "nr_requests": int((dev.queue / "nr_requests").read_text()), "tunables": read_tunables(dev)}
+
+
+def _write(path: Path, value: str | int) -> None:
+    try:
+        path.write_text(f"{value}\n")
+    except OSError as e:
+        raise SmartioError(f"writing {value} to {path} failed: {e.strerror}")
+
+
+def switch(dev: Device, spec: SchedulerSpec, nr_requests: int) -> None:
+    """Put the device under `spec`, from that scheduler's defaults, with room for `nr_requests` requests."""
+    sched = dev.queue / "scheduler"
+    _write(sched, "none")       # re-selecting the current elevator is a no-op that would keep old tunables
+    if spec.name != "none":
+        try:
+            sched.write_text(spec.name)
+        except OSError as e:
+            hint = (" (the testbed loads kernel/smartio-iosched.ko; build it with `make module`)"
+                    if spec.name == "smartio" else "")
+            raise UsageError("--schedulers", spec.label, f"{dev.disk} refused it: {e.strerror}; available: "
+                             f"{', '.join(read_scheduler(dev)[1])}{hint}")
+        # Only below the target: with a deep device queue, blk-mq's own default may be higher already.
+        if int((dev.queue / "nr_requests").read_text()) < nr_requests:
+            _write(dev.queue / "nr_requests", nr_requests)
+    if spec.tunables:
+        write_tunables(dev, dict(spec.tunables))
+
+
+def restore(dev: Device, before: dict[str, Any]) -> None:
+    _write(dev.queue / "scheduler", "none")
+    if before["scheduler"] != "none":
+        _write(dev.queue / "scheduler", before["scheduler"])
+    if int((dev.queue / "nr_requests").read_text()) != before["nr_requests"]:
+        _write(dev.queue / "nr_requests", before["nr_requests"])
+    now = read_tunables(dev)
+    changed = {k: v for k, v in before["tunables"].items() if now.get(k) != v}
+    if changed:
+        write_tunables(dev, changed)
+
+
+def say(text: str) -> None:
+    print(f"smartio compare: {text}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m smartio.compare.guest PLAN_JSON OUT_DIR", file=sys.stderr)
+        return 2
+    plan = Plan.from_json(argv[0])
+    out = Path(argv[1])
+    (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+    dev = device_of_node(plan.device)
+    record: dict[str, Any] = {"device": plan.device, "before": device_state(dev), "runs": [], "after": None}
+
+    def save() -> None:
+        (out / GUEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+    save()
+    steps = [(spec, exp) for spec in plan.schedulers for exp in plan.experiments]
+    failed = 0
+    try:
+        for i, (spec, exp) in enumerate(steps, 1):
+            say(f"[{i}/{len(steps)}] {exp} under {spec.label}")
+            switch(dev, spec, plan.nr_requests)
+            state = device_state(dev)
+            say(f"{dev.disk}: scheduler {state['scheduler']}, nr_requests {state['nr_requests']}"
+                + "".join(f", {k}={v}" for k, v in state["tunables"].items()))
+            name = run_file(spec.label, exp)
+            cmd = [sys.executable, "-m", "smartio", "bench", exp, *plan.bench_args(exp), "--json", str(out / name)]
+            started = time.monotonic()
+            rc = subprocess.run(cmd).returncode
+            run = {"scheduler": spec.label, "experiment": exp, "file": name, "rc": rc, "state": state,
+                   "duration_s": round(time.monotonic() - started, 1), "command": cmd}
+            record["runs"].append(run)
+            save()
+            if rc != 0:
+                failed += 1
+                say(f"`smartio bench {exp}` under {spec.label} failed with exit code {rc}; going on with the rest")
+            else:
+                say(f"{exp} under {spec.label} done in {run['duration_s']:.0f} s")
+    finally:
+        restore(dev, record["before"])
+        record["after"] = device_state(dev)
+        save()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except SmartioError as e:
+        print(f"smartio: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,166 @@
+"""The host side of `smartio compare`: boot the testbed once, run the plan in the guest, gather one document.
+
+    doc = run_compare(parse_plan(...), profile="s5-emmc", out=Path("cmp"))
+    doc["results"]["smartio"]["read_slowdown"]["seq"]
+
+The output directory gets compare.json (the document), the PNG plots, and vm/ (the testbed's artifacts: console
+log, dmesg, the guest's bench documents in vm/out/runs/ and its record of the device's state, vm/out/guest.json).
+Whatever the guest measured is kept even when a later step fails; the failure is raised after writing it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from smartio.compare import guest
+from smartio.compare.spec import Plan
+from smartio.errors import SmartioError, UsageError
+from smartio.experiments.options import SIZES, parse_size
+from smartio.testbed import initramfs, vm
+
+DOCUMENT = "compare.json"
+MIN_DISK = 256 << 20
+
+
+class GuestRefused(UsageError):
+    """The guest found the plan unusable (e.g. a tunable its scheduler lacks): exit 2 with the guest's words."""
+
+    def __init__(self, message: str) -> None:
+        SmartioError.__init__(self, message)
+
+
+def _last_error(log: Path) -> str | None:
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    errors = [ln.removeprefix("smartio: error: ") for ln in lines if ln.startswith("smartio: error: ")]
+    return errors[-1] if errors else None
+
+
+def new_out_dir(requested: Path | None) -> Path:
+    """--out if new or empty, else ./artifacts/compare-<timestamp>."""
+    if requested is None:
+        requested = Path.cwd() / "artifacts" / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    if requested.exists() and (not requested.is_dir() or any(requested.iterdir())):
+        raise UsageError("--out", requested, "exists and is not empty; pick a new directory")
+    requested.mkdir(parents=True, exist_ok=True)
+    return requested.resolve()
+
+
+def disk_size(plan: Plan) -> int:
+    """A disk that holds every stream's region of the largest experiment, with room to spare."""
+    need = 0
+    for exp in plan.experiments:
+        full, quick = SIZES[exp]
+        size = parse_size("--size", plan.size) if plan.size else (quick if plan.quick else full)
+        need = max(need, size * (2 * plan.streams if exp == "slowdown" else 1))
+    size = max(MIN_DISK, 2 * need)
+    return -(-size // (1 << 20)) * (1 << 20)
+
+
+def module_for(plan: Plan) -> list[Path]:
+    """The scheduler module to insmod at boot; an error naming the flag if smartio is wanted but not built."""
+    if not any(s.name == "smartio" for s in plan.schedulers):
+        return []
+    repo = vm.repo_root()
+    ko = repo / vm.DEFAULT_MODULE if repo else None
+    if ko is None or not ko.is_file():
+        raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or vm.DEFAULT_MODULE} is not built; "
+                                                    "run `make module` first")
+    return [ko]
+
+
+def summary(bench_doc: dict[str, Any]) -> dict[str, Any]:
+    """The figures a comparison shows for one scheduler, from its bench document."""
+    r = bench_doc["results"]
+    if bench_doc["experiment"] == "slowdown":
+        return {"read_slowdown": r["read_slowdown"], "write_slowdown": r["write_slowdown"],
+                "efficiency": {m: d["efficiency"]["mean"] for m, d in r["detail"].items()}}
+    return {"response_s": r["response_s"]}
+
+
+def _restored(record: dict[str, Any] | None) -> bool | None:
+    if not record or not record.get("after"):
+        return None
+    b, a = record["before"], record["after"]
+    return all(b[k] == a[k] for k in ("scheduler", "nr_requests", "tunables"))
+
+
+def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started: str,
+             vm_result: vm.VmResult | None) -> dict[str, Any]:
+    """One document from what the guest left in its out dir (pure: tests feed it recorded files)."""
+    gfile = guest_out / guest.GUEST_FILE
+    record = json.loads(gfile.read_text()) if gfile.exists() else None
+    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    missing = []
+    for spec in plan.schedulers:
+        for exp in plan.experiments:
+            f = guest_out / guest.run_file(spec.label, exp)
+            if not f.exists():
+                missing.append(f"{exp} under {spec.label}")
+                continue
+            d = json.loads(f.read_text())
+            runs.setdefault(spec.label, {})[exp] = d
+            results.setdefault(spec.label, {}).update(summary(d))
+    first = next((d for r in runs.values() for d in r.values()), None)
+    return {
+        "kind": "compare",
+        "experiments": list(plan.experiments),
+        "schedulers": [s.label for s in plan.schedulers],
+        "profile": {"name": profile.name, "description": profile.description, "queue_depth": profile.queue_depth,
+                    "time_scale": profile.time_scale},
+        "plan": json.loads(plan.to_json()),
+        "settings": first["settings"] if first else None,
+        "kernel": vm_result.kernel if vm_result else (first or {}).get("kernel"),
+        "accel": vm_result.accel if vm_result else None,
+        "fio_version": (first or {}).get("fio_version"),
+        "command": command,
+        "started": started,
+        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
+        "device": {"path": plan.device, "before": record and record["before"], "after": record and record["after"],
+                   "restored": _restored(record), "per_run": record and record["runs"]},
+        "missing": missing,
+        "results": results,
+        "runs": runs,
+    }
+
+
+def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
+                command: str = "smartio compare", stream: IO[bytes] | None | str = "stdout") -> tuple[dict, Path]:
+    """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir)."""
+    from smartio.flashdev import load_profile
+
+    prof = load_profile(profile)             # UsageError naming --profile for an unknown one
+    if timeout <= 0:
+        raise UsageError("--timeout", timeout, "must be positive")
+    modules = module_for(plan)
+    reason = vm.unavailable_reason()
+    if reason:
+        raise SmartioError(f"the testbed cannot run here: {reason}")
+    out_dir = new_out_dir(out)
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    argv = [sys.executable, "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
+    result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
+                    artifacts=out_dir / "vm", modules=modules, stream=stream)
+    doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
+    (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+    if doc["results"]:
+        from smartio.compare.report import write_plots
+
+        doc["plots"] = [str(p) for p in write_plots(doc, out_dir)]
+        (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+    if result.failure:
+        raise SmartioError(f"{result.failure}; what was measured is in {out_dir / DOCUMENT}")
+    if result.rc == 2:
+        raise GuestRefused(_last_error(result.output_log) or f"the guest refused the plan; see {result.output_log}")
+    if result.rc != 0 or doc["missing"]:
+        raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
+                           f"see {result.output_log}; what was measured is in {out_dir / DOCUMENT}")
+    if doc["device"]["restored"] is not True:
+        raise SmartioError(f"{plan.device} was not restored: before {doc['device']['before']}, "
+                           f"after {doc['device']['after']}")
+    return doc, out_dir

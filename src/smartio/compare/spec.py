@@ -1,0 +1,125 @@
+"""What a scheduler comparison runs: the schedulers (each optionally with tunables), the experiments and sizes.
+
+Validated on the host before anything boots, so bad input is exit 2 with the flag and value named. The plan
+travels to the guest as JSON (`Plan.to_json` / `Plan.from_json`), where smartio.compare.guest carries it out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from smartio.errors import UsageError
+from smartio.experiments.options import parse_size
+
+# The schedulers Linux 6.1's cloud kernel offers (kyber and bfq as modules) plus ours (kernel/smartio-iosched.c).
+KNOWN_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "smartio")
+DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio"
+EXPERIMENTS = ("slowdown", "mixed", "both")
+STREAMS = (1, 2, 4, 8)
+# blk-mq sets nr_requests to twice the device's queue depth when a scheduler is attached: 4 on the S5 eMMC's
+# depth of 2, too few for a scheduler to reorder anything (DESIGN.md). Linux's classic single-queue default.
+DEFAULT_NR_REQUESTS = 128
+
+_TUNABLE_RE = re.compile(r"([a-z][a-z0-9_]*)=(-?\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulerSpec:
+    """A scheduler and the tunables to write after switching to it: `smartio:read_anticipation_us=0`."""
+
+    name: str
+    tunables: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The key of this run in tables and JSON: the spec as written, so variants of one scheduler differ."""
+        return ":".join([self.name, *(f"{k}={v}" for k, v in self.tunables)])
+
+    @classmethod
+    def parse(cls, text: str, flag: str = "--schedulers") -> "SchedulerSpec":
+        name, *settings = text.strip().split(":")
+        if name not in KNOWN_SCHEDULERS:
+            raise UsageError(flag, text, f"unknown scheduler {name!r}; known: {', '.join(KNOWN_SCHEDULERS)}")
+        tunables = []
+        for s in settings:
+            m = _TUNABLE_RE.fullmatch(s)
+            if not m:
+                raise UsageError(flag, text, f"{s!r} is not a tunable setting; write NAME:TUNABLE=INTEGER, "
+                                             "e.g. smartio:read_anticipation_us=0")
+            tunables.append((m.group(1), int(m.group(2))))
+        if tunables and name == "none":
+            raise UsageError(flag, text, "the none scheduler has no tunables")
+        return cls(name, tuple(tunables))
+
+
+def parse_schedulers(text: str, flag: str = "--schedulers") -> tuple[SchedulerSpec, ...]:
+    specs = tuple(SchedulerSpec.parse(t, flag) for t in text.split(",") if t.strip())
+    if not specs:
+        raise UsageError(flag, text, f"name at least one scheduler, e.g. {DEFAULT_SCHEDULERS}")
+    labels = [s.label for s in specs]
+    dup = next((x for x in labels if labels.count(x) > 1), None)
+    if dup:
+        raise UsageError(flag, text, f"{dup} is listed twice")
+    return specs
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything the guest needs to run the comparison; `smartio bench` options are passed through."""
+
+    schedulers: tuple[SchedulerSpec, ...]
+    experiment: str = "slowdown"
+    streams: int = 1
+    quick: bool = False
+    repeats: int | None = None
+    size: str | None = None
+    mixes: str | None = None
+    nr_requests: int = DEFAULT_NR_REQUESTS
+    device: str = "/dev/vda"
+
+    def __post_init__(self) -> None:
+        if self.experiment not in EXPERIMENTS:
+            raise UsageError("--experiment", self.experiment, f"choose one of {', '.join(EXPERIMENTS)}")
+        if self.streams not in STREAMS:
+            raise UsageError("--streams", self.streams, f"choose one of {', '.join(map(str, STREAMS))}")
+        if self.repeats is not None and self.repeats < 1:
+            raise UsageError("--repeats", self.repeats, "must be at least 1")
+        if self.size is not None:
+            n = parse_size("--size", self.size)
+            if n % 4096:
+                raise UsageError("--size", self.size, "must be a multiple of 4 KiB (the request size)")
+        if not 1 <= self.nr_requests <= 4096:
+            raise UsageError("--nr-requests", self.nr_requests, "must be between 1 and 4096")
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return ("slowdown", "mixed") if self.experiment == "both" else (self.experiment,)
+
+    def bench_args(self, experiment: str) -> list[str]:
+        """`smartio bench` arguments (after the experiment name) shared by every scheduler's run."""
+        args = ["--target", self.device, "--destroy-data"]
+        if experiment == "slowdown":
+            args += ["--streams", str(self.streams)]
+        if self.quick:
+            args.append("--quick")
+        if self.repeats is not None:
+            args += ["--repeats", str(self.repeats)]
+        if self.size is not None:
+            args += ["--size", self.size]
+        if self.mixes is not None and experiment == "mixed":
+            args += ["--mixes", self.mixes]
+        return args
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        d["schedulers"] = [s.label for s in self.schedulers]
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        d: dict[str, Any] = json.loads(text)
+        d["schedulers"] = parse_schedulers(",".join(d["schedulers"]))
+        return cls(**d)
