@@ -16,7 +16,7 @@ MODES = ("seq", "rand")
 def _header(doc: dict[str, Any]) -> str:
     p, s = doc["profile"], doc["settings"] or {}
     return (f"  profile {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g}); "
-            f"kernel {doc['kernel']}; {doc['fio_version']}; {s.get('repeats', '?')} runs per figure")
+            f"kernel {doc['kernel']}; {doc['fio_version']}; repeats: {s.get('repeats', '?')}")
 
 
 def _slowdown_detail(doc: dict[str, Any], label: str) -> dict[str, Any] | None:

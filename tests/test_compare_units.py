@@ -1,0 +1,124 @@
+"""`smartio compare` on the host, without a VM: scheduler specs and bad input (exit 2), and the document, tables and
+plots built from a recorded guest output (tests/data/compare/two-schedulers: mq-deadline and smartio on s5-emmc,
+both experiments, recorded with `smartio compare --schedulers mq-deadline,smartio --size 256K --repeats 1
+--experiment both --mixes 20,80`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from smartio.cli import main
+from smartio.compare import report
+from smartio.compare.run import assemble, disk_size
+from smartio.compare.spec import Plan, SchedulerSpec, parse_schedulers
+from smartio.errors import UsageError
+from smartio.flashdev import load_profile
+
+pytestmark = pytest.mark.timeout(60)
+
+DATA = Path(__file__).parent / "data" / "compare" / "two-schedulers"
+
+
+def _plan() -> Plan:
+    return Plan.from_json((DATA / "plan.json").read_text())
+
+
+def _doc(guest_out: Path = DATA) -> dict:
+    return assemble(_plan(), guest_out, profile=load_profile("s5-emmc"), command="test", started="t",
+                    vm_result=None)
+
+
+def test_scheduler_specs_with_tunables():
+    specs = parse_schedulers("none, mq-deadline,smartio:read_anticipation_us=0:write_slice_ms=50")
+    assert [s.name for s in specs] == ["none", "mq-deadline", "smartio"]
+    assert specs[2].tunables == (("read_anticipation_us", 0), ("write_slice_ms", 50))
+    assert specs[2].label == "smartio:read_anticipation_us=0:write_slice_ms=50"
+    assert SchedulerSpec.parse(specs[2].label) == specs[2]
+
+
+def test_plan_travels_as_json():
+    plan = Plan(parse_schedulers("bfq,smartio:read_anticipation_us=2000"), experiment="both", streams=4,
+                size="1M", repeats=2, mixes="10,90")
+    assert Plan.from_json(plan.to_json()) == plan
+    assert plan.bench_args("slowdown") == ["--target", "/dev/vda", "--destroy-data", "--streams", "4",
+                                           "--repeats", "2", "--size", "1M"]
+    assert plan.bench_args("mixed")[-2:] == ["--mixes", "10,90"]
+
+
+@pytest.mark.parametrize("argv, flag, words", [
+    (["--schedulers", "cfq"], "--schedulers", "unknown scheduler 'cfq'"),
+    (["--schedulers", ""], "--schedulers", "at least one"),
+    (["--schedulers", "bfq,bfq"], "--schedulers", "listed twice"),
+    (["--schedulers", "smartio:read_anticipation_us"], "--schedulers", "not a tunable setting"),
+    (["--schedulers", "none:nr=1"], "--schedulers", "no tunables"),
+    (["--schedulers", "none", "--profile", "s9-emmc"], "--profile", "unknown profile"),
+    (["--schedulers", "none", "--size", "5000"], "--size", "multiple of 4 KiB"),
+    (["--schedulers", "none", "--repeats", "0"], "--repeats", "at least 1"),
+    (["--schedulers", "none", "--nr-requests", "0"], "--nr-requests", "between"),
+    (["--schedulers", "none", "--timeout", "0"], "--timeout", "positive"),
+])
+def test_bad_input_exits_2_naming_the_flag(argv, flag, words, capsys, tmp_path):
+    assert main(["compare", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"`{flag} " in err and words in err, err
+    assert not (tmp_path / "out").exists()   # refused before anything ran
+
+
+def test_document_from_recorded_guest_output():
+    doc = _doc()
+    assert doc["schedulers"] == ["mq-deadline", "smartio"] and doc["missing"] == []
+    assert doc["device"]["restored"] is True
+    assert [r["state"]["scheduler"] for r in doc["device"]["per_run"]] == ["mq-deadline"] * 2 + ["smartio"] * 2
+    assert all(r["state"]["nr_requests"] == 128 for r in doc["device"]["per_run"])
+    for label in doc["schedulers"]:
+        run = json.loads((DATA / "runs" / f"{label}.slowdown.json").read_text())
+        r = doc["results"][label]
+        assert run["device"]["scheduler"] == label        # bench itself saw the scheduler active
+        assert r["read_slowdown"]["seq"] == run["results"]["read_slowdown"]["seq"]
+        assert r["write_slowdown"]["rand"] == run["results"]["write_slowdown"]["rand"]
+        eff = run["results"]["detail"]["seq"]["efficiency"]["mean"]
+        assert r["efficiency"]["seq"] == eff
+        assert eff == pytest.approx(1 / r["read_slowdown"]["seq"] + 1 / r["write_slowdown"]["seq"], rel=1e-3)
+        assert set(r["response_s"]["seq"]) == {"20", "80"}
+
+
+def test_tables_render_byte_for_byte():
+    assert report.render(_doc()) + "\n" == (DATA / "table.txt").read_text()
+
+
+def test_missing_run_and_unrestored_device_are_reported(tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(DATA, out)
+    (out / "runs" / "smartio.slowdown.json").unlink()
+    record = json.loads((out / "guest.json").read_text())
+    record["after"]["scheduler"] = "smartio"
+    (out / "guest.json").write_text(json.dumps(record))
+    doc = _doc(out)
+    assert doc["missing"] == ["slowdown under smartio"]
+    assert doc["device"]["restored"] is False
+    assert "read_slowdown" not in doc["results"]["smartio"]
+    text = report.render(doc)
+    assert re.search(r"^smartio +\(missing\) ", text, re.M) and "not measured: slowdown under smartio" in text
+    assert report.best(doc, "read_slowdown") == ("mq-deadline", doc["results"]["mq-deadline"]["read_slowdown"]["seq"])
+
+
+def test_plots_are_pngs(tmp_path):
+    paths = report.write_plots(_doc(), tmp_path)
+    assert [p.name for p in paths] == ["fig11-slowdown.png", "fig12-mixed.png"]
+    for p in paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+
+
+def test_disk_holds_every_stream():
+    assert disk_size(Plan(parse_schedulers("none"), streams=4, size="100M")) >= 8 * (100 << 20)
+    assert disk_size(Plan(parse_schedulers("none"), size="64K")) == 256 << 20
+
+
+def test_spec_errors_are_usage_errors():
+    with pytest.raises(UsageError, match="kyber2"):
+        SchedulerSpec.parse("kyber2")
