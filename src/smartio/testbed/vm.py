@@ -376,7 +376,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="smartio-vm-")))
         initrd = initramfs.build(rel.modules_dir, work / "initramfs.cpio")
         sockets = stack.enter_context(disks_mod.serve(disks, disk_size, work, prof))
-        shares = [qemu.Share("root", Path("/"), work / "fs-root.sock"),
+        shares = [qemu.Share("root", Path("/"), work / "fs-root.sock", cache="always"),
                   qemu.Share("artifacts", art, work / "fs-artifacts.sock")]
         if repo:
             shares.append(qemu.Share("repo", repo, work / "fs-repo.sock"))
