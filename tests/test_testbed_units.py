@@ -204,3 +204,31 @@ def test_artifacts_dir_is_never_reused(tmp_path: Path, monkeypatch) -> None:
 def test_bad_input_exits_2_naming_the_flag(argv: list[str], flag: str, capsys) -> None:
     assert cli_main(["testbed", "run", *argv]) == 2
     assert flag in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, probe_rc, expected", [(False, 0, "tcg"), (True, 0, "kvm"), (True, None, "tcg")])
+def test_kvm_only_after_a_successful_boot_probe(flags: bool, probe_rc: int | None, expected: str,
+                                                monkeypatch) -> None:
+    probes = []
+
+    def fake_run(command, **kw):
+        probes.append(kw["accel"])
+        return vm.VmResult(rc=probe_rc, artifacts_dir=Path("/x"), console_log=Path("/x/c"), output_log=Path("/x/o"),
+                           out_dir=Path("/x/out"), kernel="k", accel="kvm", duration_s=1, setup_error=None)
+
+    monkeypatch.delenv("SMARTIO_ACCEL", raising=False)
+    monkeypatch.setattr(vm, "_kvm_verdict", None)
+    monkeypatch.setattr(vm, "run", fake_run)
+    monkeypatch.setattr(qemu, "kvm_flags_present", lambda: flags)
+    monkeypatch.setattr(vm.os, "access", lambda path, mode: True)
+    assert vm.choose_accel() == expected
+    assert probes == (["kvm"] if flags else [])
+    assert vm.choose_accel() == expected and len(probes) <= 1  # probed once per process
+
+
+def test_accel_can_be_forced(monkeypatch) -> None:
+    monkeypatch.setenv("SMARTIO_ACCEL", "tcg")
+    assert vm.choose_accel() == "tcg"
+    monkeypatch.setenv("SMARTIO_ACCEL", "hvf")
+    with pytest.raises(UsageError, match="SMARTIO_ACCEL hvf"):
+        vm.choose_accel()
