@@ -50,6 +50,8 @@ def switch(dev: Device, spec: SchedulerSpec, nr_requests: int) -> None:
     sched = dev.queue / "scheduler"
     _write(sched, "none")       # re-selecting the current elevator is a no-op that would keep old tunables
     if spec.name != "none":
+        if spec.name not in read_scheduler(dev)[1]:
+            load_elevator(spec.name)
         try:
             sched.write_text(spec.name)
         except OSError as e:
@@ -62,6 +64,14 @@ def switch(dev: Device, spec: SchedulerSpec, nr_requests: int) -> None:
             _write(dev.queue / "nr_requests", nr_requests)
     if spec.tunables:
         write_tunables(dev, dict(spec.tunables))
+
+
+def load_elevator(name: str) -> None:
+    """modprobe a stock scheduler built as a module (kyber, bfq). The kernel's own on-demand loading runs
+    modprobe from the initramfs root, which has no modules, so the guest loads them from its chroot instead."""
+    for module in (f"{name}-iosched", name):
+        if subprocess.run(["modprobe", module], capture_output=True).returncode == 0:
+            return
 
 
 def restore(dev: Device, before: dict[str, Any]) -> None:

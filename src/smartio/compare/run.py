@@ -73,6 +73,13 @@ def module_for(plan: Plan) -> list[Path]:
     return [ko]
 
 
+def guest_python() -> str:
+    """The interpreter the guest runs: the checkout's venv (where smartio and fio's wrappers live) if there is one."""
+    repo = vm.repo_root()
+    venv = repo / ".venv" / "bin" / "python" if repo else None
+    return str(venv) if venv and venv.exists() else sys.executable
+
+
 def summary(bench_doc: dict[str, Any]) -> dict[str, Any]:
     """The figures a comparison shows for one scheduler, from its bench document."""
     r = bench_doc["results"]
@@ -143,7 +150,7 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
         raise SmartioError(f"the testbed cannot run here: {reason}")
     out_dir = new_out_dir(out)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    argv = [sys.executable, "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
+    argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
     result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
                     artifacts=out_dir / "vm", modules=modules, stream=stream)
     doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
