@@ -66,3 +66,11 @@ def test_timeout_kills_the_vm(tmp_path: Path) -> None:
     # QEMU, virtiofsd and nbdkit are our children; none may outlive the run.
     children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
     assert [Path(f"/proc/{c}/comm").read_text().strip() for c in children] == []
+
+
+def test_a_module_that_does_not_load_fails_the_run(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.ko"
+    bogus.write_text("not a module\n")
+    r = vm.run(["true"], disks=0, modules=[bogus], timeout=120, artifacts=tmp_path / "art", stream=None)
+    assert r.rc is None
+    assert r.failure is not None and f"insmod {bogus} failed: invalid module format" in r.failure

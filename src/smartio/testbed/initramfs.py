@@ -62,7 +62,7 @@ while read -r ko; do
 	for t in $(cat /proc/cmdline); do
 		case "$t" in "$m".*) args="$args ${t#"$m".}" ;; esac
 	done
-	insmod "/modules/$ko" $args || die "insmod $ko failed"
+	err=$(insmod "/modules/$ko" $args 2>&1) || die "insmod $ko failed: ${err##*: }"
 done </modules/order
 
 art=@GUEST_ARTIFACTS@
@@ -91,7 +91,7 @@ mkdir -p "$r/lib/modules/$SMARTIO_KERNEL" && mount --bind "$r$SMARTIO_KERNEL_MOD
 	die "cannot bind the kernel modules"
 while read -r ko; do
 	[ -n "$ko" ] || continue
-	insmod "$r$ko" || die "insmod $ko failed"
+	err=$(insmod "$r$ko" 2>&1) || die "insmod $ko failed: ${err##*: }"
 	echo "smartio-init: loaded $ko" >/dev/console
 done <"$art/modules"
 cp "$art/command.sh" $r/smartio/command.sh
