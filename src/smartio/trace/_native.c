@@ -4,13 +4,14 @@
  * worth analysing have millions of events (bench/trace-throughput holds us to 10x blkparse + btt).
  * Loaded with ctypes by smartio/trace/native.py, which compiles this file on first use.
  *
- * 1. sio_scan_blktrace: checks the records of one blktrace file and copies those that are events.
- * 2. sio_merge: merges the per-CPU event arrays of a recording by time.
- * 3. sio_match: follows every bio and request through the time-ordered trace, as btt does, and on
+ * 1. sio_read_blktrace: checks every record of a recording's per-CPU blktrace files and merges
+ *    their events by time.
+ * 2. sio_match: follows every bio and request through the time-ordered trace, as btt does, and on
  *    the way measures how long I/O was outstanding.
- * 4. sio_locality: accesses per 4 KiB block for reads, writes and both.
+ * 3. sio_locality: accesses per 4 KiB block for reads, writes and both.
  * Python keeps the figures that need a sort (percentiles) and everything that is not per event.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ static int kind_of(uint32_t tc, uint32_t bytes)
 
 /* ---- 1. reading blktrace files ---------------------------------------------------------------- */
 
-enum { SCAN_OK, SCAN_TRUNCATED, SCAN_MAGIC, SCAN_ACTION, SCAN_PAYLOAD };
+enum { SCAN_OK, SCAN_TRUNCATED, SCAN_MAGIC, SCAN_ACTION, SCAN_PAYLOAD, SCAN_NO_MERGE };
+#define MAX_PARTS 256	/* files merged at once (CPUs of one recording) */
 
 static void swap_rec(struct rec *r)
 {
@@ -60,116 +62,185 @@ static void swap_rec(struct rec *r)
 	r->pdu_len = __builtin_bswap16(r->pdu_len);
 }
 
-/*
- * buf[0..len): one blktrace file, in the other byte order if swap. Checks every record and finds
- * its events (records that are not notes) and notes. Returns SCAN_OK, or a SCAN_* error with the
- * record's offset in *bad_off. On success:
- * - *nout events; when they lie back to back without payloads, in host byte order, from byte
- *   *run_off on, they can be used in place (*in_place = 1); else, when out is not NULL, they are
- *   copied to it (payloads dropped);
- * - the offsets of the *nnotes notes in notes (room for len / 48; may be NULL);
- * - *sorted: whether the events are in time order.
- */
-int sio_scan_blktrace(const uint8_t *buf, int64_t len, int swap, struct rec *out, int64_t *nout,
-		      int64_t *run_off, int *in_place, int64_t *notes, int64_t *nnotes, int64_t *bad_off,
-		      int *sorted)
+/* One blktrace file being read. */
+struct part {
+	const uint8_t *buf;
+	int64_t len, off;	/* off: where the next record starts */
+	int swap;		/* the other byte order */
+	int64_t *notes, nnotes;	/* offsets of its notes (room for len / 48) */
+	int64_t nevents;
+	int has_head;		/* head_*: its next event */
+	int64_t head_off;
+	uint64_t head_time;
+	int head_payload;
+	uint64_t last;		/* time of its previous event */
+	int in_order;
+};
+
+static uint16_t load16(const uint8_t *p, int swap)
 {
-	int64_t off = 0, n = 0, nn = 0, end_of_run = -1;
-	uint64_t last = 0;
+	uint16_t v;
 
-	*sorted = 1;
-	*in_place = !swap;
+	memcpy(&v, p, sizeof(v));	/* payloads leave records unaligned */
+	return swap ? __builtin_bswap16(v) : v;
+}
+
+static uint32_t load32(const uint8_t *p, int swap)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return swap ? __builtin_bswap32(v) : v;
+}
+
+static uint64_t load64(const uint8_t *p, int swap)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return swap ? __builtin_bswap64(v) : v;
+}
+
+/*
+ * Finds p's next event (p->head_*), noting the notes before it. Returns a SCAN_* code; after an
+ * error, p->off is where the bad record starts.
+ */
+static int part_next(struct part *p)
+{
+	int rc = SCAN_OK;
+
+	p->has_head = 0;
+	while (p->off < p->len) {
+		const uint8_t *r = p->buf + p->off;
+		uint32_t action, code;
+		uint16_t pdu_len;
+
+		if (p->len - p->off < (int64_t)sizeof(struct rec)) {
+			rc = SCAN_TRUNCATED;
+			break;
+		}
+		action = load32(r + offsetof(struct rec, action), p->swap);
+		pdu_len = load16(r + offsetof(struct rec, pdu_len), p->swap);
+		code = action & 0xffff;
+		if (load32(r, p->swap) != REC_MAGIC) {
+			rc = SCAN_MAGIC;
+			break;
+		}
+		if (!(action >> 16 & TC_NOTIFY) && (code == 0 || code > A_DRV_DATA)) {
+			rc = SCAN_ACTION;
+			break;
+		}
+		if (pdu_len > p->len - p->off - (int64_t)sizeof(struct rec)) {
+			rc = SCAN_PAYLOAD;
+			break;
+		}
+		if (action >> 16 & TC_NOTIFY) {
+			p->notes[p->nnotes++] = p->off;
+			p->off += sizeof(struct rec) + pdu_len;
+			continue;
+		}
+		p->head_time = load64(r + offsetof(struct rec, time), p->swap);
+		if (p->head_time < p->last)
+			p->in_order = 0;
+		p->last = p->head_time;
+		p->head_off = p->off;
+		p->head_payload = pdu_len != 0;
+		p->has_head = 1;
+		p->nevents++;
+		p->off += sizeof(struct rec) + pdu_len;
+		break;
+	}
+	return rc;
+}
+
+/*
+ * Reads the k blktrace files bufs[j][0..lens[j]) (swaps[j]: in the other byte order), checking
+ * every record, and merges their events by time into out (ties keep the order of the files), so
+ * that each record is read once. The offsets of each file's notes go to notes[j] (room for
+ * lens[j] / 48 each), their number to nnotes[j], its number of events to nevents[j]. Returns SCAN_OK with *nout events, or the first
+ * SCAN_* error met, in file *bad_part at byte *bad_off; SCAN_NO_MERGE if k > 1 and a file is not in
+ * time order, or k > MAX_PARTS (the caller then reads the files one by one and sorts).
+ *
+ * With out NULL and k = 1 it only checks, and says whether the events lie back to back in host
+ * byte order from byte *run_off on, without payloads or notes between them (*in_place): then they
+ * can be used where they are, with no copy. *in_order says whether they are in time order.
+ */
+int sio_read_blktrace(const uint8_t *const *bufs, const int64_t *lens, const int *swaps, int k,
+		      struct rec *out, int64_t *nout, int64_t *const *notes, int64_t *nnotes, int64_t *nevents,
+		      int *bad_part, int64_t *bad_off, int64_t *run_off, int *in_place, int *in_order)
+{
+	struct part parts[MAX_PARTS];
+	int64_t n = 0, end_of_run = -1;
+	struct part *p = NULL;
+	int j, rc = SCAN_OK;
+
+	*nout = 0;
+	if (k < 1 || k > MAX_PARTS)
+		return SCAN_NO_MERGE;
+	*in_place = k == 1 && !swaps[0];
 	*run_off = 0;
-	while (off < len) {
-		struct rec r;
-		uint32_t code;
+	for (j = 0; j < k; j++)
+		parts[j] = (struct part){ .buf = bufs[j], .len = lens[j], .swap = swaps[j], .notes = notes[j],
+					  .in_order = 1 };
+	for (j = 0; j < k && !rc; j++) {
+		p = &parts[j];
+		rc = part_next(p);
+	}
+	for (;;) {
+		uint64_t before = UINT64_MAX, upto = UINT64_MAX;	/* heads of the files ahead of / after p */
 
-		*bad_off = off;
-		if (len - off < (int64_t)sizeof(r))
-			return SCAN_TRUNCATED;
-		memcpy(&r, buf + off, sizeof(r));	/* payloads leave records unaligned */
-		if (swap)
-			swap_rec(&r);
-		code = r.action & 0xffff;
-		if (r.magic != REC_MAGIC)
-			return SCAN_MAGIC;
-		if (!(r.action >> 16 & TC_NOTIFY) && (code == 0 || code > A_DRV_DATA))
-			return SCAN_ACTION;
-		if (r.pdu_len > len - off - (int64_t)sizeof(r))
-			return SCAN_PAYLOAD;
-		if (r.action >> 16 & TC_NOTIFY) {
-			if (notes)
-				notes[nn] = off;
-			nn++;
-		} else {
-			if (r.time < last)
-				*sorted = 0;
-			last = r.time;
-			if (n == 0)
-				*run_off = off;
-			else if (off != end_of_run)
-				*in_place = 0;
-			if (r.pdu_len)
-				*in_place = 0;
-			end_of_run = off + sizeof(r);
+		if (rc)
+			break;
+		p = NULL;
+		for (j = 0; j < k; j++)
+			if (parts[j].has_head && (!p || parts[j].head_time < p->head_time))
+				p = &parts[j];
+		if (!p)
+			break;
+		for (j = 0; j < k; j++) {
+			if (&parts[j] == p || !parts[j].has_head)
+				continue;
+			if (&parts[j] < p && parts[j].head_time < before)
+				before = parts[j].head_time;
+			if (&parts[j] > p && parts[j].head_time < upto)
+				upto = parts[j].head_time;
+		}
+		/* Take p's events for as long as it stays first (CPUs trace in bursts); a file earlier
+		 * in the list wins a tie. */
+		do {
 			if (out) {
-				r.pdu_len = 0;	/* payloads (remap, unplug depth, SCSI cdb) are not needed */
-				out[n] = r;
+				memcpy(&out[n], p->buf + p->head_off, sizeof(*out));
+				if (p->swap)
+					swap_rec(&out[n]);
+				out[n].pdu_len = 0;	/* payloads (remap, unplug, SCSI cdb) are not needed */
+			} else {	/* only checking one file: are its events one plain run? */
+				if (n == 0)
+					*run_off = p->head_off;
+				if (p->head_payload || (n && p->head_off != end_of_run))
+					*in_place = 0;
+				end_of_run = p->off;
 			}
 			n++;
-		}
-		off += sizeof(r) + r.pdu_len;
+			rc = part_next(p);
+			if (!rc && k > 1 && !p->in_order)
+				rc = SCAN_NO_MERGE;
+		} while (!rc && p->has_head && p->head_time < before && p->head_time <= upto);
 	}
 	*nout = n;
-	*nnotes = nn;
-	return SCAN_OK;
-}
-
-/* ---- 2. merging per-CPU arrays -------------------------------------------------------------- */
-
-/*
- * Merges k arrays of records, each sorted by time, into out (ties keep the order of the parts).
- * k is small (one per CPU), so a linear scan of the heads picks the next part; then its records are
- * copied for as long as it stays first (CPUs trace in bursts, so these runs are long).
- */
-void sio_merge(const struct rec *const *parts, const int64_t *lens, int k, struct rec *out)
-{
-	int64_t pos[256] = { 0 };
-	int64_t total = 0, i = 0;
-	int j;
-
-	for (j = 0; j < k; j++)
-		total += lens[j];
-	while (i < total) {
-		uint64_t before = UINT64_MAX, upto = UINT64_MAX;	/* heads of parts ahead of / after best */
-		int best = -1;
-		int64_t p;
-
-		for (j = 0; j < k; j++)
-			if (pos[j] < lens[j] &&
-			    (best < 0 || parts[j][pos[j]].time < parts[best][pos[best]].time))
-				best = j;
-		for (j = 0; j < k; j++) {
-			if (j == best || pos[j] == lens[j])
-				continue;
-			if (j < best && parts[j][pos[j]].time < before)
-				before = parts[j][pos[j]].time;
-			if (j > best && parts[j][pos[j]].time < upto)
-				upto = parts[j][pos[j]].time;
-		}
-		/* A part earlier in the list wins ties, so best yields to it at an equal time. */
-		p = pos[best];
-		while (p < lens[best] && parts[best][p].time < before && parts[best][p].time <= upto)
-			p++;
-		if (p == pos[best])	/* cannot happen: best was first */
-			p++;
-		memcpy(&out[i], &parts[best][pos[best]], (p - pos[best]) * sizeof(*out));
-		i += p - pos[best];
-		pos[best] = p;
+	*in_order = 1;
+	for (j = 0; j < k; j++) {
+		nnotes[j] = parts[j].nnotes;
+		nevents[j] = parts[j].nevents;
+		*in_order &= parts[j].in_order;
 	}
+	if (rc) {
+		*bad_part = p - parts;
+		*bad_off = p->off;
+	}
+	return rc;
 }
 
-/* ---- hash map from (device, sector) or block to an int64 ------------------------------------ */
+/* ---- hash map from (device, sector) to an int64 -------------------------------------------- */
 
 /* Open addressing with linear probing and backward-shift deletion (no tombstones). */
 struct map {
@@ -319,7 +390,7 @@ static int union_add(struct union_len *u, int64_t start, int64_t end)
 	return 0;
 }
 
-/* ---- 3. matching bios to requests ----------------------------------------------------------- */
+/* ---- 2. matching bios to requests ----------------------------------------------------------- */
 
 /* A request being followed; its bios form a singly linked list through next_bio[]. */
 struct req {
@@ -598,7 +669,7 @@ out:
 	return rc;
 }
 
-/* ---- 4. locality ---------------------------------------------------------------------------- */
+/* ---- 3. locality ---------------------------------------------------------------------------- */
 
 #define BLOCK_SECTORS 8	/* 4 KiB blocks */
 

@@ -87,9 +87,7 @@ def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
     path = Path(path)
     cpu_files = blktrace_cpu_files(path) if fmt in (None, "blktrace") else []
     if cpu_files and (not path.is_file() or _PER_CPU.match(path.name)):
-        parts = [read_blktrace(p) for p in cpu_files]
-        comms = {k: v for t in parts for k, v in t.comms.items()}
-        trace = Trace(native.merge_sorted([t.events for t in parts]), comms, parts[0].meta, in_order=True)
+        trace = _read_cpu_files(cpu_files)
         trace.source_format = "blktrace"
         return trace
     if not path.is_file():
@@ -170,32 +168,60 @@ def _check_events(path: Path, events: np.ndarray, base: int, size: int) -> None:
 def read_blktrace(path: Path) -> Trace:
     data = _map(path)
     order = _blk_byte_order(path, data)
-    # One pass in C checks every record (magic, action, payload length) and copies the events.
-    scan = native.scan_blktrace(data, swap=order == ">")
-    if scan.error:
-        off = scan.error_offset
-        if scan.error == "truncated":
-            raise TraceFormatError(path, off, f"truncated record: {len(data) - off} bytes left, "
-                                   f"a record needs {BLK_SIZE}")
-        rec = np.frombuffer(data, dtype=BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE, count=1, offset=off)[0]
-        if scan.error == "magic":
-            raise TraceFormatError(path, off, f"record has magic {int(rec['magic']):#010x}, expected "
-                                   f"{BLK_MAGIC | BLK_VERSION:#010x}: garbage, a different blktrace version, "
-                                   "a mixed byte order, or a wrong payload length before it")
-        if scan.error == "action":
-            raise TraceFormatError(path, off, f"record has an invalid action word {int(rec['action']):#x}")
-        raise TraceFormatError(path, off, f"truncated payload: record says {int(rec['pdu_len'])} bytes, "
-                               f"{len(data) - off - BLK_SIZE} left")
+    # One pass in C checks every record (magic, action, payload length) and finds the events.
+    got = native.read_blktrace([data], [order == ">"])
+    if got.error:
+        _raise_scan_error(path, data, order, got.error, got.error_offset)
+    comms = _process_names(data, order, got.notes[0])
+    if not len(got.events):
+        raise TraceFormatError(path, 0, "no events in the file, only notes")
+    return Trace(got.events, comms, {"clock": "relative"}, in_order=got.in_order)
+
+
+def _read_cpu_files(files: list[Path]) -> Trace:
+    """A recording's per-CPU files, merged by time while they are checked (each record read once)."""
+    maps = [_map(p) for p in files]
+    try:
+        orders = [_blk_byte_order(p, m) for p, m in zip(files, maps)]
+    except TraceFormatError:
+        orders = []
+    got = native.read_blktrace(maps, [o == ">" for o in orders]) if orders else None
+    if got is None or got.error or 0 in got.events_per_file:
+        # A bad file, one without events, or one out of time order: read them one by one, so that the
+        # first bad file raises its error; a stable sort keeps ties in the order of the files, as the merge does.
+        parts = [read_blktrace(p) for p in files]
+        comms = {k: v for t in parts for k, v in t.comms.items()}
+        return Trace(np.concatenate([t.events for t in parts]), comms, parts[0].meta)
+    comms = {}
+    for data, order, notes in zip(maps, orders, got.notes):
+        comms.update(_process_names(data, order, notes))
+    return Trace(got.events, comms, {"clock": "relative"}, in_order=True)
+
+
+def _raise_scan_error(path: Path, data, order: str, error: str, off: int) -> None:
+    if error == "truncated":
+        raise TraceFormatError(path, off, f"truncated record: {len(data) - off} bytes left, a record needs {BLK_SIZE}")
+    rec = np.frombuffer(data, dtype=BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE, count=1, offset=off)[0]
+    if error == "magic":
+        raise TraceFormatError(path, off, f"record has magic {int(rec['magic']):#010x}, expected "
+                               f"{BLK_MAGIC | BLK_VERSION:#010x}: garbage, a different blktrace version, "
+                               "a mixed byte order, or a wrong payload length before it")
+    if error == "action":
+        raise TraceFormatError(path, off, f"record has an invalid action word {int(rec['action']):#x}")
+    raise TraceFormatError(path, off, f"truncated payload: record says {int(rec['pdu_len'])} bytes, "
+                           f"{len(data) - off - BLK_SIZE} left")
+
+
+def _process_names(data, order: str, notes: np.ndarray) -> dict[int, str]:
+    """pid -> command name from a blktrace file's process notes (the last note of a pid wins)."""
     comms: dict[int, str] = {}
     dt = BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE
-    for off in scan.notes.tolist():
+    for off in notes.tolist():
         rec = np.frombuffer(data, dtype=dt, count=1, offset=off)[0]
         if int(rec["action"]) & 0xFFFF == ev.NOTE_PROCESS:
             name = data[off + BLK_SIZE:off + BLK_SIZE + int(rec["pdu_len"])].split(b"\0", 1)[0]
             comms[int(rec["pid"])] = name.decode("utf-8", "replace")
-    if not len(scan.events):
-        raise TraceFormatError(path, 0, "no events in the file, only notes")
-    return Trace(scan.events, comms, {"clock": "relative"}, in_order=scan.in_order)
+    return comms
 
 
 def _blk_byte_order(path: Path, data: bytes) -> str:

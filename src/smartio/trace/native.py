@@ -1,7 +1,6 @@
 """The per-event loops of the trace analysis, in the small C helper _native.c, and their numpy faces.
 
-- scan_blktrace: checks one blktrace file and returns its events (and where its notes are);
-- merge_sorted: merges per-CPU event arrays by time;
+- read_blktrace: checks a recording's per-CPU blktrace files and merges their events by time;
 - match: follows bios into requests (Q2C, D2C) and measures outstanding time on the way;
 - locality: accesses per 4 KiB block, for reads, writes and both.
 
@@ -52,76 +51,68 @@ def _library() -> ctypes.CDLL:
             raise SmartioError(f"compiling {SOURCE} failed:\n{res.stderr}")
         os.replace(tmp, lib)  # atomic, so parallel first uses do not load a half-written file
     dll = ctypes.CDLL(str(lib))
-    for name, args in (("sio_scan_blktrace", [_P, _I64, ctypes.c_int] + [_P] * 8),
+    for name, args in (("sio_read_blktrace", [_P, _P, _P, ctypes.c_int] + [_P] * 10),
                        ("sio_match", [_P, _I64, _P, _P, _P, _P, _P]),
                        ("sio_locality", [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P])):
         getattr(dll, name).restype = ctypes.c_int
         getattr(dll, name).argtypes = args
-    dll.sio_merge.restype = None
-    dll.sio_merge.argtypes = [_P, _P, ctypes.c_int, _P]
     return dll
 
 
 # --- reading ----------------------------------------------------------------------------------------
 
-SCAN_ERRORS = {1: "truncated", 2: "magic", 3: "action", 4: "payload"}
+SCAN_ERRORS = {1: "truncated", 2: "magic", 3: "action", 4: "payload"}  # SCAN_* in _native.c
+SCAN_NO_MERGE = 5
 
 
 @dataclass
 class Scanned:
-    """One blktrace file: its events, the offsets of its notes, or the first bad record."""
+    """Blktrace files read together: their events merged by time, and where each file's notes are."""
 
-    events: np.ndarray       # EVENT_DTYPE, host byte order, payloads dropped
-    notes: np.ndarray        # byte offsets of the note records (process names)
-    in_order: bool           # events sorted by time
-    error: str | None = None  # one of SCAN_ERRORS' values
+    events: np.ndarray | None  # EVENT_DTYPE, host byte order, payloads dropped; None after an error
+    notes: list[np.ndarray]    # per file, byte offsets of its notes (process names)
+    events_per_file: list[int]
+    in_order: bool             # events sorted by time
+    error: str | None = None   # a SCAN_ERRORS value, or "no merge" (a file out of time order, too many files)
+    bad_file: int = 0
     error_offset: int = 0
 
 
-def scan_blktrace(data, swap: bool) -> Scanned:
-    """Checks every record of a blktrace file's bytes (`swap`: the other byte order) in one pass.
+MAX_PARTS = 256  # files sio_read_blktrace merges at once
 
-    The events are used in place (no copy) when they lie back to back in host byte order, as in the
-    files we write; otherwise a second pass copies them without their payloads.
+
+def read_blktrace(buffers: list, swaps: list[bool]) -> Scanned:
+    """Checks every record of blktrace files (`swaps`: which are in the other byte order) and merges
+    their events by time, in one pass over each file.
+
+    One file's events are used in place (no copy) when they lie back to back in host byte order, as
+    in the files we write; otherwise a second pass copies them without their payloads.
     """
-    buf = np.frombuffer(data, dtype=np.uint8)
-    room = len(buf) // EVENT_DTYPE.itemsize
-    notes = np.empty(room, dtype=np.int64)
-    nout, run_off, nnotes, bad = _I64(0), _I64(0), _I64(0), _I64(0)
-    in_place, in_order = ctypes.c_int(0), ctypes.c_int(0)
+    k = len(buffers)
+    if k > MAX_PARTS:
+        return Scanned(None, [], [], False, "no merge")
+    bufs = [np.frombuffer(d, dtype=np.uint8) for d in buffers]
+    notes = [np.empty(len(b) // EVENT_DTYPE.itemsize, dtype=np.int64) for b in bufs]
+    nout, bad_off, run_off, nnotes, nevents = _I64(0), _I64(0), _I64(0), (_I64 * k)(), (_I64 * k)()
+    bad_file, in_place, in_order = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
 
-    def scan(out: np.ndarray | None) -> int:
-        return _library().sio_scan_blktrace(
-            buf.ctypes.data, len(buf), int(swap), None if out is None else out.ctypes.data, ctypes.byref(nout),
-            ctypes.byref(run_off), ctypes.byref(in_place), notes.ctypes.data, ctypes.byref(nnotes),
-            ctypes.byref(bad), ctypes.byref(in_order))
+    def run(out: np.ndarray | None) -> int:
+        return _library().sio_read_blktrace(
+            (_P * k)(*[b.ctypes.data for b in bufs]), (_I64 * k)(*[len(b) for b in bufs]),
+            (ctypes.c_int * k)(*[int(s) for s in swaps]), k, None if out is None else out.ctypes.data,
+            ctypes.byref(nout), (_P * k)(*[n.ctypes.data for n in notes]), nnotes, nevents, ctypes.byref(bad_file),
+            ctypes.byref(bad_off), ctypes.byref(run_off), ctypes.byref(in_place), ctypes.byref(in_order))
 
-    rc = scan(None)
+    out = None if k == 1 else np.empty(sum(len(n) for n in notes), dtype=EVENT_DTYPE)
+    rc = run(out)
     if rc:
-        return Scanned(np.empty(0, EVENT_DTYPE), notes[:0], True, SCAN_ERRORS[rc], bad.value)
-    if in_place.value:
-        events = np.frombuffer(data, dtype=EVENT_DTYPE, count=nout.value, offset=run_off.value)
-    else:
-        events = np.empty(nout.value, dtype=EVENT_DTYPE)
-        scan(events)
-    return Scanned(events, notes[:nnotes.value].copy(), bool(in_order.value))
-
-
-MAX_MERGE = 256  # parts sio_merge takes at once (CPUs of one recording)
-
-
-def merge_sorted(parts: list[np.ndarray]) -> np.ndarray:
-    """Merges event arrays, each sorted by time, into one (ties keep the order of the parts)."""
-    if len(parts) == 1:
-        return parts[0]
-    if len(parts) > MAX_MERGE:
-        return merge_sorted([merge_sorted(parts[i:i + MAX_MERGE]) for i in range(0, len(parts), MAX_MERGE)])
-    parts = [np.ascontiguousarray(p, dtype=EVENT_DTYPE) for p in parts]
-    out = np.empty(sum(len(p) for p in parts), dtype=EVENT_DTYPE)
-    ptrs = (ctypes.c_void_p * len(parts))(*[p.ctypes.data for p in parts])
-    lens = np.array([len(p) for p in parts], dtype=np.int64)
-    _library().sio_merge(ptrs, lens.ctypes.data, len(parts), out.ctypes.data)
-    return out
+        return Scanned(None, [], [], False, SCAN_ERRORS.get(rc, "no merge"), bad_file.value, bad_off.value)
+    if out is None and in_place.value:
+        out = np.frombuffer(buffers[0], dtype=EVENT_DTYPE, count=nout.value, offset=run_off.value)
+    elif out is None:
+        out = np.empty(nout.value, dtype=EVENT_DTYPE)
+        run(out)
+    return Scanned(out[:nout.value], [n[:c] for n, c in zip(notes, nnotes)], list(nevents), bool(in_order.value))
 
 
 # --- matching ---------------------------------------------------------------------------------------
