@@ -10,13 +10,11 @@ import contextlib
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from smartio.errors import MissingToolError
+from smartio.flashdev import FlashServer, Profile
 from smartio.testbed.qemu import stop, wait_for_socket
-
-if TYPE_CHECKING:
-    from smartio.flashdev import Profile
 
 
 @contextlib.contextmanager
@@ -41,8 +39,6 @@ def memory_disk(size_bytes: int, workdir: Path, index: int) -> Iterator[Path]:
 @contextlib.contextmanager
 def flash_disk(profile: Profile, size_bytes: int, workdir: Path, index: int) -> Iterator[Path]:
     """The emulated flash device of `profile`; yields its unix socket."""
-    from smartio.flashdev import FlashServer
-
     diskdir = workdir / f"disk{index}"
     diskdir.mkdir()
     with FlashServer(profile, size_bytes, diskdir) as server:

@@ -27,14 +27,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal, Sequence
+from typing import IO, Literal, Sequence
 
 from smartio.errors import MissingToolError, SmartioError, UsageError
+from smartio.flashdev import Profile, load_profile
 from smartio.testbed import disks as disks_mod
 from smartio.testbed import initramfs, kernelpkg, qemu
-
-if TYPE_CHECKING:
-    from smartio.flashdev import Profile
 
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -222,13 +220,7 @@ def command_script(command: Sequence[str], cwd: Path) -> str:
 
 
 def _load_profile(profile: Profile | str | None) -> Profile | None:
-    if profile is None or not isinstance(profile, str):
-        return profile
-    try:
-        from smartio.flashdev import load_profile
-    except ImportError as e:
-        raise UsageError("--profile", profile, f"the flash emulator is not available in this checkout ({e})")
-    return load_profile(profile)
+    return load_profile(profile) if isinstance(profile, str) else profile
 
 
 def unavailable_reason() -> str | None:
