@@ -20,9 +20,11 @@
  *     writes, never above sync I/O. ext4 on 6.1 issues discards from a worker
  *     with submit_bio_wait(), which marks them REQ_SYNC, so the paper's
  *     D_discard case is already sync I/O here and needs no probe.
- *  6. Optional anticipation: after a read completes, writes are held for up
- *     to read_anticipation_us so that a synchronous reader's next read does
- *     not queue behind a write it could not see.
+ *  6. Anticipation: after a read completes, writes are held for up to
+ *     read_anticipation_us so that a synchronous reader's next read does not
+ *     queue behind a write it could not see (the write slice still bounds
+ *     the writes' wait). 3000 us: on s5-emmc in the testbed it cut a
+ *     sequential reader's slowdown beside a writer from 3.5 to 1.2.
  *
  * Flush and FUA requests never reach an elevator on 6.1 (the flush machinery
  * inserts them into the hardware queue directly); should one arrive anyway it
@@ -54,7 +56,7 @@
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
-static const int sio_default_read_anticipation_us;	/* hold writes for next read, us; 0 = off */
+static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
 static const int sio_default_async_depth_pct = 75;	/* share of tags async I/O may hold, % */
 
