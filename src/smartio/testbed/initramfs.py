@@ -87,7 +87,8 @@ if [ -n "$SMARTIO_REPO" ]; then
 fi
 mkdir -p $r@GUEST_OUT@ && mount --bind "$art/out" $r@GUEST_OUT@ || die "cannot bind the out directory"
 # modprobe in the guest (kyber, bfq, ...) finds the cached image's modules under the usual path.
-mkdir -p "$r/lib/modules/$SMARTIO_KERNEL" && mount --bind "$r$SMARTIO_KERNEL_MODULES" "$r/lib/modules/$SMARTIO_KERNEL" ||
+kmod="$r/lib/modules/$SMARTIO_KERNEL"
+mkdir -p "$kmod" && mount --bind "$r$SMARTIO_KERNEL_MODULES" "$kmod" ||
 	die "cannot bind the kernel modules"
 while read -r ko; do
 	[ -n "$ko" ] || continue

@@ -119,7 +119,8 @@ class VmResult:
         """Why the run itself failed (not the command), or None."""
         where = f"see {self.console_log}"
         if self.timed_out:
-            return f"the VM did not finish within {self.timeout_s:g} s (--timeout {self.timeout_s:g}) and was killed; {where}"
+            return (f"the VM did not finish within {self.timeout_s:g} s (--timeout {self.timeout_s:g}) and was "
+                    f"killed; {where}")
         if self.kernel_problems:
             more = f" (and {len(self.kernel_problems) - 1} more)" if len(self.kernel_problems) > 1 else ""
             return f"the guest kernel reported: {self.kernel_problems[0]}{more}; {where}"
