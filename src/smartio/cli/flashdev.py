@@ -29,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     where.add_argument("--port", type=int, help="TCP port on 127.0.0.1 instead of a unix socket")
     s.add_argument("--log", type=Path, help="write every request's arrival/start/finish times to this CSV file")
     s.add_argument("--time-scale", type=float, help="override the profile's time scale (1 = real device speed)")
+    s.add_argument("--guest-overhead-us", type=float,
+                   help="real microseconds the client's own I/O path adds per request, taken off the device's "
+                        "front end (default: the profile's value, measured for the QEMU testbed; 0 for fio on "
+                        "the host)")
     s.set_defaults(func=serve)
 
     ls = sub.add_parser("profiles", help="list the device profiles")
@@ -50,7 +54,7 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     with tempfile.TemporaryDirectory(prefix="smartio-flashdev.") as tmp:
         server = FlashServer(profile, size, Path(tmp), args.log, port=args.port, socket=args.socket,
-                             time_scale=args.time_scale)
+                             time_scale=args.time_scale, guest_overhead_us=args.guest_overhead_us)
         with server:
             scale = args.time_scale or profile.time_scale
             print(f"serving {profile.name} ({size >> 20} MiB, time scale {scale:g}, guest queue depth "

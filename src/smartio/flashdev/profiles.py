@@ -16,7 +16,7 @@ CLASSES = ("seq_read", "seq_write", "rand_read", "rand_write")
 DEFAULT_FILE = Path(__file__).resolve().parents[3] / "flashdev" / "profiles.toml"
 
 _SCALARS = {"description": str, "queue_depth": int, "parallel_units": int, "write_cache_entries": int,
-            "time_scale": float, "flush_us": float, "trim_us": float}
+            "time_scale": float, "guest_overhead_us": float, "flush_us": float, "trim_us": float}
 _TABLES = ("cmd_us", "page_us")
 _LIMITS = {"queue_depth": (1, 1024), "parallel_units": (1, 64), "write_cache_entries": (0, 1024)}
 
@@ -35,6 +35,7 @@ class Profile:
     parallel_units: int         # media units working in parallel
     write_cache_entries: int    # writes the cache holds before a write must wait; 0 = write-through
     time_scale: float           # multiplies every time, so TCG's per-I/O overhead stays small beside them
+    guest_overhead_us: float    # real us the guest's own I/O path adds to each request; taken off the front end
     cmd_us: dict[str, float]    # front-end time per request, by class
     page_us: dict[str, float]   # media time per 4 KiB page, by class
     flush_us: float
@@ -47,14 +48,20 @@ class Profile:
             return self.cmd_us[cls]
         return self.cmd_us[cls] + self.page_us[cls]
 
-    def filter_args(self, time_scale: float | None = None) -> list[str]:
-        """The flashdev filter's key=value arguments, times scaled."""
+    def filter_args(self, time_scale: float | None = None, guest_overhead_us: float | None = None) -> list[str]:
+        """The flashdev filter's key=value arguments: times scaled, the guest's own overhead taken off the front end.
+
+        The published latencies are end to end: they include the phone's own I/O stack. In the testbed the
+        guest's I/O path (virtio, QEMU, NBD) plays that part and costs guest_overhead_us of real time per request,
+        so the emulated front end supplies only the rest.
+        """
         k = self.time_scale if time_scale is None else time_scale
+        o = self.guest_overhead_us if guest_overhead_us is None else guest_overhead_us
 
-        def four(table: dict[str, float]) -> str:
-            return ",".join(f"{table[c] * k:.3f}" for c in CLASSES)
+        def four(table: dict[str, float], minus: float = 0.0) -> str:
+            return ",".join(f"{max(0.0, table[c] * k - minus):.3f}" for c in CLASSES)
 
-        return [f"flash-cmd-us={four(self.cmd_us)}", f"flash-page-us={four(self.page_us)}",
+        return [f"flash-cmd-us={four(self.cmd_us, o)}", f"flash-page-us={four(self.page_us)}",
                 f"flash-units={self.parallel_units}", f"flash-write-cache={self.write_cache_entries}",
                 f"flash-flush-us={self.flush_us * k:.3f}", f"flash-trim-us={self.trim_us * k:.3f}"]
 

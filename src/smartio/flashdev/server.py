@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
 import signal
 import subprocess
@@ -14,6 +16,10 @@ from smartio.flashdev.build import build_filter
 from smartio.flashdev.profiles import Profile
 
 START_TIMEOUT_S = 15.0
+# SMARTIO_FLASHDEV_LOG=<dir>: every server without an explicit request log writes one there (ground truth for
+# runs started by other tools, e.g. the testbed).
+LOG_DIR_ENV = "SMARTIO_FLASHDEV_LOG"
+_log_numbers = itertools.count()
 STOP_TIMEOUT_S = 10.0
 
 
@@ -25,7 +31,8 @@ class FlashServer:
     """
 
     def __init__(self, profile: Profile, size_bytes: int, workdir: Path, request_log: Path | None = None,
-                 *, port: int | None = None, socket: Path | None = None, time_scale: float | None = None) -> None:
+                 *, port: int | None = None, socket: Path | None = None, time_scale: float | None = None,
+                 guest_overhead_us: float | None = None) -> None:
         if size_bytes < 1 << 20 or size_bytes % 4096:
             raise UsageError("--size", size_bytes, "must be at least 1M and a multiple of 4K")
         if port is not None and not 1 <= port <= 65535:
@@ -33,8 +40,12 @@ class FlashServer:
         if time_scale is not None and not time_scale > 0:
             raise UsageError("--time-scale", time_scale, "must be positive")
         self.profile, self.size_bytes, self.workdir = profile, size_bytes, Path(workdir)
+        if request_log is None and os.environ.get(LOG_DIR_ENV):
+            request_log = Path(os.environ[LOG_DIR_ENV]) / f"flashdev-{os.getpid()}-{next(_log_numbers)}.csv"
         self.request_log = Path(request_log) if request_log else None
-        self.port, self.time_scale = port, time_scale
+        if guest_overhead_us is not None and not guest_overhead_us >= 0:
+            raise UsageError("--guest-overhead-us", guest_overhead_us, "must be zero or positive")
+        self.port, self.time_scale, self.guest_overhead_us = port, time_scale, guest_overhead_us
         self.socket: Path | None = None if port is not None else Path(socket or self.workdir / "flashdev.sock")
         self.uri = ""
         self.pid: int | None = None
@@ -49,7 +60,7 @@ class FlashServer:
         cmd = ["nbdkit", "--foreground", "--exit-with-parent", "-t", str(threads), "-P", str(pidfile)]
         cmd += ["-p", str(self.port), "-i", "127.0.0.1"] if self.port is not None else ["-U", str(self.socket)]
         cmd += [f"--filter={filter_so}", "memory", f"size={self.size_bytes}"]
-        cmd += self.profile.filter_args(self.time_scale)
+        cmd += self.profile.filter_args(self.time_scale, self.guest_overhead_us)
         if self.request_log:
             cmd.append(f"flash-log={self.request_log}")
         return cmd
