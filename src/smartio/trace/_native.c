@@ -464,17 +464,43 @@ static void note_device(struct summary *s, uint32_t dev)
 	s->devices[i] = dev;
 }
 
-static struct req *new_req(struct req **reqs, int64_t *nreqs, int64_t *cap)
-{
-	if (*nreqs == *cap) {
-		struct req *bigger = realloc(*reqs, 2 * *cap * sizeof(**reqs));
+/*
+ * The requests being followed. Slots of completed (or merged) requests are reused, so the pool
+ * stays as small as the number of requests in flight, and in the cache.
+ */
+struct req_pool {
+	struct req *r;
+	int64_t n, cap;
+	int64_t *free, nfree;	/* slots to reuse (room for cap) */
+};
 
-		if (!bigger)
-			return NULL;
-		*reqs = bigger;
-		*cap *= 2;
+static int64_t pool_get(struct req_pool *p, struct req init)
+{
+	if (p->nfree) {
+		int64_t i = p->free[--p->nfree];
+
+		p->r[i] = init;
+		return i;
 	}
-	return &(*reqs)[(*nreqs)++];
+	if (p->n == p->cap) {
+		int64_t cap = p->cap ? 2 * p->cap : 1024;
+		struct req *r = realloc(p->r, cap * sizeof(*r));
+		int64_t *f = r ? realloc(p->free, cap * sizeof(*f)) : NULL;
+
+		if (r)
+			p->r = r;
+		if (!f)
+			return -1;
+		p->free = f;
+		p->cap = cap;
+	}
+	p->r[p->n] = init;
+	return p->n++;
+}
+
+static void pool_put(struct req_pool *p, int64_t i)
+{
+	p->free[p->nfree++] = i;
 }
 
 /*
@@ -487,15 +513,15 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 {
 	struct map pending = { 0 }, by_start = { 0 }, by_end = { 0 };
 	struct union_len busy = { 0 }, outstanding = { 0 }, by_class[NCLASS] = { { 0 } };
-	struct req *reqs = NULL, *rq;
-	int64_t *next_bio = NULL, nreqs = 0, cap = 1024, i, nb = 0, nc = 0;
+	struct req_pool pool = { 0 };
+	struct req *reqs;	/* pool.r, which pool_get may move */
+	int64_t *next_bio = NULL, i, nb = 0, nc = 0;
 	uint32_t last_dev = 0;
 	int rc = -1, c;
 
 	memset(sum, 0, sizeof(*sum));
 	next_bio = malloc((n ? n : 1) * sizeof(*next_bio));
-	reqs = malloc(cap * sizeof(*reqs));
-	if (!next_bio || !reqs || map_init(&pending, 1024) || map_init(&by_start, 1024) ||
+	if (!next_bio || map_init(&pending, 1024) || map_init(&by_start, 1024) ||
 	    map_init(&by_end, 1024))
 		goto out;
 
@@ -506,6 +532,7 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 		uint64_t end = e->bytes ? e->sector + e->bytes / 512 : NO_SECTOR;
 		int64_t q, r, r2;
 
+		reqs = pool.r;
 		if (i && e->time < ev[i - 1].time) {
 			rc = -2 - (int)i;
 			goto out;
@@ -529,13 +556,10 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 		case A_GETRQ:
 			/* A new request; a previous one still keyed here was lost (e.g. trace started late). */
 			map_pop(&by_start, dev, s);
-			rq = new_req(&reqs, &nreqs, &cap);
-			if (!rq)
-				goto out;
 			q = map_pop(&pending, dev, s);
-			*rq = (struct req){ s, end, q, q, -1, q >= 0, 1 };
-			if (map_put(&by_start, dev, s, nreqs - 1) ||
-			    (end != NO_SECTOR && map_put(&by_end, dev, end, nreqs - 1)))
+			r = pool_get(&pool, (struct req){ s, end, q, q, -1, q >= 0, 1 });
+			if (r < 0 || map_put(&by_start, dev, s, r) ||
+			    (end != NO_SECTOR && map_put(&by_end, dev, end, r)))
 				goto out;
 			break;
 		case A_BACKMERGE:
@@ -556,6 +580,7 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 				}
 				reqs[r].nbios += reqs[r2].nbios;
 				reqs[r].end = reqs[r2].end;
+				pool_put(&pool, r2);
 			} else {
 				q = map_pop(&pending, dev, e->sector);
 				if (q >= 0) {
@@ -590,13 +615,10 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 		case A_ISSUE:
 			r = map_get(&by_start, dev, s);
 			if (r < 0) {	/* a request we did not see start: a flush, or the trace began later */
-				rq = new_req(&reqs, &nreqs, &cap);
-				if (!rq)
+				r = pool_get(&pool, (struct req){ s, end, -1, -1, -1, 0, 0 });
+				if (r < 0 || map_put(&by_start, dev, s, r))
 					goto out;
-				*rq = (struct req){ s, end, -1, -1, -1, 0, 0 };
-				r = nreqs - 1;
-				if (map_put(&by_start, dev, s, r))
-					goto out;
+				reqs = pool.r;
 			}
 			if (reqs[r].open && reqs[r].end != NO_SECTOR)
 				map_pop(&by_end, dev, reqs[r].end);
@@ -643,6 +665,7 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 				if (c >= 0 && union_add(&by_class[c], bio->time[q], e->time))
 					goto out;
 			}
+			pool_put(&pool, r);
 			nc++;
 			break;
 		default:
@@ -664,7 +687,8 @@ out:
 	free(outstanding.s);
 	for (c = 0; c < NCLASS; c++)
 		free(by_class[c].s);
-	free(reqs);
+	free(pool.r);
+	free(pool.free);
 	free(next_bio);
 	return rc;
 }
@@ -871,4 +895,44 @@ out:
 	for (v = 0; v < 3; v++)
 		free(by_count[v]);
 	return rc;
+}
+
+/* ---- 4. requests per process ---------------------------------------------------------------- */
+
+/*
+ * Requests 0..n-1 (columns pid, bytes, kind): for each pid with read or write requests, in order of
+ * first appearance, pids[i], its reads[i], writes[i] and bytes[i] (all with room for n).
+ * Returns how many pids, or -1 when out of memory.
+ */
+int64_t sio_by_pid(const uint32_t *pid, const int64_t *nbytes, const uint8_t *kind, int64_t n,
+		   uint32_t *pids, int64_t *reads, int64_t *writes, int64_t *bytes)
+{
+	struct map index = { 0 };	/* pid -> i */
+	int64_t i, k = 0;
+
+	if (map_init(&index, 64))
+		return -1;
+	for (i = 0; i < n; i++) {
+		int64_t j;
+
+		if (kind[i] != K_READ && kind[i] != K_WRITE)
+			continue;
+		j = map_get(&index, 0, pid[i]);
+		if (j < 0) {
+			j = k++;
+			if (map_put(&index, 0, pid[i], j)) {
+				k = -1;
+				break;
+			}
+			pids[j] = pid[i];
+			reads[j] = writes[j] = bytes[j] = 0;
+		}
+		if (kind[i] == K_WRITE)
+			writes[j]++;
+		else
+			reads[j]++;
+		bytes[j] += nbytes[i];
+	}
+	map_free(&index);
+	return k;
 }

@@ -19,7 +19,7 @@ import numpy as np
 
 from smartio.trace import events as ev
 from smartio.trace.events import Trace
-from smartio.trace.native import Locality, Requests, locality, match
+from smartio.trace.native import Locality, Requests, by_pid, locality, match
 
 SYNC_FLAGS = ev.TC_SYNC | ev.TC_FUA | ev.TC_FLUSH  # a write with one of these is sync (reads always are)
 SIZE_LIMITS_KIB = (4, 16, 64)
@@ -119,12 +119,23 @@ def size_stats(sizes: np.ndarray) -> dict:
     n = len(sizes)
     if n == 0:
         return {"n": 0}
-    values, counts = np.unique(sizes, return_counts=True)
-    out = {f"share_le_{k}k": float((sizes <= k * 1024).sum()) / n for k in SIZE_LIMITS_KIB}
+    v = np.sort(sizes)
+    last = np.r_[np.flatnonzero(v[1:] != v[:-1]), n - 1]  # the last of each run of equal sizes
+    out = {f"share_le_{k}k": int(np.searchsorted(v, k * 1024, side="right")) / n for k in SIZE_LIMITS_KIB}
     out["mean_kib"] = float(sizes.mean()) / 1024
-    out["p50_kib"] = float(np.percentile(sizes, 50)) / 1024
-    out["cdf"] = [[float(v) / 1024, float(c)] for v, c in zip(values, np.cumsum(counts) / n)]
+    out["p50_kib"] = median(v) / 1024
+    out["cdf"] = [[float(s) / 1024, float(c)] for s, c in zip(v[last].tolist(), ((last + 1) / n).tolist())]
     return out
+
+
+def median(v: np.ndarray) -> float:
+    """np.percentile(v, 50) of sorted integers, with numpy's arithmetic (so the float is the same)."""
+    pos = 0.5 * (len(v) - 1)
+    lo = int(pos)
+    a, b = int(v[lo]), int(v[min(lo + 1, len(v) - 1)])
+    t = pos - lo
+    # numpy's _lerp: from the upper end when t >= 0.5, so that t = 1 gives b exactly.
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
 
 
 def locality_summary(loc: Locality) -> dict:
@@ -172,15 +183,9 @@ def flush_stats(reqs: Requests, d2c: np.ndarray, wall: int) -> dict:
 
 
 def process_table(reqs: Requests, comms: dict[int, str], top_n: int) -> list[dict]:
-    data = (reqs.kind <= WRITE)
-    pids, inv = np.unique(reqs.pid[data], return_inverse=True)
-    w = reqs.kind[data] == WRITE
-    nbytes = reqs.nbytes[data]
-    rows = []
-    for i, pid in enumerate(pids):
-        sel = inv == i
-        rows.append({"pid": int(pid), "comm": comms.get(int(pid), "?"), "reads": int((sel & ~w).sum()),
-                     "writes": int((sel & w).sum()), "kib": float(nbytes[sel].sum()) / 1024})
+    p = by_pid(reqs)
+    rows = [{"pid": pid, "comm": comms.get(pid, "?"), "reads": r, "writes": w, "kib": b / 1024}
+            for pid, r, w, b in zip(p["pid"].tolist(), p["reads"].tolist(), p["writes"].tolist(), p["bytes"].tolist())]
     rows.sort(key=lambda r: -(r["reads"] + r["writes"]))
     return rows[:top_n]
 

@@ -2,7 +2,8 @@
 
 - read_blktrace: checks a recording's per-CPU blktrace files and merges their events by time;
 - match: follows bios into requests (Q2C, D2C) and measures outstanding time on the way;
-- locality: accesses per 4 KiB block, for reads, writes and both.
+- locality: accesses per 4 KiB block, for reads, writes and both;
+- by_pid: read and write requests and bytes per process.
 
 The helper is compiled with the system C compiler on first use into ~/.cache/smartio/trace/, keyed
 by the hash of its source, and loaded with ctypes.
@@ -51,6 +52,8 @@ def _library() -> ctypes.CDLL:
             raise SmartioError(f"compiling {SOURCE} failed:\n{res.stderr}")
         os.replace(tmp, lib)  # atomic, so parallel first uses do not load a half-written file
     dll = ctypes.CDLL(str(lib))
+    dll.sio_by_pid.restype = _I64
+    dll.sio_by_pid.argtypes = [_P, _P, _P, _I64, _P, _P, _P, _P]
     for name, args in (("sio_read_blktrace", [_P, _P, _P, ctypes.c_int] + [_P] * 10),
                        ("sio_match", [_P, _I64, _P, _P, _P, _P, _P]),
                        ("sio_locality", [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P])):
@@ -239,3 +242,18 @@ def locality(reqs: Requests, top_n: int) -> dict[str, Locality]:
         h = hist[i * 2 * hist_cap:(i * 2 * hist_cap) + 2 * v.nhist].reshape(-1, 2)
         out[name] = Locality(v.blocks, v.accesses, v.once, v.max, top[i * cap:i * cap + v.ntop], h)
     return out
+
+
+# --- per process ------------------------------------------------------------------------------------
+
+def by_pid(reqs: Requests) -> dict[str, np.ndarray]:
+    """Per pid with read or write requests, sorted by pid: its reads, writes and bytes."""
+    n = len(reqs.kind)
+    cols = {"pid": np.empty(n, np.uint32), "reads": np.empty(n, np.int64), "writes": np.empty(n, np.int64),
+            "bytes": np.empty(n, np.int64)}
+    k = _library().sio_by_pid(reqs.pid.ctypes.data, reqs.nbytes.ctypes.data, reqs.kind.ctypes.data, n,
+                              *[c.ctypes.data for c in cols.values()])
+    if k < 0:
+        raise SmartioError("out of memory while counting requests per process")
+    order = np.argsort(cols["pid"][:k])
+    return {name: c[:k][order] for name, c in cols.items()}
