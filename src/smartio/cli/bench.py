@@ -26,7 +26,7 @@ TUNABLE = {p: f"dispatch_limit_{p}" for p in PATTERNS}
 
 
 def _add(parser: argparse.ArgumentParser, opt: Option) -> None:
-    help_ = opt.help + (f" [{opt.unit}]" if opt.unit else "")
+    help_ = (opt.help + (f" [{opt.unit}]" if opt.unit else "")).replace("%", "%%")   # argparse formats help
     if opt.kind == "flag":
         parser.add_argument(opt.flag, action="store_true", help=help_)
         return

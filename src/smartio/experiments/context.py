@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from typing import Callable, TextIO
@@ -29,7 +30,9 @@ class Progress:
 
     def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
         self.total, self.done, self.stream = total, 0, stream
-        self.tty = stream.isatty()
+        # Redraw one line only on a terminal that understands it; elsewhere (logs, CI, the VM console) one line
+        # per step.
+        self.tty = stream.isatty() and os.environ.get("TERM", "dumb") != "dumb"
         self.started = time.monotonic()
 
     def tick(self, label: str, elapsed: float) -> None:

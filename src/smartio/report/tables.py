@@ -8,6 +8,10 @@ from typing import Any, Callable
 PRETTY = {"seq_read": "seq read", "seq_write": "seq write", "rand_read": "rand read", "rand_write": "rand write"}
 
 
+def _runs(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"
+
+
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
@@ -41,7 +45,7 @@ def latency(doc: dict[str, Any]) -> str:
     r, s = doc["results"], doc["settings"]
     rows = [[PRETTY[p], _pm(m["mean_ms"]), _pm(m["p50_ms"]), _pm(m["p99_ms"])] for p, m in r["patterns"].items()]
     title = (f"Latency alone: {r['bs'] // 1024} KiB requests, {_mib(r['size_bytes'])} per pattern, "
-             f"{s['repeats']} runs (mean ± 95 % CI)")
+             f"{_runs(s['repeats'])} (mean ± 95 % CI)")
     return "\n".join([title, _provenance(doc), "", _grid(["pattern", "mean ms", "p50 ms", "p99 ms"], rows), "",
                       _iowait(doc)])
 
@@ -57,7 +61,7 @@ def slowdown(doc: dict[str, Any]) -> str:
                      _pm(d["write_alone_ms"]), _pm(d["write_with_reader_ms"]), _pm(d["write_slowdown"], "{:.2f}"),
                      _pm(d["efficiency"], "{:.2f}")])
     title = (f"Slowdown: {n} reader(s) against {n} writer(s), {r['bs'] // 1024} KiB, {_mib(r['size_bytes'])} per "
-             f"stream, {s['repeats']} runs (mean ± 95 % CI)")
+             f"stream, {_runs(s['repeats'])} (mean ± 95 % CI)")
     note = "  efficiency = 1/ReadSlowdown + 1/WriteSlowdown: share of its solo work the shared device still does"
     return "\n".join([title, _provenance(doc), "", _grid(header, rows), "", note, _iowait(doc)])
 
@@ -70,7 +74,7 @@ def concurrency(doc: dict[str, Any]) -> str:
         rows.append([PRETTY[p], *[f"{m[n]['mean']:.2f}" for n in levels],
                      f"{r['parameters'][p]} ({r['max_speedup'][p]:.2f})"])
     title = (f"Concurrency: speedup of N concurrent over N serial streams, {r['bs'] // 1024} KiB, "
-             f"{_mib(r['size_bytes'])} per stream, {s['repeats']} runs (means)")
+             f"{_mib(r['size_bytes'])} per stream, {_runs(s['repeats'])} (means)")
     return "\n".join([title, _provenance(doc), "", _grid(["pattern", *[f"N={n}" for n in levels],
                                                            "parameter (speedup)"], rows), "",
                       parameters(doc), _iowait(doc)])
@@ -86,7 +90,7 @@ def mixed(doc: dict[str, Any]) -> str:
     mixes = [str(x) for x in r["mixes"]]
     rows = [[mode, *[_fmt_s(d[x]) for x in mixes]] for mode, d in r["detail"].items()]
     title = (f"Mixed workload: total response time in seconds, {_mib(r['size_bytes'])}, queue depth {r['iodepth']}, "
-             f"{s['repeats']} runs (means); columns: % reads")
+             f"{_runs(s['repeats'])} (means); columns: % reads")
     return "\n".join([title, _provenance(doc), "", _grid(["mode", *[f"{x}%" for x in mixes]], rows), "",
                       _iowait(doc)])
 
