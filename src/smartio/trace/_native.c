@@ -354,40 +354,32 @@ static int64_t map_pop(struct map *m, uint32_t dev, uint64_t key)
 /* ---- union of intervals that arrive in order of their ends ---------------------------------- */
 
 /*
- * Every interval we measure ends at a completion, and completions come in time order, so a new
- * interval can only overlap the last few stretches of the union so far: a stack, amortised O(1).
+ * Every interval we measure ends at a completion. Taken from the last completion backwards (ends
+ * never increasing), an interval either reaches the stretch being built (its end is at or after
+ * the stretch's start) or lies wholly before it, and then so do all that follow: the stretch is
+ * final. So the union needs no sort and no memory, in one backward pass.
  */
-struct stretch {
-	int64_t start, end;
+struct sweep {
+	int64_t start, end;	/* the stretch being built, if any */
+	int64_t total;		/* ns covered by the finished stretches */
+	int open;
 };
 
-struct union_len {
-	struct stretch *s;
-	int64_t n, cap;
-	int64_t total;		/* ns covered */
-};
-
-static int union_add(struct union_len *u, int64_t start, int64_t end)
+static void sweep_add(struct sweep *w, int64_t start, int64_t end)
 {
-	while (u->n && u->s[u->n - 1].end >= start) {
-		struct stretch *top = &u->s[--u->n];
-
-		if (top->start < start)
-			start = top->start;
-		u->total -= top->end - top->start;
+	if (w->open && end >= w->start) {
+		if (start < w->start)
+			w->start = start;
+		return;
 	}
-	if (u->n == u->cap) {
-		int64_t cap = u->cap ? 2 * u->cap : 1024;
-		struct stretch *bigger = realloc(u->s, cap * sizeof(*u->s));
+	if (w->open)
+		w->total += w->end - w->start;
+	*w = (struct sweep){ start, end, w->total, 1 };
+}
 
-		if (!bigger)
-			return -1;
-		u->s = bigger;
-		u->cap = cap;
-	}
-	u->s[u->n++] = (struct stretch){ start, end };
-	u->total += end - start;
-	return 0;
+static int64_t sweep_total(const struct sweep *w)
+{
+	return w->total + (w->open ? w->end - w->start : 0);
 }
 
 /* ---- 2. matching bios to requests ----------------------------------------------------------- */
@@ -512,16 +504,17 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 	      const struct req_cols *out, int64_t *nreq, struct summary *sum)
 {
 	struct map pending = { 0 }, by_start = { 0 }, by_end = { 0 };
-	struct union_len busy = { 0 }, outstanding = { 0 }, by_class[NCLASS] = { { 0 } };
+	struct sweep busy = { 0 }, outstanding = { 0 }, by_class[NCLASS] = { { 0 } };
 	struct req_pool pool = { 0 };
 	struct req *reqs;	/* pool.r, which pool_get may move */
-	int64_t *next_bio = NULL, i, nb = 0, nc = 0;
+	int64_t *next_bio = NULL, *first_bio = NULL, i, nb = 0, nc = 0, q;
 	uint32_t last_dev = 0;
 	int rc = -1, c;
 
 	memset(sum, 0, sizeof(*sum));
 	next_bio = malloc((n ? n : 1) * sizeof(*next_bio));
-	if (!next_bio || map_init(&pending, 1024) || map_init(&by_start, 1024) ||
+	first_bio = malloc((n ? n : 1) * sizeof(*first_bio));	/* per completed request */
+	if (!next_bio || !first_bio || map_init(&pending, 1024) || map_init(&by_start, 1024) ||
 	    map_init(&by_end, 1024))
 		goto out;
 
@@ -530,7 +523,7 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 		uint32_t act = e->action & 0xffff, dev = e->device;
 		uint64_t s = e->bytes ? e->sector : NO_SECTOR;
 		uint64_t end = e->bytes ? e->sector + e->bytes / 512 : NO_SECTOR;
-		int64_t q, r, r2;
+		int64_t r, r2;
 
 		reqs = pool.r;
 		if (i && e->time < ev[i - 1].time) {
@@ -635,6 +628,7 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 			out->pid[nc] = e->pid;
 			out->nbios[nc] = 0;
 			out->kind[nc] = kind_of(e->action >> 16, e->bytes);
+			first_bio[nc] = -1;
 			if (r < 0) {	/* never seen issued: still a completed request */
 				nc++;
 				break;
@@ -648,23 +642,12 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 
 				out->issue[nc] = issue;
 				out->pid[nc] = ev[reqs[r].issue].pid;
-				if (union_add(&busy, issue, e->time))
-					goto out;
-				/* Bios cover a request from queue to completion; one without bios (a flush
-				 * the kernel made, or a trace without Q events) counts from issue. */
-				if (reqs[r].nbios == 0 && union_add(&outstanding, issue, e->time))
-					goto out;
 			}
 			if (reqs[r].first_bio >= 0)
 				out->pid[nc] = bio->pid[reqs[r].first_bio];
-			for (q = reqs[r].first_bio; q >= 0; q = next_bio[q]) {
+			for (q = reqs[r].first_bio; q >= 0; q = next_bio[q])
 				bio->q2c[q] = (int64_t)e->time - bio->time[q];
-				if (union_add(&outstanding, bio->time[q], e->time))
-					goto out;
-				c = bio_class(bio->tc[q], bio->kind[q]);
-				if (c >= 0 && union_add(&by_class[c], bio->time[q], e->time))
-					goto out;
-			}
+			first_bio[nc] = reqs[r].first_bio;	/* its bios, for the time shares below */
 			pool_put(&pool, r);
 			nc++;
 			break;
@@ -674,19 +657,35 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 	}
 	*nbio = nb;
 	*nreq = nc;
-	sum->busy_ns = busy.total;
-	sum->outstanding_ns = outstanding.total;
+
+	/* Time shares, from the last completion backwards (see struct sweep). */
+	for (i = nc - 1; i >= 0; i--) {
+		int64_t end = out->time[i];
+
+		if (out->issue[i] >= 0) {
+			sweep_add(&busy, out->issue[i], end);
+			/* Bios cover a request from queue to completion; one without bios (a flush the
+			 * kernel made, or a trace without Q events) counts from issue. */
+			if (out->nbios[i] == 0)
+				sweep_add(&outstanding, out->issue[i], end);
+		}
+		for (q = first_bio[i]; q >= 0; q = next_bio[q]) {
+			sweep_add(&outstanding, bio->time[q], end);
+			c = bio_class(bio->tc[q], bio->kind[q]);
+			if (c >= 0)
+				sweep_add(&by_class[c], bio->time[q], end);
+		}
+	}
+	sum->busy_ns = sweep_total(&busy);
+	sum->outstanding_ns = sweep_total(&outstanding);
 	for (c = 0; c < NCLASS; c++)
-		sum->class_ns[c] = by_class[c].total;
+		sum->class_ns[c] = sweep_total(&by_class[c]);
 	rc = 0;
 out:
 	map_free(&pending);
 	map_free(&by_start);
 	map_free(&by_end);
-	free(busy.s);
-	free(outstanding.s);
-	for (c = 0; c < NCLASS; c++)
-		free(by_class[c].s);
+	free(first_bio);
 	free(pool.r);
 	free(pool.free);
 	free(next_bio);
