@@ -67,7 +67,8 @@ struct part {
 	const uint8_t *buf;
 	int64_t len, off;	/* off: where the next record starts */
 	int swap;		/* the other byte order */
-	int64_t *notes, nnotes;	/* offsets of its notes (room for len / 48) */
+	int64_t *notes, nnotes;	/* offsets of its notes, counted beyond room */
+	int64_t room;
 	int64_t nevents;
 	int has_head;		/* head_*: its next event */
 	int64_t head_off;
@@ -135,7 +136,9 @@ static int part_next(struct part *p)
 			break;
 		}
 		if (action >> 16 & TC_NOTIFY) {
-			p->notes[p->nnotes++] = p->off;
+			if (p->nnotes < p->room)
+				p->notes[p->nnotes] = p->off;
+			p->nnotes++;
 			p->off += sizeof(struct rec) + pdu_len;
 			continue;
 		}
@@ -157,7 +160,8 @@ static int part_next(struct part *p)
  * Reads the k blktrace files bufs[j][0..lens[j]) (swaps[j]: in the other byte order), checking
  * every record, and merges their events by time into out (ties keep the order of the files), so
  * that each record is read once. The offsets of each file's notes go to notes[j] (room for
- * lens[j] / 48 each), their number to nnotes[j], its number of events to nevents[j]. Returns SCAN_OK with *nout events, or the first
+ * notes_room each), their number to nnotes[j] (if more than notes_room, call again with more
+ * room), its number of events to nevents[j]. Returns SCAN_OK with *nout events, or the first
  * SCAN_* error met, in file *bad_part at byte *bad_off; SCAN_NO_MERGE if k > 1 and a file is not in
  * time order, or k > MAX_PARTS (the caller then reads the files one by one and sorts).
  *
@@ -166,7 +170,8 @@ static int part_next(struct part *p)
  * can be used where they are, with no copy. *in_order says whether they are in time order.
  */
 int sio_read_blktrace(const uint8_t *const *bufs, const int64_t *lens, const int *swaps, int k,
-		      struct rec *out, int64_t *nout, int64_t *const *notes, int64_t *nnotes, int64_t *nevents,
+		      struct rec *out, int64_t *nout, int64_t *const *notes, int64_t notes_room,
+		      int64_t *nnotes, int64_t *nevents,
 		      int *bad_part, int64_t *bad_off, int64_t *run_off, int *in_place, int *in_order)
 {
 	struct part parts[MAX_PARTS];
@@ -181,7 +186,7 @@ int sio_read_blktrace(const uint8_t *const *bufs, const int64_t *lens, const int
 	*run_off = 0;
 	for (j = 0; j < k; j++)
 		parts[j] = (struct part){ .buf = bufs[j], .len = lens[j], .swap = swaps[j], .notes = notes[j],
-					  .in_order = 1 };
+					  .room = notes_room, .in_order = 1 };
 	for (j = 0; j < k && !rc; j++) {
 		p = &parts[j];
 		rc = part_next(p);

@@ -54,7 +54,7 @@ def _library() -> ctypes.CDLL:
     dll = ctypes.CDLL(str(lib))
     dll.sio_by_pid.restype = _I64
     dll.sio_by_pid.argtypes = [_P, _P, _P, _I64, _P, _P, _P, _P]
-    for name, args in (("sio_read_blktrace", [_P, _P, _P, ctypes.c_int] + [_P] * 10),
+    for name, args in (("sio_read_blktrace", [_P, _P, _P, ctypes.c_int, _P, _P, _P, _I64] + [_P] * 7),
                        ("sio_match", [_P, _I64, _P, _P, _P, _P, _P]),
                        ("sio_locality", [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P])):
         getattr(dll, name).restype = ctypes.c_int
@@ -95,7 +95,7 @@ def read_blktrace(buffers: list, swaps: list[bool]) -> Scanned:
     if k > MAX_PARTS:
         return Scanned(None, [], [], False, "no merge")
     bufs = [np.frombuffer(d, dtype=np.uint8) for d in buffers]
-    notes = [np.empty(len(b) // EVENT_DTYPE.itemsize, dtype=np.int64) for b in bufs]
+    room = 1024  # notes per file: one per process (and device); more costs a second pass
     nout, bad_off, run_off, nnotes, nevents = _I64(0), _I64(0), _I64(0), (_I64 * k)(), (_I64 * k)()
     bad_file, in_place, in_order = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
 
@@ -103,11 +103,17 @@ def read_blktrace(buffers: list, swaps: list[bool]) -> Scanned:
         return _library().sio_read_blktrace(
             (_P * k)(*[b.ctypes.data for b in bufs]), (_I64 * k)(*[len(b) for b in bufs]),
             (ctypes.c_int * k)(*[int(s) for s in swaps]), k, None if out is None else out.ctypes.data,
-            ctypes.byref(nout), (_P * k)(*[n.ctypes.data for n in notes]), nnotes, nevents, ctypes.byref(bad_file),
-            ctypes.byref(bad_off), ctypes.byref(run_off), ctypes.byref(in_place), ctypes.byref(in_order))
+            ctypes.byref(nout), (_P * k)(*[n.ctypes.data for n in notes]), room, nnotes, nevents,
+            ctypes.byref(bad_file), ctypes.byref(bad_off), ctypes.byref(run_off), ctypes.byref(in_place),
+            ctypes.byref(in_order))
 
-    out = None if k == 1 else np.empty(sum(len(n) for n in notes), dtype=EVENT_DTYPE)
-    rc = run(out)
+    out = None if k == 1 else np.empty(sum(len(b) for b in bufs) // EVENT_DTYPE.itemsize, dtype=EVENT_DTYPE)
+    while True:
+        notes = [np.empty(room, dtype=np.int64) for _ in bufs]
+        rc = run(out)
+        if rc or max(nnotes) <= room:
+            break
+        room = max(nnotes)
     if rc:
         return Scanned(None, [], [], False, SCAN_ERRORS.get(rc, "no merge"), bad_file.value, bad_off.value)
     if out is None and in_place.value:
