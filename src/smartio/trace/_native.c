@@ -531,6 +531,8 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 		int64_t r, r2;
 
 		reqs = pool.r;
+		if (i + 32 < n)	/* the events stream from memory; ask for them early */
+			__builtin_prefetch(&ev[i + 32]);
 		if (i && e->time < ev[i - 1].time) {
 			rc = -2 - (int)i;
 			goto out;
