@@ -9,6 +9,7 @@
  * 2. sio_match: follows every bio and request through the time-ordered trace, as btt does, and on
  *    the way measures how long I/O was outstanding.
  * 3. sio_locality: accesses per 4 KiB block for reads, writes and both.
+ * 4. sio_between_flushes, sio_by_pid: requests between flushes, and per process.
  * Python keeps the figures that need a sort (percentiles) and everything that is not per event.
  */
 #include <stddef.h>
@@ -903,7 +904,41 @@ out:
 	return rc;
 }
 
-/* ---- 4. requests per process ---------------------------------------------------------------- */
+/* ---- 4. between flushes --------------------------------------------------------------------- */
+
+/*
+ * Completed requests 0..n-1 (columns time, bytes, kind; in time order): for each pair of successive
+ * flush completions k, k + 1, the read and write requests completed after flush k and up to flush
+ * k + 1 (at the same ns counts as before it), their bytes, and the time between the two flushes.
+ * Returns the number of pairs (flushes - 1, or 0).
+ */
+int64_t sio_between_flushes(const int64_t *time, const int64_t *bytes, const uint8_t *kind, int64_t n,
+			    int64_t *count, int64_t *nbytes, int64_t *gap)
+{
+	int64_t i, j = 0, k = -1, ndata = 0, dbytes = 0, last_n = 0, last_bytes = 0, last_time = 0;
+
+	for (i = 0; i < n; i++) {
+		if (kind[i] != K_FLUSH)
+			continue;
+		for (; j < n && time[j] <= time[i]; j++)
+			if (kind[j] == K_READ || kind[j] == K_WRITE) {
+				ndata++;
+				dbytes += bytes[j];
+			}
+		if (k >= 0) {
+			count[k] = ndata - last_n;
+			nbytes[k] = dbytes - last_bytes;
+			gap[k] = time[i] - last_time;
+		}
+		k++;
+		last_n = ndata;
+		last_bytes = dbytes;
+		last_time = time[i];
+	}
+	return k > 0 ? k : 0;
+}
+
+/* ---- 5. requests per process ---------------------------------------------------------------- */
 
 /*
  * Requests 0..n-1 (columns pid, bytes, kind): for each pid with read or write requests, in order of

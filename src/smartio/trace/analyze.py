@@ -19,7 +19,7 @@ import numpy as np
 
 from smartio.trace import events as ev
 from smartio.trace.events import Trace
-from smartio.trace.native import Locality, Requests, by_pid, locality, match
+from smartio.trace.native import Locality, Requests, between_flushes, by_pid, locality, match
 
 SYNC_FLAGS = ev.TC_SYNC | ev.TC_FUA | ev.TC_FLUSH  # a write with one of these is sync (reads always are)
 SIZE_LIMITS_KIB = (4, 16, 64)
@@ -158,27 +158,21 @@ def locality_summary(loc: Locality) -> dict:
 
 def flush_stats(reqs: Requests, d2c: np.ndarray, wall: int) -> dict:
     is_flush = reqs.kind == FLUSH
-    ft = reqs.time[is_flush]
-    out: dict = {"requests": int(is_flush.sum()), "per_s": float(is_flush.sum()) / (wall / 1e9),
-                 "d2c_ms": pct(d2c[is_flush][d2c[is_flush] >= 0], 1e6)}
-    if len(ft) < 2:
+    nflush = int(is_flush.sum())
+    fd2c = d2c[is_flush]
+    out: dict = {"requests": nflush, "per_s": nflush / (wall / 1e9), "d2c_ms": pct(fd2c[fd2c >= 0], 1e6)}
+    if nflush < 2:
         return out
-    data = (reqs.kind <= WRITE)
-    dt, dbytes = reqs.time[data], reqs.nbytes[data]
     # Requests completed after flush k and up to flush k+1.
-    pos = np.searchsorted(dt, ft, side="right")
-    csum = np.r_[0, np.cumsum(dbytes)]
-    between_n = np.diff(pos)
-    between_bytes = np.diff(csum[pos])
-    gaps = np.diff(ft)
+    between_n, between_bytes, gaps = between_flushes(reqs)
+    kib, seconds = between_bytes / 1024, gaps / 1e9
     out["between"] = {
         "intervals": int(len(gaps)),
         "requests": pct(between_n.astype(float)),
-        "kib": pct(between_bytes / 1024),
-        "seconds": pct(gaps / 1e9),
+        "kib": pct(kib),
+        "seconds": pct(seconds),
     }
-    out["between_series"] = {"requests": between_n.tolist(), "kib": (between_bytes / 1024).tolist(),
-                             "seconds": (gaps / 1e9).tolist()}
+    out["between_series"] = {"requests": between_n.tolist(), "kib": kib.tolist(), "seconds": seconds.tolist()}
     return out
 
 

@@ -3,6 +3,7 @@
 - read_blktrace: checks a recording's per-CPU blktrace files and merges their events by time;
 - match: follows bios into requests (Q2C, D2C) and measures outstanding time on the way;
 - locality: accesses per 4 KiB block, for reads, writes and both;
+- between_flushes: requests, bytes and time between successive flushes;
 - by_pid: read and write requests and bytes per process.
 
 The helper is compiled with the system C compiler on first use into ~/.cache/smartio/trace/, keyed
@@ -54,6 +55,8 @@ def _library() -> ctypes.CDLL:
     dll = ctypes.CDLL(str(lib))
     dll.sio_by_pid.restype = _I64
     dll.sio_by_pid.argtypes = [_P, _P, _P, _I64, _P, _P, _P, _P]
+    dll.sio_between_flushes.restype = _I64
+    dll.sio_between_flushes.argtypes = [_P, _P, _P, _I64, _P, _P, _P]
     for name, args in (("sio_read_blktrace", [_P, _P, _P, ctypes.c_int, _P, _P, _P, _I64] + [_P] * 7),
                        ("sio_match", [_P, _I64, _P, _P, _P, _P, _P]),
                        ("sio_locality", [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P])):
@@ -250,7 +253,17 @@ def locality(reqs: Requests, top_n: int) -> dict[str, Locality]:
     return out
 
 
-# --- per process ------------------------------------------------------------------------------------
+# --- between flushes, per process --------------------------------------------------------------------------------------
+
+def between_flushes(reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per pair of successive flush completions: the read and write requests completed after the first
+    and up to the second (int64), their bytes (int64), and the ns between the two flushes (int64)."""
+    n = len(reqs.kind)
+    out = [np.empty(n, np.int64) for _ in range(3)]
+    k = _library().sio_between_flushes(reqs.time.ctypes.data, reqs.nbytes.ctypes.data, reqs.kind.ctypes.data, n,
+                                       *[o.ctypes.data for o in out])
+    return out[0][:k], out[1][:k], out[2][:k]
+
 
 def by_pid(reqs: Requests) -> dict[str, np.ndarray]:
     """Per pid with read or write requests, sorted by pid: its reads, writes and bytes."""
