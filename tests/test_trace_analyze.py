@@ -12,7 +12,8 @@ import pytest
 
 from smartio.cli import main
 from smartio.trace import events as ev
-from smartio.trace.analyze import analyze
+from smartio.trace import formats, native
+from smartio.trace.analyze import FLUSH, READ, analyze
 from smartio.trace.events import EVENT_DTYPE, Trace
 from smartio.trace.files import attribute, file_type, fiemap
 from smartio.trace.formats import read_trace
@@ -69,6 +70,61 @@ def test_latencies_match_btt(mode):
     assert int(nbios.sum()) == want["d2c"]["n"]
     assert float((d2c * nbios).sum() / nbios.sum()) == pytest.approx(want["d2c"]["avg_s"], abs=1e-9)
     assert d2c.max() == pytest.approx(want["d2c"]["max_s"], abs=1e-9)
+
+
+def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of [start, end), the slow obvious way: sort, then sweep."""
+    total, reach, begin = 0, None, None
+    for s, e in sorted(zip(start.tolist(), end.tolist())):
+        if reach is None or s > reach:
+            total += 0 if reach is None else reach - begin
+            begin, reach = s, e
+        else:
+            reach = max(reach, e)
+    return total + (0 if reach is None else reach - begin)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_time_shares_are_unions_of_intervals(mode):
+    # The C helper measures them in one backward pass; check against sorting every interval.
+    t = read_trace(DATA / f"sqlite-{mode}")
+    m = match(t.events)
+    r, b = m.reqs, m.bios
+    issued, done = r.issue >= 0, b.q2c >= 0
+    assert m.busy_ns == _union_ns(r.issue[issued], r.time[issued]) > 0
+    bare = issued & (r.nbios == 0)
+    assert m.outstanding_ns == _union_ns(np.r_[b.time[done], r.issue[bare]],
+                                         np.r_[b.time[done] + b.q2c[done], r.time[bare]])
+    reads = done & (b.kind == READ) & (b.tc & ev.TC_META == 0)
+    assert m.class_ns["read"] == _union_ns(b.time[reads], b.time[reads] + b.q2c[reads])
+    flushes = done & (b.kind == FLUSH)
+    assert m.class_ns["flush"] == _union_ns(b.time[flushes], b.time[flushes] + b.q2c[flushes])
+
+
+def test_second_passes_give_the_same_answers(monkeypatch):
+    # Outputs of unknown length get native.ROOM entries, then a second pass: force the second passes.
+    t = read_trace(DATA / "sqlite-wal")
+    want = analyze(t, top_n=20)
+    monkeypatch.setattr(native, "ROOM", 1)
+    again = read_trace(DATA / "sqlite-wal")
+    assert again.comms == t.comms and len(again.comms) > 1
+    assert analyze(again, top_n=20) == want
+
+
+def test_per_cpu_files_merge_like_a_stable_sort(tmp_path):
+    # Ties keep the order of the files; a file out of time order is sorted first, then merged.
+    whole = read_trace(DATA / "sqlite-persist")
+    both = np.concatenate([formats.read_blktrace(DATA / f"sqlite-persist.blktrace.{i}").events for i in (0, 1)])
+    np.testing.assert_array_equal(whole.events, both[np.argsort(both["time"], kind="stable")])
+    data = bytearray((DATA / "sqlite-persist.blktrace.1").read_bytes())
+    a, b = len(data) - 48 * 3, len(data) - 48
+    data[a:a + 48], data[b:b + 48] = data[b:b + 48], data[a:a + 48]
+    (tmp_path / "x.blktrace.1").write_bytes(bytes(data))
+    (tmp_path / "x.blktrace.0").write_bytes((DATA / "sqlite-persist.blktrace.0").read_bytes())
+    shuffled = read_trace(tmp_path / "x")
+    assert np.all(np.diff(shuffled.events["time"].astype(np.int64)) >= 0)
+    assert sorted(shuffled.events.tobytes()[i:i + 48] for i in range(0, len(shuffled.events) * 48, 48)) == \
+        sorted(whole.events.tobytes()[i:i + 48] for i in range(0, len(whole.events) * 48, 48))
 
 
 def _ev(time, code, sector, nbytes, rwbs, pid=100):

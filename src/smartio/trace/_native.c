@@ -807,16 +807,15 @@ static uint32_t *table_counts(struct block_table *t, uint64_t block)
 }
 
 /*
- * Requests 0..n-1 (columns sector, bytes, kind): those of kind read or write count, each touching every 4 KiB
- * block it overlaps. For view v (0 reads, 1 writes, 2 both): loc[v]; the top_n most accessed
- * blocks in top[v * top_n ...] (ranked by accesses, then block); and the histogram of accesses per
- * block, ascending pairs (accesses, blocks) in hist[v * 2 * hist_cap ...], hist_cap >= n (a block
- * is accessed at most once per request).
+ * Requests 0..n-1 (columns sector, bytes, kind): those of kind read or write count, each touching
+ * every 4 KiB block it overlaps. For view v (0 reads, 1 writes, 2 both): loc[v]; the top_n most
+ * accessed blocks in top[v * top_n ...] (ranked by accesses, then block); and the histogram of
+ * accesses per block, ascending pairs (accesses, blocks) in hist[v * 2 * hist_room ...], of which
+ * loc[v].nhist (if more than hist_room, call again with more room).
  * Returns 0, or -1 when out of memory.
  */
 int sio_locality(const uint64_t *sector, const int64_t *bytes, const uint8_t *kind, int64_t n, int64_t top_n,
-		 int64_t hist_cap,
-		 struct locality *loc, struct top_entry *top, int64_t *hist)
+		 int64_t hist_room, struct locality *loc, struct top_entry *top, int64_t *hist)
 {
 	struct block_table t = { 0 };
 	int64_t *by_count[3] = { NULL, NULL, NULL }, max[3] = { 0, 0, 0 }, accesses = 0, i;
@@ -886,13 +885,15 @@ int sio_locality(const uint64_t *sector, const int64_t *bytes, const uint8_t *ki
 	}
 	for (v = 0; v < 3; v++) {
 		struct locality *l = &loc[v];
-		int64_t *hv = hist + v * 2 * hist_cap, c;
+		int64_t *hv = hist + v * 2 * hist_room, c;
 
 		qsort(top + v * top_n, l->ntop, sizeof(*top), cmp_rank);
 		for (c = 1; c <= l->max; c++)
 			if (by_count[v][c]) {
-				hv[2 * l->nhist] = c;
-				hv[2 * l->nhist + 1] = by_count[v][c];
+				if (l->nhist < hist_room) {
+					hv[2 * l->nhist] = c;
+					hv[2 * l->nhist + 1] = by_count[v][c];
+				}
 				l->nhist++;
 			}
 	}

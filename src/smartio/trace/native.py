@@ -65,7 +65,7 @@ def _library() -> ctypes.CDLL:
     return dll
 
 
-# --- reading ----------------------------------------------------------------------------------------
+# --- reading ------------------------------------------------------------------------------------------
 
 SCAN_ERRORS = {1: "truncated", 2: "magic", 3: "action", 4: "payload"}  # SCAN_* in _native.c
 SCAN_NO_MERGE = 5
@@ -85,6 +85,9 @@ class Scanned:
 
 
 MAX_PARTS = 256  # files sio_read_blktrace merges at once
+# Outputs of unknown length (notes, top blocks, histogram) get this much room, enough for the usual
+# traces; more costs a second pass. Small, as numpy backs big arrays with huge pages that cost to zero.
+ROOM = 4096
 
 
 def read_blktrace(buffers: list, swaps: list[bool]) -> Scanned:
@@ -98,7 +101,7 @@ def read_blktrace(buffers: list, swaps: list[bool]) -> Scanned:
     if k > MAX_PARTS:
         return Scanned(None, [], [], False, "no merge")
     bufs = [np.frombuffer(d, dtype=np.uint8) for d in buffers]
-    room = 1024  # notes per file: one per process (and device); more costs a second pass
+    room = ROOM  # notes per file: one per process (and device)
     nout, bad_off, run_off, nnotes, nevents = _I64(0), _I64(0), _I64(0), (_I64 * k)(), (_I64 * k)()
     bad_file, in_place, in_order = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
 
@@ -127,7 +130,7 @@ def read_blktrace(buffers: list, swaps: list[bool]) -> Scanned:
     return Scanned(out[:nout.value], [n[:c] for n, c in zip(notes, nnotes)], list(nevents), bool(in_order.value))
 
 
-# --- matching ---------------------------------------------------------------------------------------
+# --- matching -----------------------------------------------------------------------------------------
 
 CLASSES = ("read", "meta_read", "sync_write", "async_write", "flush")  # enum C_* in _native.c
 MAX_DEVICES = 64
@@ -207,7 +210,7 @@ def match(events: np.ndarray) -> Matched:
                    dict(zip(CLASSES, s.class_ns[:])), devices)
 
 
-# --- locality ---------------------------------------------------------------------------------------
+# --- locality -----------------------------------------------------------------------------------------
 
 class _Locality(ctypes.Structure):
     _fields_ = [("blocks", _I64), ("accesses", _I64), ("once", _I64), ("max", _I64), ("ntop", _I64),
@@ -232,28 +235,28 @@ class Locality:
 
 def locality(reqs: Requests, top_n: int) -> dict[str, Locality]:
     """Per view of LOCALITY_VIEWS, over the read and write requests."""
-    hist_cap = max(len(reqs.kind), 1)  # a block is accessed at most once per request
-    cap = min(top_n, 4096)
+    top_room, hist_room = min(top_n, ROOM), ROOM
     while True:
         loc = (_Locality * 3)()
-        top = np.empty(3 * cap, dtype=TOP_DTYPE)
-        hist = np.empty(3 * 2 * hist_cap, dtype=np.int64)
+        top = np.empty(3 * top_room, dtype=TOP_DTYPE)
+        hist = np.empty(3 * 2 * hist_room, dtype=np.int64)
         if _library().sio_locality(reqs.sector.ctypes.data, reqs.nbytes.ctypes.data, reqs.kind.ctypes.data,
-                                   len(reqs.kind), cap, hist_cap, loc, top.ctypes.data, hist.ctypes.data):
+                                   len(reqs.kind), top_room, hist_room, loc, top.ctypes.data, hist.ctypes.data):
             raise SmartioError("out of memory while counting block accesses")
-        # A --top beyond 4096 costs a second pass, sized by what the first found.
-        if cap == top_n or all(v.blocks <= cap for v in loc):
+        more_top = top_room < top_n and any(v.blocks > top_room for v in loc)
+        if not more_top and all(v.nhist <= hist_room for v in loc):
             break
-        cap = min(top_n, max(v.blocks for v in loc))
+        top_room = min(top_n, max(v.blocks for v in loc)) if more_top else top_room
+        hist_room = max(hist_room, *(v.nhist for v in loc))
     out = {}
     for i, name in enumerate(LOCALITY_VIEWS):
         v = loc[i]
-        h = hist[i * 2 * hist_cap:(i * 2 * hist_cap) + 2 * v.nhist].reshape(-1, 2)
-        out[name] = Locality(v.blocks, v.accesses, v.once, v.max, top[i * cap:i * cap + v.ntop], h)
+        h = hist[i * 2 * hist_room:i * 2 * hist_room + 2 * v.nhist].reshape(-1, 2)
+        out[name] = Locality(v.blocks, v.accesses, v.once, v.max, top[i * top_room:i * top_room + v.ntop], h)
     return out
 
 
-# --- between flushes, per process --------------------------------------------------------------------------------------
+# --- between flushes, per process ---------------------------------------------------------------------
 
 def between_flushes(reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per pair of successive flush completions: the read and write requests completed after the first
