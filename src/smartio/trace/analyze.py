@@ -26,8 +26,7 @@ SIZE_LIMITS_KIB = (4, 16, 64)
 PERCENTILES = (50, 90, 99)
 
 
-READ, WRITE, FLUSH, DISCARD, OTHER = range(5)
-KIND_NAMES = ("read", "write", "flush", "discard", "other")
+READ, WRITE, FLUSH, DISCARD, OTHER = range(5)  # request kinds, decided in C (kind_of in _native.c)
 
 
 def pct(values: np.ndarray, scale: float = 1.0) -> dict:

@@ -1,7 +1,7 @@
 """Reading and writing block traces: ours, blktrace's binary format, and blkparse's default text.
 
 - ours (`.smtrace`): magic `SMIOTRC1`, a little-endian u32 header length, a JSON header (where the
-  trace came from, and the pid -> command table), then fixed 40-byte `EVENT_DTYPE` records.
+  trace came from, and the pid -> command table), then fixed 48-byte `EVENT_DTYPE` records.
 - blktrace: `struct blk_io_trace` records (48 bytes, magic 0x65617400 | version 0x07) each followed by
   `pdu_len` payload bytes; process notes carry command names. Written as blktrace does, one file per
   CPU, NAME.blktrace.<cpu>, which `blkparse -i NAME` and `iowatcher -t NAME` read (and `blkparse -i NAME
@@ -9,9 +9,10 @@
   siblings are read too), or a merged stream. Either byte order is read, as blkparse does.
 - blkparse text: the default output of `blkparse -i`, up to its summary.
 
-Decoding is vectorised with numpy over runs of fixed-size records, because the traces that matter are
-millions of events long. A malformed file raises `TraceFormatError` naming the byte offset: never a
-partial or silently wrong trace.
+The traces that matter are millions of events long, so blktrace files are checked and merged by the C
+helper (native.py) in one pass over each record, and our own format is decoded in place with numpy.
+A malformed file raises `TraceFormatError` naming the byte offset: never a partial or silently wrong
+trace.
 """
 
 from __future__ import annotations

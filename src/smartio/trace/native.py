@@ -67,8 +67,7 @@ def _library() -> ctypes.CDLL:
 
 # --- reading ------------------------------------------------------------------------------------------
 
-SCAN_ERRORS = {1: "truncated", 2: "magic", 3: "action", 4: "payload"}  # SCAN_* in _native.c
-SCAN_NO_MERGE = 5
+SCAN_ERRORS = {1: "truncated", 2: "magic", 3: "action", 4: "payload"}  # SCAN_* in _native.c; 5: no merge
 
 
 @dataclass
