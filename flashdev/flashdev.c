@@ -4,9 +4,11 @@
  *
  * The model (all times in microseconds, already multiplied by the profile's time scale by the caller):
  *
- *   - Every request is classified by direction (read / write) and pattern: sequential when it starts where a
- *     recent request of the same direction ended (a small table of stream ends, so that two interleaved
- *     sequential streams both stay sequential), random otherwise.
+ *   - Every request is classified by direction (read / write) and pattern: sequential when it continues a
+ *     stream of the same direction, random otherwise. A small table remembers the ends of the last FD_STREAMS
+ *     streams, so that interleaved sequential streams all stay sequential. A stream is established once it has
+ *     been continued: the request that continues a brand-new entry is still random. Without that, a random
+ *     workload over a small region would often land by chance on one of the remembered ends and look cheap.
  *   - A request first spends cmd_us[class] in the front end (command decode, transfer, host-side stack). Front
  *     ends of different requests overlap: this is what lets a second outstanding request hide part of the
  *     first one's time, and it is the source of the concurrency speedup of a device without a command queue.
@@ -62,6 +64,7 @@ static int64_t fd_cache_done[FD_MAX_CACHE];	/* programming end of the last write
 static int fd_cache_next;
 static int64_t fd_last_program_end;		/* latest programming end of any accepted write */
 static uint64_t fd_stream_end[2][FD_STREAMS];	/* [0] reads, [1] writes */
+static bool fd_stream_established[2][FD_STREAMS];	/* continued at least once */
 static int fd_stream_next[2];
 static uint64_t fd_seqno;
 
@@ -214,7 +217,7 @@ fd_unload (void)
     fclose (fd_log);
 }
 
-/* Sequential if offset continues one of the recent streams of this direction. Caller holds fd_lock. */
+/* Sequential if offset continues an established recent stream of this direction. Caller holds fd_lock. */
 static bool
 fd_is_sequential (int dir, uint64_t offset, uint64_t end)
 {
@@ -222,11 +225,15 @@ fd_is_sequential (int dir, uint64_t offset, uint64_t end)
 
   for (i = 0; i < FD_STREAMS; i++) {
     if (fd_stream_end[dir][i] == offset) {
+      bool established = fd_stream_established[dir][i];
+
       fd_stream_end[dir][i] = end;
-      return true;
+      fd_stream_established[dir][i] = true;
+      return established;
     }
   }
   fd_stream_end[dir][fd_stream_next[dir]] = end;
+  fd_stream_established[dir][fd_stream_next[dir]] = false;
   fd_stream_next[dir] = (fd_stream_next[dir] + 1) % FD_STREAMS;
   return false;
 }
