@@ -65,6 +65,20 @@ def test_blkparse_reads_what_we_write(tmp_path):
     assert "Skips: 0 forward" in out
 
 
+@pytest.mark.skipif(subprocess.run(["which", "blkparse"], capture_output=True).returncode != 0,
+                    reason="blkparse not installed (Debian package blktrace)")
+def test_events_on_cpu_1_only_still_read_by_blkparse_and_us(tmp_path):
+    # blkparse looks for NAME.blktrace.0 first: a CPU without events gets an empty file, as with blktrace.
+    t = read_trace(DATA / "sqlite-wal")
+    t.events["cpu"] = 1
+    paths = write_blktrace(t, tmp_path / "x")
+    assert [p.stat().st_size == 0 for p in paths] == [True, False]
+    out = subprocess.run(["blkparse", "-i", "x"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert f"{len(t)} entries" in out
+    again = read_trace(tmp_path / "x")
+    assert len(again) == len(t) and again.comms == t.comms
+
+
 def _bad(tmp_path: Path, name: str, data: bytes) -> Path:
     p = tmp_path / name
     p.write_bytes(data)

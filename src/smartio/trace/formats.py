@@ -180,7 +180,10 @@ def read_blktrace(path: Path) -> Trace:
 
 
 def _read_cpu_files(files: list[Path]) -> Trace:
-    """A recording's per-CPU files, merged by time while they are checked (each record read once)."""
+    """A recording's per-CPU files, merged by time while they are checked (each record read once).
+
+    Empty files are CPUs that did no I/O (blktrace writes them too)."""
+    files = [p for p in files if p.stat().st_size] or files
     maps = [_map(p) for p in files]
     try:
         orders = [_blk_byte_order(p, m) for p, m in zip(files, maps)]
@@ -238,7 +241,8 @@ def write_blktrace(trace: Trace, name: Path | str) -> list[Path]:
     """Writes NAME.blktrace.<cpu> files, as `blktrace -o NAME` does; returns their paths.
 
     Each starts with the process notes (command names), then that CPU's events in time order, with
-    times relative to the first event of the trace and sequence numbers counting per CPU.
+    times relative to the first event of the trace and sequence numbers counting per CPU. A CPU
+    without events gets an empty file, as with blktrace: blkparse looks for CPU 0, 1, ... in turn.
     """
     e = trace.events
     devs = np.unique(e["device"]) if len(e) else np.array([0], dtype=np.uint32)
@@ -256,11 +260,13 @@ def write_blktrace(trace: Trace, name: Path | str) -> list[Path]:
     out["time"] = e["time"] - t0
     out["sequence"] = _per_cpu_sequence(e["cpu"])
     paths = []
-    for cpu in (np.unique(out["cpu"]) if len(out) else [0]):
-        path = Path(f"{name}.blktrace.{int(cpu)}")
+    for cpu in range(int(out["cpu"].max()) + 1 if len(out) else 1):
+        path = Path(f"{name}.blktrace.{cpu}")
+        mine = out[out["cpu"] == cpu]
         with open(path, "wb") as f:
-            f.write(notes)
-            f.write(out[out["cpu"] == cpu].tobytes())
+            if len(mine) or not len(out):
+                f.write(notes)
+                f.write(mine.tobytes())
         paths.append(path)
     return paths
 
