@@ -9,7 +9,8 @@
  * 2. sio_match: follows every bio and request through the time-ordered trace, as btt does, and on
  *    the way measures how long I/O was outstanding.
  * 3. sio_locality: accesses per 4 KiB block for reads, writes and both.
- * 4. sio_between_flushes, sio_by_pid: requests between flushes, and per process.
+ * 4. sio_between_flushes: requests, bytes and time between successive flushes.
+ * 5. sio_by_pid: read and write requests and bytes per process.
  * Python keeps the figures that need a sort (percentiles) and everything that is not per event.
  */
 #include <stddef.h>
@@ -44,7 +45,7 @@ static int kind_of(uint32_t tc, uint32_t bytes)
 	return tc & TC_FLUSH ? K_FLUSH : K_OTHER;
 }
 
-/* ---- 1. reading blktrace files ---------------------------------------------------------------- */
+/* ---- 1. reading blktrace files -------------------------------------------------------------- */
 
 enum { SCAN_OK, SCAN_TRUNCATED, SCAN_MAGIC, SCAN_ACTION, SCAN_PAYLOAD, SCAN_NO_MERGE };
 #define MAX_PARTS 256	/* files merged at once (CPUs of one recording) */
@@ -247,7 +248,7 @@ int sio_read_blktrace(const uint8_t *const *bufs, const int64_t *lens, const int
 	return rc;
 }
 
-/* ---- hash map from (device, sector) to an int64 -------------------------------------------- */
+/* ---- hash map from (device, sector) to an int64 --------------------------------------------- */
 
 /* Open addressing with linear probing and backward-shift deletion (no tombstones). */
 struct map {

@@ -53,14 +53,13 @@ def _library() -> ctypes.CDLL:
             raise SmartioError(f"compiling {SOURCE} failed:\n{res.stderr}")
         os.replace(tmp, lib)  # atomic, so parallel first uses do not load a half-written file
     dll = ctypes.CDLL(str(lib))
-    dll.sio_by_pid.restype = _I64
-    dll.sio_by_pid.argtypes = [_P, _P, _P, _I64, _P, _P, _P, _P]
-    dll.sio_between_flushes.restype = _I64
-    dll.sio_between_flushes.argtypes = [_P, _P, _P, _I64, _P, _P, _P]
-    for name, args in (("sio_read_blktrace", [_P, _P, _P, ctypes.c_int, _P, _P, _P, _I64] + [_P] * 7),
-                       ("sio_match", [_P, _I64, _P, _P, _P, _P, _P]),
-                       ("sio_locality", [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P])):
-        getattr(dll, name).restype = ctypes.c_int
+    for name, restype, args in (
+            ("sio_read_blktrace", ctypes.c_int, [_P, _P, _P, ctypes.c_int, _P, _P, _P, _I64] + [_P] * 7),
+            ("sio_match", ctypes.c_int, [_P, _I64, _P, _P, _P, _P, _P]),
+            ("sio_locality", ctypes.c_int, [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
+            ("sio_between_flushes", _I64, [_P, _P, _P, _I64, _P, _P, _P]),
+            ("sio_by_pid", _I64, [_P, _P, _P, _I64, _P, _P, _P, _P])):
+        getattr(dll, name).restype = restype
         getattr(dll, name).argtypes = args
     return dll
 
