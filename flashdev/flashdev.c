@@ -15,10 +15,11 @@
  *   - Then it needs the media: page_us[class] per 4 KiB page on one of `units` parallel units. The media is
  *     first come, first served in arrival order: the schedule of each request is fixed when it arrives, so a
  *     read that arrives behind writes waits for them.
- *   - Writes go through a write cache of `write_cache` entries: a write completes to the host as soon as its
- *     front end is done and it has a cache entry; the media programs it afterwards. An entry is freed when its
- *     programming ends. With write_cache=0 writes complete when programmed. FUA writes complete when
- *     programmed. A flush waits until every accepted write is programmed, then costs flush_us on all units.
+ *   - Writes go through a write cache of `write_cache` 4 KiB pages: a write completes to the host as soon as its
+ *     front end is done and its pages fit in the cache; the media programs it afterwards, and its pages are
+ *     freed when that programming ends. Writes larger than the cache, FUA writes, and all writes when
+ *     write_cache=0 complete when programmed. A flush waits until every accepted write is programmed, then
+ *     costs flush_us on all units.
  *
  * The data itself is read and written by the plugin immediately; the filter then sleeps to the request's
  * completion deadline with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME), so oversleep does not accumulate.
@@ -42,7 +43,7 @@
 
 #define FD_PAGE		4096
 #define FD_MAX_UNITS	64	/* parallel units */
-#define FD_MAX_CACHE	1024	/* write cache entries */
+#define FD_MAX_CACHE	4096	/* write cache pages */
 #define FD_STREAMS	8	/* stream ends remembered per direction for sequential detection */
 
 enum fd_class { FD_SEQ_READ, FD_SEQ_WRITE, FD_RAND_READ, FD_RAND_WRITE, FD_NCLASS };
@@ -52,7 +53,7 @@ static const char *const fd_class_name[FD_NCLASS] = { "seq_read", "seq_write", "
 static int64_t fd_cmd_ns[FD_NCLASS];	/* front-end time per request */
 static int64_t fd_page_ns[FD_NCLASS];	/* media time per 4 KiB page */
 static int fd_units = 1;		/* parallel media units */
-static int fd_write_cache;		/* write cache entries; 0 = write-through */
+static int fd_write_cache;		/* write cache size in 4 KiB pages; 0 = write-through */
 static int64_t fd_flush_ns;		/* media time of a flush, after the cache drained */
 static int64_t fd_trim_ns;		/* front-end time of a trim (no media time) */
 static const char *fd_log_path;
@@ -60,8 +61,9 @@ static const char *fd_log_path;
 /* Device state, under fd_lock. */
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t fd_unit_free[FD_MAX_UNITS];	/* when each unit becomes free */
-static int64_t fd_cache_done[FD_MAX_CACHE];	/* programming end of the last write_cache writes, a ring */
-static int fd_cache_next;
+struct fd_cached { int64_t done; int64_t pages; };	/* a write in the cache: programmed at .done */
+static struct fd_cached fd_cache[FD_MAX_CACHE];
+static int fd_ncached;
 static int64_t fd_last_program_end;		/* latest programming end of any accepted write */
 static uint64_t fd_stream_end[2][FD_STREAMS];	/* [0] reads, [1] writes */
 static bool fd_stream_established[2][FD_STREAMS];	/* continued at least once */
@@ -167,7 +169,7 @@ fd_config (nbdkit_next_config *next, nbdkit_backend *nxdata, const char *key, co
     if (nbdkit_parse_int (key, value, &fd_write_cache) == -1)
       return -1;
     if (fd_write_cache < 0 || fd_write_cache > FD_MAX_CACHE) {
-      nbdkit_error ("flash-write-cache=%s: must be 0..%d", value, FD_MAX_CACHE);
+      nbdkit_error ("flash-write-cache=%s: must be 0..%d pages", value, FD_MAX_CACHE);
       return -1;
     }
     return 0;
@@ -183,7 +185,7 @@ fd_config (nbdkit_next_config *next, nbdkit_backend *nxdata, const char *key, co
   "flash-cmd-us=SR,SW,RR,RW  front-end time per request (us) for seq/rand read/write\n" \
   "flash-page-us=SR,SW,RR,RW media time per 4 KiB page (us)\n" \
   "flash-units=N             parallel media units (default 1)\n" \
-  "flash-write-cache=N       write cache entries, 0 = write-through (default 0)\n" \
+  "flash-write-cache=N       write cache size in 4 KiB pages, 0 = write-through (default 0)\n" \
   "flash-flush-us=US         media time of a flush after the cache drained\n" \
   "flash-trim-us=US          time of a trim\n" \
   "flash-log=FILE            log every request's timing (CSV)"
@@ -250,6 +252,36 @@ fd_first_free_unit (void)
   return best;
 }
 
+/* The earliest time >= ready at which `pages` more pages fit in the write cache; forgets the writes programmed
+ * by then. Caller holds fd_lock and has checked pages <= fd_write_cache.
+ */
+static int64_t
+fd_cache_accept (int64_t ready, int64_t pages)
+{
+  int64_t t = ready;
+  int i, n;
+
+  for (;;) {
+    int64_t used = 0, next = INT64_MAX;
+
+    for (i = 0; i < fd_ncached; i++) {
+      if (fd_cache[i].done > t) {
+        used += fd_cache[i].pages;
+        if (fd_cache[i].done < next)
+          next = fd_cache[i].done;
+      }
+    }
+    if (used + pages <= fd_write_cache)
+      break;
+    t = next;	/* wait for the next write to be programmed */
+  }
+  for (i = n = 0; i < fd_ncached; i++)
+    if (fd_cache[i].done > t)
+      fd_cache[n++] = fd_cache[i];
+  fd_ncached = n;
+  return t;
+}
+
 struct fd_plan {
   uint64_t seqno;
   int cls;		/* enum fd_class, or -1 for flush/trim */
@@ -264,6 +296,7 @@ fd_plan_rw (bool write, uint64_t offset, uint32_t count, bool fua)
 {
   struct fd_plan p;
   int64_t pages = (count + FD_PAGE - 1) / FD_PAGE, ready, accept = 0;
+  bool cached;
   int u;
 
   if (pages < 1)
@@ -276,24 +309,19 @@ fd_plan_rw (bool write, uint64_t offset, uint32_t count, bool fua)
   else
     p.cls = write ? FD_RAND_WRITE : FD_RAND_READ;
   ready = p.arrival + fd_cmd_ns[p.cls];
-  if (write && fd_write_cache > 0) {
-    /* Wait for a cache entry: the oldest of the last write_cache writes must be programmed. */
-    accept = fd_max (ready, fd_cache_done[fd_cache_next]);
-    ready = accept;
-  }
+  cached = write && !fua && pages <= fd_write_cache;
+  if (cached)
+    ready = accept = fd_cache_accept (ready, pages);
   u = fd_first_free_unit ();
   p.start = fd_max (ready, fd_unit_free[u]);
   p.finish = p.start + pages * fd_page_ns[p.cls];
   fd_unit_free[u] = p.finish;
-  if (write) {
-    if (fd_write_cache > 0) {
-      fd_cache_done[fd_cache_next] = p.finish;
-      fd_cache_next = (fd_cache_next + 1) % fd_write_cache;
-    }
+  if (cached)
+    fd_cache[fd_ncached++] = (struct fd_cached) { .done = p.finish, .pages = pages };
+  if (write)
     fd_last_program_end = fd_max (fd_last_program_end, p.finish);
-  }
   pthread_mutex_unlock (&fd_lock);
-  p.complete = (write && fd_write_cache > 0 && !fua) ? accept : p.finish;
+  p.complete = cached ? accept : p.finish;
   return p;
 }
 

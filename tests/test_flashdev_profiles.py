@@ -17,7 +17,7 @@ GOOD = """
 description = "test device"
 queue_depth = 1
 parallel_units = 1
-write_cache_entries = 0
+write_cache_pages = 0
 time_scale = 2.0
 guest_overhead_us = 100.0
 flush_us = 10.0
@@ -49,14 +49,11 @@ def test_shipped_profiles_are_valid_and_include_s5_and_a_queued_device() -> None
 
 
 @pytest.mark.timeout(10)
-def test_s5_alone_latencies_and_speedups_follow_the_paper_targets() -> None:
-    # The model's own arithmetic (flashdev/profiles.toml): alone latency = the paper's per-4K latency, and the
-    # media-bound speedup L / page = the paper's maximal speedup. What the guest measures is bench/flashdev-fidelity.
+def test_s5_alone_latencies_are_the_papers() -> None:
+    # The model's own arithmetic; what the guest measures is bench/flashdev-fidelity's job.
     p = load_profile("s5-emmc")
     for c in CLASSES:
-        alone = p.alone_latency_us(c)
-        assert alone == pytest.approx(p.targets["latency_ms"][c] * 1000, rel=0.01), c
-        assert alone / p.page_us[c] == pytest.approx(p.targets["speedup"][c], rel=0.02), c
+        assert p.alone_latency_us(c) == pytest.approx(p.targets["latency_ms"][c] * 1000, rel=0.01), c
 
 
 @pytest.mark.timeout(10)

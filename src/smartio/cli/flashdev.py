@@ -77,7 +77,7 @@ def profiles(args: argparse.Namespace) -> int:
     for p in rows:
         lat = " ".join(f"{p.alone_latency_us(c) / 1000:.3f}" for c in ("seq_read", "seq_write", "rand_read",
                                                                         "rand_write"))
-        print(f"{p.name:<12} {p.queue_depth:>3} {p.parallel_units:>5} {p.write_cache_entries:>5} "
+        print(f"{p.name:<12} {p.queue_depth:>3} {p.parallel_units:>5} {p.write_cache_pages:>5} "
               f"{p.time_scale:>6g}  {lat}")
         print(f"{'':<12} {p.description}")
     return 0

@@ -15,10 +15,10 @@ CLASSES = ("seq_read", "seq_write", "rand_read", "rand_write")
 # The data file lives beside the C model in the source tree; SMARTIO_FLASHDEV_PROFILES points elsewhere.
 DEFAULT_FILE = Path(__file__).resolve().parents[3] / "flashdev" / "profiles.toml"
 
-_SCALARS = {"description": str, "queue_depth": int, "parallel_units": int, "write_cache_entries": int,
+_SCALARS = {"description": str, "queue_depth": int, "parallel_units": int, "write_cache_pages": int,
             "time_scale": float, "guest_overhead_us": float, "flush_us": float, "trim_us": float}
 _TABLES = ("cmd_us", "page_us")
-_LIMITS = {"queue_depth": (1, 1024), "parallel_units": (1, 64), "write_cache_entries": (0, 1024)}
+_LIMITS = {"queue_depth": (1, 1024), "parallel_units": (1, 64), "write_cache_pages": (0, 4096)}
 
 
 class ProfileError(SmartioError):
@@ -33,7 +33,7 @@ class Profile:
     description: str
     queue_depth: int            # device queue depth the guest must see (virtio_blk.queue_depth)
     parallel_units: int         # media units working in parallel
-    write_cache_entries: int    # writes the cache holds before a write must wait; 0 = write-through
+    write_cache_pages: int      # 4 KiB pages the write cache holds before a write must wait; 0 = write-through
     time_scale: float           # multiplies every time, so TCG's per-I/O overhead stays small beside them
     guest_overhead_us: float    # real us the guest's own I/O path adds to each request; taken off the front end
     cmd_us: dict[str, float]    # front-end time per request, by class
@@ -44,7 +44,7 @@ class Profile:
 
     def alone_latency_us(self, cls: str) -> float:
         """The model's latency of one 4 KiB request of a class on an idle device (unscaled)."""
-        if cls.endswith("write") and self.write_cache_entries > 0:
+        if cls.endswith("write") and self.write_cache_pages > 0:
             return self.cmd_us[cls]
         return self.cmd_us[cls] + self.page_us[cls]
 
@@ -62,7 +62,7 @@ class Profile:
             return ",".join(f"{max(0.0, table[c] * k - minus):.3f}" for c in CLASSES)
 
         return [f"flash-cmd-us={four(self.cmd_us, o)}", f"flash-page-us={four(self.page_us)}",
-                f"flash-units={self.parallel_units}", f"flash-write-cache={self.write_cache_entries}",
+                f"flash-units={self.parallel_units}", f"flash-write-cache={self.write_cache_pages}",
                 f"flash-flush-us={self.flush_us * k:.3f}", f"flash-trim-us={self.trim_us * k:.3f}"]
 
 
