@@ -165,6 +165,21 @@ def test_write_cache_completes_writes_early_and_reads_wait_for_the_programming(t
 
 
 @pytest.mark.timeout(120)
+def test_writes_larger_than_the_cache_complete_when_programmed(tmp_path: Path) -> None:
+    with serve(tmp_path, cache=2) as dev:
+        fio(dev.uri, {"name": "small", "rw": "write", "size": "16k"})
+        fio(dev.uri, {"name": "big", "rw": "write", "size": "64k", "offset": "1m", "bs": "16k"})
+    rows = log(tmp_path)
+    small = [r for r in rows if r["bytes"] == 4096]
+    big = [r for r in rows if r["bytes"] == 16384]
+    # 4 KiB writes fit in the 2-page cache and complete before programming ends; 16 KiB ones cannot.
+    assert all(r["complete_ns"] < r["finish_ns"] for r in small)
+    assert all(r["complete_ns"] == r["finish_ns"] for r in big)
+    # Size is charged per page: the sequential 16 KiB writes program for 4 x 3 ms.
+    assert all(r["finish_ns"] - r["start_ns"] == 12 * MS for r in big if r["class"] == "seq_write")
+
+
+@pytest.mark.timeout(120)
 def test_flush_waits_for_programming_and_costs_its_time(tmp_path: Path) -> None:
     with serve(tmp_path, cache=2) as dev:
         fio(dev.uri, {"name": "w", "rw": "write", "size": "40k", "fsync": 4})
