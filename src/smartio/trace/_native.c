@@ -9,8 +9,9 @@
  * 2. sio_match: follows every bio and request through the time-ordered trace, as btt does, and on
  *    the way measures how long I/O was outstanding.
  * 3. sio_locality: accesses per 4 KiB block for reads, writes and both.
- * 4. sio_between_flushes: requests, bytes and time between successive flushes.
- * 5. sio_by_pid: read and write requests and bytes per process.
+ * 4. sio_kind_figures: counts and latencies per kind of request (read, write, flush, ...).
+ * 5. sio_between_flushes: requests, bytes and time between successive flushes.
+ * 6. sio_by_pid: read and write requests and bytes per process.
  * Python keeps the figures that need a sort (percentiles) and everything that is not per event.
  */
 #include <stddef.h>
@@ -915,7 +916,56 @@ out:
 	return rc;
 }
 
-/* ---- 4. between flushes --------------------------------------------------------------------- */
+/* ---- 4. figures per kind ---------------------------------------------------------------------- */
+
+struct kind_counts {
+	int64_t requests[5], bytes[5];	/* completed requests of each kind (K_*) */
+	int64_t sync[5], meta[5];	/* sync: op_is_sync(), every read and writes with sync/FUA/preflush */
+	int64_t bios[5];		/* bios queued */
+	int64_t nd2c[5], nq2c[5];	/* lengths of the d2c and q2c arrays */
+	int64_t no_issue;		/* completed requests (not K_OTHER) whose issue was not seen */
+	int64_t no_completion;		/* bios whose completion was not seen */
+};
+
+/*
+ * The values behind the per-kind figures, gathered in one pass over the requests and one over the
+ * bios, so that numpy only has to sort them: for kind k < nk, sizes[k] (bytes of each completed
+ * request), d2c[k] (ns, requests whose issue was seen) and q2c[k] (ns, bios whose completion was
+ * seen), in trace order; sizes and d2c with room for n, q2c for nbio. Counts in *c.
+ */
+void sio_kind_figures(const struct req_cols *r, int64_t n, const struct bio_cols *b, int64_t nbio, int nk,
+		      int64_t *const *sizes, int64_t *const *d2c, int64_t *const *q2c, struct kind_counts *c)
+{
+	int64_t i;
+
+	memset(c, 0, sizeof(*c));
+	for (i = 0; i < n; i++) {
+		int k = r->kind[i];
+
+		c->requests[k]++;
+		c->bytes[k] += r->bytes[i];
+		c->sync[k] += k == K_READ || (r->tc[i] & (TC_SYNC | TC_FUA | TC_FLUSH));
+		c->meta[k] += !!(r->tc[i] & TC_META);
+		if (r->issue[i] < 0) {
+			c->no_issue += k != K_OTHER;
+		} else if (k < nk) {
+			d2c[k][c->nd2c[k]++] = r->time[i] - r->issue[i];
+		}
+		if (k < nk)
+			sizes[k][c->requests[k] - 1] = r->bytes[i];
+	}
+	for (i = 0; i < nbio; i++) {
+		int k = b->kind[i];
+
+		c->bios[k]++;
+		if (b->q2c[i] < 0)
+			c->no_completion++;
+		else if (k < nk)
+			q2c[k][c->nq2c[k]++] = b->q2c[i];
+	}
+}
+
+/* ---- 5. between flushes --------------------------------------------------------------------- */
 
 /*
  * Completed requests 0..n-1 (columns time, bytes, kind; in time order): for each pair of successive
@@ -949,7 +999,7 @@ int64_t sio_between_flushes(const int64_t *time, const int64_t *bytes, const uin
 	return k > 0 ? k : 0;
 }
 
-/* ---- 5. requests per process ---------------------------------------------------------------- */
+/* ---- 6. requests per process ---------------------------------------------------------------- */
 
 /*
  * Requests 0..n-1 (columns pid, bytes, kind): for each pid with read or write requests, in order of

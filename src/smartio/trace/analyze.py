@@ -19,9 +19,8 @@ import numpy as np
 
 from smartio.trace import events as ev
 from smartio.trace.events import Trace
-from smartio.trace.native import Locality, Requests, between_flushes, by_pid, locality, match
+from smartio.trace.native import KindFigures, Locality, Requests, between_flushes, by_pid, kind_figures, locality, match
 
-SYNC_FLAGS = ev.TC_SYNC | ev.TC_FUA | ev.TC_FLUSH  # a write with one of these is sync (reads always are)
 SIZE_LIMITS_KIB = (4, 16, 64)
 PERCENTILES = (50, 90, 99)
 
@@ -61,10 +60,7 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     wall = max(end - start, 1)
 
     reqs = m.reqs
-    issued = reqs.issue >= 0
-    d2c = np.where(issued, reqs.time - reqs.issue, -1)
-    q2c = m.bios.q2c
-    q_kind = m.bios.kind
+    fig = kind_figures(m)
     devs = m.devices if m.devices is not None else np.unique(e["device"]).tolist()
 
     out: dict = {
@@ -75,37 +71,27 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
         "event_counts": {ev.ACTION_LETTER.get(c, str(c)): int(n) for c, n in enumerate(m.counts) if n},
         "wall_s": wall / 1e9,
         "devices": [ev.dev_name(int(d)) for d in devs],
-        "unmatched": {"bios_without_completion": int((q2c < 0).sum()),
-                      "completions_without_issue": int((~issued & (reqs.kind != OTHER)).sum())},
+        "unmatched": {"bios_without_completion": fig.no_completion, "completions_without_issue": fig.no_issue},
     }
     blocks = locality(reqs, top_n)
-    per_kind = {}
     for kind_name, kind in (("read", READ), ("write", WRITE)):
-        sel = reqs.kind == kind
-        sizes = reqs.nbytes[sel]
-        tc = reqs.tc[sel]
-        sync = len(tc) if kind == READ else int((tc & SYNC_FLAGS != 0).sum())
-        kd2c = d2c[sel]
-        kq2c = q2c[q_kind == kind]
-        per_kind[kind_name] = {
-            "requests": len(sizes),
-            "bytes": int(sizes.sum()),
-            "size": size_stats(sizes),
-            "d2c_ms": pct(kd2c[kd2c >= 0], 1e6),
-            "q2c_ms": pct(kq2c[kq2c >= 0], 1e6),
-            "bios": len(kq2c),
-            "sync": sync,
-            "async": len(tc) - sync,
-            "meta": int((tc & ev.TC_META != 0).sum()),
+        out[kind_name] = {
+            "requests": fig.requests[kind],
+            "bytes": fig.bytes[kind],
+            "size": size_stats(fig.sizes[kind]),
+            "d2c_ms": pct(fig.d2c[kind], 1e6),
+            "q2c_ms": pct(fig.q2c[kind], 1e6),
+            "bios": fig.bios[kind],
+            "sync": fig.sync[kind],
+            "async": fig.requests[kind] - fig.sync[kind],
+            "meta": fig.meta[kind],
             "locality": locality_summary(blocks[kind_name]),
         }
-    out.update(per_kind)
-    nr, nw = per_kind["read"]["requests"], per_kind["write"]["requests"]
+    nr, nw = fig.requests[READ], fig.requests[WRITE]
     out["rw_ratio"] = {"reads_per_write": nr / nw if nw else None, "text": ratio_text(nr, nw)}
     out["all"] = {"locality": locality_summary(blocks["all"])}
-    out["discard"] = {"requests": int((reqs.kind == DISCARD).sum()),
-                      "bytes": int(reqs.nbytes[reqs.kind == DISCARD].sum())}
-    out["flush"] = flush_stats(reqs, d2c, wall)
+    out["discard"] = {"requests": fig.requests[DISCARD], "bytes": fig.bytes[DISCARD]}
+    out["flush"] = flush_stats(reqs, fig, wall)
     out["time_share"] = {"busy": m.busy_ns / wall, "outstanding": m.outstanding_ns / wall,
                          "outstanding_by_class": {k: v / wall for k, v in m.class_ns.items()}}
     out["processes"] = process_table(reqs, trace.comms, top_n)
@@ -155,11 +141,9 @@ def locality_summary(loc: Locality) -> dict:
     }
 
 
-def flush_stats(reqs: Requests, d2c: np.ndarray, wall: int) -> dict:
-    is_flush = reqs.kind == FLUSH
-    nflush = int(is_flush.sum())
-    fd2c = d2c[is_flush]
-    out: dict = {"requests": nflush, "per_s": nflush / (wall / 1e9), "d2c_ms": pct(fd2c[fd2c >= 0], 1e6)}
+def flush_stats(reqs: Requests, fig: KindFigures, wall: int) -> dict:
+    nflush = fig.requests[FLUSH]
+    out: dict = {"requests": nflush, "per_s": nflush / (wall / 1e9), "d2c_ms": pct(fig.d2c[FLUSH], 1e6)}
     if nflush < 2:
         return out
     # Requests completed after flush k and up to flush k+1.

@@ -3,6 +3,7 @@
 - read_blktrace: checks a recording's per-CPU blktrace files and merges their events by time;
 - match: follows bios into requests (Q2C, D2C) and measures outstanding time on the way;
 - locality: accesses per 4 KiB block, for reads, writes and both;
+- kind_figures: counts per kind of request, and the sizes and latencies to sort for percentiles;
 - between_flushes: requests, bytes and time between successive flushes;
 - by_pid: read and write requests and bytes per process.
 
@@ -57,6 +58,7 @@ def _library() -> ctypes.CDLL:
             ("sio_read_blktrace", ctypes.c_int, [_P, _P, _P, ctypes.c_int, _P, _P, _P, _I64] + [_P] * 7),
             ("sio_match", ctypes.c_int, [_P, _I64, _P, _P, _P, _P, _P]),
             ("sio_locality", ctypes.c_int, [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
+            ("sio_kind_figures", None, [_P, _I64, _P, _I64, ctypes.c_int, _P, _P, _P, _P]),
             ("sio_between_flushes", _I64, [_P, _P, _P, _I64, _P, _P, _P]),
             ("sio_by_pid", _I64, [_P, _P, _P, _I64, _P, _P, _P, _P])):
         getattr(dll, name).restype = restype
@@ -160,12 +162,17 @@ class Requests:
     kind: np.ndarray    # uint8, as for Bios
 
 
-def _columns(cls, n: int) -> tuple[dict[str, np.ndarray], ctypes.Array]:
-    """Empty columns for a Bios or Requests of n entries, and the C struct of pointers to them."""
+def _columns(cls, n: int, have: Bios | Requests | None = None) -> tuple[dict[str, np.ndarray], ctypes.Array]:
+    """Empty columns for a Bios or Requests of n entries (or those of `have`), and the C struct of
+    pointers to them (struct bio_cols, struct req_cols)."""
     dtypes = {"time": np.int64, "q2c": np.int64, "issue": np.int64, "sector": np.uint64, "tc": np.uint32,
               "pid": np.uint32, "nbios": np.int32, "kind": np.uint8}
     nbytes = np.int64 if cls is Requests else np.uint32
-    cols = {f: np.empty(n, dtype=dtypes.get(f, nbytes)) for f in cls.__dataclass_fields__}
+    if have is not None:
+        cols = {f: np.ascontiguousarray(getattr(have, f), dtype=dtypes.get(f, nbytes))
+                for f in cls.__dataclass_fields__}
+    else:
+        cols = {f: np.empty(n, dtype=dtypes.get(f, nbytes)) for f in cls.__dataclass_fields__}
     return cols, (ctypes.c_void_p * len(cols))(*[c.ctypes.data for c in cols.values()])
 
 
@@ -252,6 +259,48 @@ def locality(reqs: Requests, top_n: int) -> dict[str, Locality]:
         h = hist[i * 2 * hist_room:i * 2 * hist_room + 2 * v.nhist].reshape(-1, 2)
         out[name] = Locality(v.blocks, v.accesses, v.once, v.max, top[i * top_room:i * top_room + v.ntop], h)
     return out
+
+
+# --- per kind -----------------------------------------------------------------------------------------
+
+class _KindCounts(ctypes.Structure):
+    _fields_ = [(f, _I64 * 5) for f in ("requests", "bytes", "sync", "meta", "bios", "nd2c", "nq2c")] + \
+        [("no_issue", _I64), ("no_completion", _I64)]
+
+
+SORTED_KINDS = 3  # READ, WRITE, FLUSH: the kinds whose values are gathered for percentiles
+
+
+@dataclass
+class KindFigures:
+    """Per kind of request, indexed by READ, WRITE, FLUSH, DISCARD, OTHER (analyze.py)."""
+
+    requests: list[int]
+    bytes: list[int]
+    sync: list[int]            # op_is_sync(): every read, and writes with sync, FUA or preflush
+    meta: list[int]
+    bios: list[int]            # bios queued
+    sizes: list[np.ndarray]    # for READ, WRITE, FLUSH: int64 bytes of each request, in trace order
+    d2c: list[np.ndarray]      # int64 ns, of the requests whose issue was seen
+    q2c: list[np.ndarray]      # int64 ns, of the bios whose completion was seen
+    no_issue: int              # completed requests (not OTHER) whose issue was not seen
+    no_completion: int         # bios whose completion was not seen
+
+
+def kind_figures(m: Matched) -> KindFigures:
+    n, nbio = len(m.reqs.kind), len(m.bios.kind)
+    sizes = [np.empty(n, np.int64) for _ in range(SORTED_KINDS)]
+    d2c = [np.empty(n, np.int64) for _ in range(SORTED_KINDS)]
+    q2c = [np.empty(nbio, np.int64) for _ in range(SORTED_KINDS)]
+    ptrs = [(_P * SORTED_KINDS)(*[a.ctypes.data for a in arrays]) for arrays in (sizes, d2c, q2c)]
+    req_cols, req_ptrs = _columns(Requests, 0, m.reqs)  # the columns stay referenced during the call
+    bio_cols, bio_ptrs = _columns(Bios, 0, m.bios)
+    c = _KindCounts()
+    _library().sio_kind_figures(req_ptrs, n, bio_ptrs, nbio, SORTED_KINDS, *ptrs, ctypes.byref(c))
+    del req_cols, bio_cols
+    return KindFigures(list(c.requests), list(c.bytes), list(c.sync), list(c.meta), list(c.bios),
+                       [a[:k] for a, k in zip(sizes, c.requests)], [a[:k] for a, k in zip(d2c, c.nd2c)],
+                       [a[:k] for a, k in zip(q2c, c.nq2c)], c.no_issue, c.no_completion)
 
 
 # --- between flushes, per process ---------------------------------------------------------------------
