@@ -22,8 +22,8 @@ class Job:
 
     name: str
     rw: str                      # fio rw=: read, write, randread, randwrite, rw, randrw
-    filename: str
-    size: int                    # bytes this job transfers (and the region it covers)
+    filename: str | tuple[str, ...]   # several files: one after the other (file_service_type=sequential)
+    size: int                    # bytes this job transfers (and the region it covers; split among files)
     offset: int = 0
     bs: int = 4096
     iodepth: int = 1
@@ -55,8 +55,11 @@ class JobSet:
             lines.append("exitall")
         for gi, group in enumerate(self.groups):
             for ji, job in enumerate(group):
-                lines += ["", f"[{job.name}]", f"filename={_escape(job.filename)}", f"rw={job.rw}",
+                files = (job.filename,) if isinstance(job.filename, str) else job.filename
+                lines += ["", f"[{job.name}]", f"filename={':'.join(map(_escape, files))}", f"rw={job.rw}",
                           f"bs={job.bs}", f"size={job.size}", f"offset={job.offset}", f"iodepth={job.iodepth}"]
+                if len(files) > 1:
+                    lines.append("file_service_type=sequential")
                 if job.rwmixread is not None:
                     lines.append(f"rwmixread={job.rwmixread}")
                 if job.time_based_s is not None:

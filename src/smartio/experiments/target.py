@@ -43,6 +43,14 @@ class Target:
         self._slots[name] = (filename, offset, size)
         return filename, offset
 
+    def span(self, names: list[str]) -> tuple[str | tuple[str, ...], int]:
+        """One job's (filename, offset) covering several slots of the same size, in order: the scratch files
+        for a directory; for a file or device, the region from the first slot to the end of the last."""
+        slots = [self._slots[n] for n in names]
+        if self.kind == "dir":
+            return tuple(f for f, _, _ in slots), 0
+        return self.path, slots[0][1]
+
     def describe(self) -> str:
         if self.kind == "device":
             return f"block device {self.path}"
