@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+# numpy's OpenBLAS would start a spinning thread per core; smartio does no BLAS work.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from smartio import __version__
 from smartio.errors import SmartioError
