@@ -53,7 +53,7 @@ def plan_from_args(a: argparse.Namespace) -> Plan:
 
 def compare(a: argparse.Namespace) -> int:
     doc, out = run_compare(plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
-                           command=command_line())
+                           command=command_line(), stream=sys.stderr.buffer)   # progress apart from the tables
     print(render(doc))
     print(f"\ncompare.json and plots in {out}", file=sys.stderr)
     return 0
