@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import types
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ from smartio.compare import report
 from smartio.compare.run import assemble, disk_size
 from smartio.compare.spec import Plan, SchedulerSpec, parse_schedulers
 from smartio.errors import UsageError
-from smartio.flashdev import load_profile
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,8 +29,9 @@ def _plan() -> Plan:
 
 
 def _doc(guest_out: Path = DATA) -> dict:
-    return assemble(_plan(), guest_out, profile=load_profile("s5-emmc"), command="test", started="t",
-                    vm_result=None)
+    # The profile as it was when recorded (profiles.toml may have been recalibrated since).
+    profile = types.SimpleNamespace(**json.loads((DATA / "profile.json").read_text()))
+    return assemble(_plan(), guest_out, profile=profile, command="test", started="t", vm_result=None)
 
 
 def test_scheduler_specs_with_tunables():
