@@ -8,8 +8,8 @@ from pathlib import Path
 
 from smartio.compare.report import render
 from smartio.compare.run import run_compare
-from smartio.compare.spec import (DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, EXPERIMENTS, STREAMS, Plan,
-                                  parse_schedulers)
+from smartio.compare.spec import (DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, EXPERIMENTS, STREAMS, VM_REPEATS,
+                                  VM_SIZES, Plan, parse_schedulers)
 from smartio.experiments.runner import command_line
 
 
@@ -31,9 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slowdown (Figure 11), mixed (Figure 12) or both (default slowdown)")
     p.add_argument("--streams", type=int, default=1, choices=STREAMS,
                    help="readers and writers of the slowdown experiment (4 = 4R4W; default 1)")
-    p.add_argument("--quick", action="store_true", help="`smartio bench --quick` sizes and 3 repeats")
-    p.add_argument("--repeats", type=int, metavar="N", help="repeats of every measurement (bench's default)")
-    p.add_argument("--size", metavar="S", help="data per stream, e.g. 2M (bench's default per experiment)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smaller sizes and {VM_REPEATS[1]} repeat(s): "
+                        + ", ".join(f"{e} {q}" for e, (_, q) in VM_SIZES.items()))
+    p.add_argument("--repeats", type=int, metavar="N",
+                   help=f"repeats of every measurement (default {VM_REPEATS[0]})")
+    p.add_argument("--size", metavar="S",
+                   help="data per stream, e.g. 1M (default " + ", ".join(f"{e} {d}" for e, (d, _) in VM_SIZES.items())
+                        + "; the VM makes every I/O cost milliseconds)")
     p.add_argument("--mixes", metavar="LIST", help="read percentages of the mixed sweep (bench's default)")
     p.add_argument("--nr-requests", type=int, default=DEFAULT_NR_REQUESTS, metavar="N",
                    help=f"raise the queue's nr_requests to N under every scheduler but none, so the scheduler "

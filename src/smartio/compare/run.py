@@ -20,7 +20,7 @@ from typing import IO, Any
 from smartio.compare import guest
 from smartio.compare.spec import Plan
 from smartio.errors import SmartioError, UsageError
-from smartio.experiments.options import SIZES, parse_size
+from smartio.experiments.options import parse_size
 from smartio.testbed import initramfs, vm
 
 DOCUMENT = "compare.json"
@@ -54,8 +54,7 @@ def disk_size(plan: Plan) -> int:
     """A disk that holds every stream's region of the largest experiment, with room to spare."""
     need = 0
     for exp in plan.experiments:
-        full, quick = SIZES[exp]
-        size = parse_size("--size", plan.size) if plan.size else (quick if plan.quick else full)
+        size = parse_size("--size", plan.size_for(exp))
         need = max(need, size * (2 * plan.streams if exp == "slowdown" else 1))
     size = max(MIN_DISK, 2 * need)
     return -(-size // (1 << 20)) * (1 << 20)
