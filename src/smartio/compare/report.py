@@ -110,8 +110,9 @@ def plot_slowdown(doc: dict[str, Any], path: Path) -> Path:
     for ax, mode in zip(axes, MODES):
         for i, kind in enumerate(("read_slowdown", "write_slowdown")):
             stats = [_slowdown_detail(doc, x)[mode][kind] for x in labels]
+            errs = [_half_ci(s) for s in stats]
             ax.bar([j + (i - 0.5) * width for j in range(len(labels))], [s["mean"] for s in stats], width,
-                   yerr=[_half_ci(s) for s in stats], capsize=3, label=kind.replace("_", " "))
+                   yerr=errs if any(errs) else None, capsize=3, label=kind.replace("_", " "))
         ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
         ax.axhline(1, color="grey", lw=0.6)
         ax.set_title(f"{mode}")

@@ -150,8 +150,17 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     out_dir = new_out_dir(out)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
-    result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
-                    artifacts=out_dir / "vm", modules=modules, stream=stream)
+    try:
+        result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
+                        artifacts=out_dir / "vm", modules=modules, stream=stream)
+    except KeyboardInterrupt:
+        # Keep what the guest finished before Ctrl-C; vm.run has already stopped QEMU.
+        guest_out = out_dir / "vm" / "out"
+        if guest_out.is_dir():
+            doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
+            (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+            print(f"smartio compare: interrupted; what was measured is in {out_dir / DOCUMENT}", file=sys.stderr)
+        raise
     doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
     (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
     if doc["results"]:
