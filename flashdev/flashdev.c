@@ -364,6 +364,31 @@ fd_finish (const struct fd_plan *p, const char *op, uint64_t offset, uint32_t co
   pthread_mutex_unlock (&fd_log_lock);
 }
 
+/* How the plugin below handles FUA; it is the same plugin for every connection. */
+static int fd_next_fua = NBDKIT_FUA_NONE;
+
+static int
+fd_can_fua (nbdkit_next *next, void *handle)
+{
+  /* Ask the plugin, which also lets nbdkit accept the FUA flag on our calls to it. We then claim native FUA,
+   * so that the flag reaches the model instead of nbdkit emulating it with a flush.
+   */
+  int r = next->can_fua (next);
+
+  if (r == -1)
+    return -1;
+  fd_next_fua = r;
+  return NBDKIT_FUA_NATIVE;
+}
+
+/* Flags for the plugin below: FUA is passed on only if it handles FUA; otherwise a flush follows the write. */
+static uint32_t
+fd_next_flags (uint32_t flags, bool *flush_after)
+{
+  *flush_after = (flags & NBDKIT_FLAG_FUA) && fd_next_fua == NBDKIT_FUA_NONE;
+  return *flush_after ? flags & ~NBDKIT_FLAG_FUA : flags;
+}
+
 static int
 fd_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count, uint64_t offset, uint32_t flags,
           int *err)
@@ -380,7 +405,11 @@ fd_pwrite (nbdkit_next *next, void *handle, const void *buf, uint32_t count, uin
            uint32_t flags, int *err)
 {
   struct fd_plan p = fd_plan_rw (true, offset, count, flags & NBDKIT_FLAG_FUA);
-  int r = next->pwrite (next, buf, count, offset, flags, err);
+  bool flush_after;
+  int r = next->pwrite (next, buf, count, offset, fd_next_flags (flags, &flush_after), err);
+
+  if (r == 0 && flush_after)
+    r = next->flush (next, 0, err);
 
   fd_finish (&p, (flags & NBDKIT_FLAG_FUA) ? "write_fua" : "write", offset, count);
   return r;
@@ -391,7 +420,11 @@ fd_zero (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset, uint3
 {
   /* Zeroing is programming like a write. */
   struct fd_plan p = fd_plan_rw (true, offset, count, flags & NBDKIT_FLAG_FUA);
-  int r = next->zero (next, count, offset, flags, err);
+  bool flush_after;
+  int r = next->zero (next, count, offset, fd_next_flags (flags, &flush_after), err);
+
+  if (r == 0 && flush_after)
+    r = next->flush (next, 0, err);
 
   fd_finish (&p, "zero", offset, count);
   return r;
@@ -420,17 +453,18 @@ fd_trim (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset, uint3
   p.seqno = fd_seqno++;
   pthread_mutex_unlock (&fd_lock);
   p.start = p.finish = p.complete = p.arrival + fd_trim_ns;
-  r = next->trim (next, count, offset, flags, err);
+  {
+    bool flush_after;
+
+    r = next->trim (next, count, offset, fd_next_flags (flags, &flush_after), err);
+    if (r == 0 && flush_after)
+      r = next->flush (next, 0, err);
+  }
   fd_finish (&p, "trim", offset, count);
   return r;
 }
 
-static int
-fd_can_fua (nbdkit_next *next, void *handle)
-{
-  /* Native FUA, so that nbdkit passes the flag to us instead of emulating it with a flush. */
-  return NBDKIT_FUA_NATIVE;
-}
+
 
 static int
 fd_can_multi_conn (nbdkit_next *next, void *handle)
