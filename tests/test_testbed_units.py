@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import subprocess
@@ -70,7 +71,7 @@ def test_qemu_command_line() -> None:
     cfg = qemu.VmConfig(kernel=Path("/k/vmlinuz"), initrd=Path("/w/initrd"), append="console=ttyS0 x=1",
                         console_log=Path("/a/console.log"),
                         shares=(qemu.Share("root", Path("/"), Path("/w/fs-root.sock")),),
-                        disk_sockets=(Path("/w/d0.sock"), Path("/w/d1.sock")), memory_mib=1024)
+                        disks=(Path("/w/d0.sock"), Path("/w/d1.sock")), disk_transport="nbd", memory_mib=1024)
     argv = qemu.command_line(cfg, "qemu")
     joined = " ".join(argv)
     assert argv[0] == "qemu"
@@ -82,6 +83,9 @@ def test_qemu_command_line() -> None:
     assert "vhost-user-fs-pci,chardev=fs0,tag=root" in joined and "socket,id=fs0,path=/w/fs-root.sock" in joined
     assert "driver=nbd,node-name=disk1,server.type=unix,server.path=/w/d1.sock" in argv
     assert joined.count("virtio-blk-pci") == 2 and "num-queues=1" in joined
+    fuse = qemu.command_line(dataclasses.replace(cfg, disks=(Path("/w/disk0.img"),), disk_transport="fuse"), "qemu")
+    assert "driver=file,node-name=disk0,filename=/w/disk0.img,aio=native,cache.direct=on" in fuse
+    assert " ".join(fuse).count("virtio-blk-pci") == 1 and "driver=nbd" not in " ".join(fuse)
     kvm = qemu.command_line(qemu.VmConfig(**{**cfg.__dict__, "accel": "kvm", "interactive": True}), "qemu")
     assert kvm[kvm.index("-accel") + 1] == "kvm" and kvm[kvm.index("-cpu") + 1] == "host"
     assert "-mon" in kvm

@@ -341,6 +341,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     qemu_bin = qemu.find_qemu()
     rel = kernelpkg.fetch_image(kernelpkg.resolve())
     accel = accel or choose_accel()
+    transport = disks_mod.choose_transport() if disks else "nbd"
     art = new_artifacts_dir(artifacts)
     out_dir = art / "out"
     out_dir.mkdir()
@@ -357,7 +358,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     console_log = art / "console.log"
     output_log = art / "output.log"
     if not quiet:
-        what = f"{disks} x {disk_size >> 20} MiB {'flash ' + prof.name if prof else 'memory'} disk(s)"
+        what = (f"{disks} x {disk_size >> 20} MiB {'flash ' + prof.name if prof else 'memory'} disk(s)"
+                f"{' over ' + transport if disks else ''}")
         print(f"smartio testbed: booting {rel.uname} ({accel}, {cpus} vCPUs, {memory_mib} MiB, {what}"
               f"{', modules ' + ' '.join(m.name for m in mods) if mods else ''}); artifacts in {art}",
               file=sys.stderr, flush=True)
@@ -368,7 +370,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         # Unix socket paths must stay short, so they live in a fresh /tmp directory, not under the artifacts.
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="smartio-vm-")))
         initrd = initramfs.build(rel.modules_dir, work / "initramfs.cpio")
-        sockets = stack.enter_context(disks_mod.serve(disks, disk_size, work, prof))
+        backing = stack.enter_context(disks_mod.serve(disks, disk_size, work, prof, transport))
         shares = [qemu.Share("root", Path("/"), work / "fs-root.sock", cache="always"),
                   qemu.Share("artifacts", art, work / "fs-artifacts.sock")]
         if repo:
@@ -377,8 +379,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
             log = stack.enter_context(open(art / f"virtiofsd-{share.tag}.log", "wb"))
             stack.enter_context(qemu.virtiofsd(share, log))
         cfg = qemu.VmConfig(kernel=rel.vmlinuz, initrd=initrd, append=append, console_log=console_log,
-                            shares=tuple(shares), disk_sockets=tuple(sockets), accel=accel, cpus=cpus,
-                            memory_mib=memory_mib, interactive=interactive)
+                            shares=tuple(shares), disks=tuple(backing), disk_transport=transport, accel=accel,
+                            cpus=cpus, memory_mib=memory_mib, interactive=interactive)
         argv = qemu.command_line(cfg, qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
         qemu_exit, timed_out = supervise(argv, timeout=timeout, parser=parser, output_log=output_log,
@@ -403,6 +405,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         "kernel": rel.uname, "kernel_version": rel.version, "accel": accel, "cpus": cpus,
         "memory_mib": memory_mib, "profile": prof.name if prof else None,
         "queue_depth": prof.queue_depth if prof else None, "disks": disks, "disk_size": disk_size,
+        "disk_transport": transport if disks else None,
         "modules": [str(m) for m in mods], "kernel_cmdline": append,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - duration)),
     }, indent=2) + "\n")
