@@ -358,8 +358,10 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     console_log = art / "console.log"
     output_log = art / "output.log"
     if not quiet:
-        what = (f"{disks} x {disk_size >> 20} MiB {'flash ' + prof.name if prof else 'memory'} disk(s)"
-                f"{' over ' + transport if disks else ''}")
+        what = f"{disks} x {disk_size >> 20} MiB {'flash ' + prof.name if prof else 'memory'} disk(s)"
+        if disks:
+            why = disks_mod.fuse_unavailable_reason() if transport == "nbd" else None
+            what += f" over {transport}" + (f", QEMU's NBD client, because {why}" if why else "")
         print(f"smartio testbed: booting {rel.uname} ({accel}, {cpus} vCPUs, {memory_mib} MiB, {what}"
               f"{', modules ' + ' '.join(m.name for m in mods) if mods else ''}); artifacts in {art}",
               file=sys.stderr, flush=True)
