@@ -15,7 +15,8 @@ MODES = ("seq", "rand")
 
 def _header(doc: dict[str, Any]) -> str:
     p, s = doc["profile"], doc["settings"] or {}
-    return (f"  profile {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g}); "
+    disks = f", disks over {doc['disk_transport']}" if doc.get("disk_transport") else ""
+    return (f"  profile {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g}{disks}); "
             f"kernel {doc['kernel']}; {doc['fio_version']}; repeats: {s.get('repeats', '?')}")
 
 

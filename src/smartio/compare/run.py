@@ -95,6 +95,12 @@ def _restored(record: dict[str, Any] | None) -> bool | None:
     return all(b[k] == a[k] for k in ("scheduler", "nr_requests", "tunables"))
 
 
+def _vm_record(result: vm.VmResult | None) -> dict[str, Any]:
+    """The testbed's run.json (how the disks reached QEMU, ...), or {}."""
+    f = result.artifacts_dir / "run.json" if result else None
+    return json.loads(f.read_text()) if f and f.exists() else {}
+
+
 def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started: str,
              vm_result: vm.VmResult | None) -> dict[str, Any]:
     """One document from what the guest left in its out dir (pure: tests feed it recorded files)."""
@@ -123,6 +129,7 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
         "settings": first["settings"] if first else None,
         "kernel": vm_result.kernel if vm_result else (first or {}).get("kernel"),
         "accel": vm_result.accel if vm_result else None,
+        "disk_transport": _vm_record(vm_result).get("disk_transport"),
         "fio_version": (first or {}).get("fio_version"),
         "command": command,
         "started": started,
