@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import IO, Any
 
 from smartio.compare import guest
 from smartio.compare.spec import Plan
-from smartio.errors import SmartioError, UsageError
+from smartio.errors import NeedsRootError, SmartioError, UsageError
 from smartio.experiments.options import parse_size
 from smartio.testbed import initramfs, vm
 
@@ -151,6 +152,8 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     if timeout <= 0:
         raise UsageError("--timeout", timeout, "must be positive")
     modules = module_for(plan)
+    if os.geteuid() != 0:
+        raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
     reason = vm.unavailable_reason()
     if reason:
         raise SmartioError(f"the testbed cannot run here: {reason}")
