@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from smartio.cache import cache_dir
 from smartio.errors import MissingToolError, SmartioError
 
 SOURCE_DIR = Path(__file__).resolve().parents[3] / "flashdev"
@@ -16,8 +17,7 @@ FILTER_HEADER = Path("/usr/include/nbdkit-filter.h")
 
 
 def cache_root() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "smartio" / "flashdev"
+    return cache_dir("flashdev")
 
 
 def _source_hash() -> str:

@@ -28,6 +28,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from smartio.cache import cache_dir
 from smartio.errors import MissingToolError, SmartioError
 
 META_IMAGE = "linux-image-cloud-amd64"
@@ -40,9 +41,7 @@ PRIVATE_HEADERS = ("block/elevator.h", "block/blk.h", "block/blk-mq.h", "block/b
 
 
 def cache_root() -> Path:
-    base = os.environ.get("SMARTIO_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "smartio")
-    return Path(base)
+    return cache_dir()
 
 
 @dataclasses.dataclass(frozen=True)

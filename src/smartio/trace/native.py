@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from smartio.cache import cache_dir
 from smartio.errors import MissingToolError, SmartioError
 from smartio.trace.events import EVENT_DTYPE
 
@@ -37,7 +38,7 @@ _I64 = ctypes.c_int64
 def _library() -> ctypes.CDLL:
     src = SOURCE.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "smartio" / "trace"
+    cache = cache_dir("trace")
     lib = cache / f"native-{digest}.so"
     if not lib.exists():
         cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
