@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from smartio.report.tables import _grid, _mib, _pm
+from smartio.report.tables import _grid, _mib, _pm, half_ci
 
 MODES = ("seq", "rand")
 
@@ -94,11 +94,6 @@ def render(doc: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def _half_ci(stat: dict[str, Any]) -> float:
-    lo, hi = stat["ci95"]
-    return 0.0 if lo is None or hi is None else (hi - lo) / 2
-
-
 def plot_slowdown(doc: dict[str, Any], path: Path) -> Path:
     import matplotlib
 
@@ -111,7 +106,7 @@ def plot_slowdown(doc: dict[str, Any], path: Path) -> Path:
     for ax, mode in zip(axes, MODES):
         for i, kind in enumerate(("read_slowdown", "write_slowdown")):
             stats = [_slowdown_detail(doc, x)[mode][kind] for x in labels]
-            errs = [_half_ci(s) for s in stats]
+            errs = [half_ci(s) or 0.0 for s in stats]
             ax.bar([j + (i - 0.5) * width for j in range(len(labels))], [s["mean"] for s in stats], width,
                    yerr=errs if any(errs) else None, capsize=3, label=kind.replace("_", " "))
         ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")

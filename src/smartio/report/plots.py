@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from smartio.report.tables import PRETTY  # noqa: E402
+from smartio.report.tables import PRETTY, half_ci  # noqa: E402
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -20,11 +20,6 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _half_ci(stat: dict[str, Any]) -> float:
-    lo, hi = stat["ci95"]
-    return 0.0 if lo is None or hi is None else (hi - lo) / 2
-
-
 def concurrency(doc: dict[str, Any], out: Path) -> Path:
     """Speedup of concurrent over serial I/O against N (the paper's Figure 7)."""
     r = doc["results"]
@@ -32,7 +27,7 @@ def concurrency(doc: dict[str, Any], out: Path) -> Path:
     for p, m in r["detail"].items():
         ns = [int(n) for n in m]
         means = [m[n]["mean"] for n in m]
-        errs = [_half_ci(m[n]) for n in m]
+        errs = [half_ci(m[n]) or 0.0 for n in m]
         ax.errorbar(ns, means, yerr=errs, marker="o", capsize=3, label=PRETTY[p])
     ax.set_xscale("log", base=2)
     ax.set_xticks(r["levels"], [str(n) for n in r["levels"]])
@@ -51,7 +46,7 @@ def slowdown(doc: dict[str, Any], out: Path) -> Path:
     modes = list(r["detail"])
     for i, kind in enumerate(("read_slowdown", "write_slowdown")):
         vals = [r["detail"][m][kind]["mean"] for m in modes]
-        errs = [_half_ci(r["detail"][m][kind]) for m in modes]
+        errs = [half_ci(r["detail"][m][kind]) or 0.0 for m in modes]
         ax.bar([x + i * 0.38 for x in range(len(modes))], vals, 0.36, yerr=errs, capsize=3,
                label=kind.replace("_", " "))
     ax.set_xticks([x + 0.19 for x in range(len(modes))], modes)
@@ -81,7 +76,7 @@ def latency(doc: dict[str, Any], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(5, 4))
     names = list(r["patterns"])
     ax.bar([PRETTY[p] for p in names], [r["patterns"][p]["mean_ms"]["mean"] for p in names],
-           yerr=[_half_ci(r["patterns"][p]["mean_ms"]) for p in names], capsize=3)
+           yerr=[half_ci(r["patterns"][p]["mean_ms"]) or 0.0 for p in names], capsize=3)
     ax.set_ylabel("mean response time (ms)")
     ax.set_title("Latency alone")
     return _save(fig, out / "latency.png")

@@ -16,13 +16,18 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
+def half_ci(stat: dict[str, Any]) -> float | None:
+    """Half the width of a Stat's 95 % CI; None for a single run, which has no interval."""
+    lo, hi = stat["ci95"]
+    return None if lo is None or hi is None else (hi - lo) / 2
+
+
 def _pm(stat: dict[str, Any], fmt: str = "{:.3f}") -> str:
     """mean ± half of the 95 % CI (just the mean for a single run)."""
-    mean = stat["mean"]
-    lo, hi = stat["ci95"]
-    if lo is None or hi is None:
-        return fmt.format(mean)
-    return f"{fmt.format(mean)} ± {fmt.format((hi - lo) / 2)}"
+    half = half_ci(stat)
+    if half is None:
+        return fmt.format(stat["mean"])
+    return f"{fmt.format(stat['mean'])} ± {fmt.format(half)}"
 
 
 def _grid(header: list[str], rows: list[list[str]]) -> str:
