@@ -12,7 +12,6 @@ the scheduler's tunables are restored at the end, also on failure or Ctrl-C.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
