@@ -132,7 +132,7 @@ def test_byte_swapped_blktrace_reads_the_same_as_blkparse_does(tmp_path):
     # A big-endian machine's blktrace file is valid; blkparse reads it, so do we (not silently wrong).
     t = read_trace(DATA / "sqlite-wal.blktrace.0")
     data = (DATA / "sqlite-wal.blktrace.0").read_bytes()
-    recs, notes = [], []
+    recs = []
     off = 0
     while off < len(data):
         rec = np.frombuffer(data, dtype=t.events.dtype, count=1, offset=off)
