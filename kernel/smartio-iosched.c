@@ -10,8 +10,14 @@
  *     that has waited prio_aging_ms is served anyway.
  *  2. Within a class, reads before writes; among writes, sync writes before
  *     boosted async writes before other async writes. FIFO inside a group.
- *  3. A write never waits more than write_slice_ms behind reads: the write
- *     side is served at least once per slice.
+ *  3. A write never waits more than write_slice_ms behind reads. When that
+ *     slice expires the writes get the device for a slice of their own,
+ *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
+ *     until its time slice ends): writes go first and nothing is held for a
+ *     reader, which still gets the device whenever no write is waiting.
+ *     0 = one write per expired slice. Letting writes through in windows
+ *     rather than one at a time pays the reader's switching cost once per
+ *     window (see README, "Scheduler module").
  *  4. Per-kind dispatch limits (sequential/random x read/write) that hold only
  *     while another kind is waiting (Algorithm 6.2); 0 means no limit.
  *  5. QASIO: kprobes on the kernel's wait points (__lock_buffer,
@@ -55,6 +61,7 @@
 
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
+static const int sio_default_write_window_ms = 30;	/* then writes go first for this long, ms */
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
@@ -145,6 +152,7 @@ struct sio_data {
 	unsigned int stream_next[SIO_NR_DIRS];
 
 	u64 last_write_ns;			/* last dispatch of a write: starvation clock */
+	u64 write_window_end_ns;		/* writes go first until then */
 	atomic64_t last_read_done_ns;		/* last completion of a read */
 	struct hrtimer antic_timer;		/* reruns the queue when anticipation ends */
 	bool antic_holding;			/* writes are being held for a reader */
@@ -155,6 +163,7 @@ struct sio_data {
 
 	/* tunables */
 	int write_slice_ms;
+	int write_window_ms;
 	int prio_aging_ms;
 	int read_anticipation_us;
 	int qasio_boost;
@@ -169,6 +178,7 @@ struct sio_data {
 	u64 antic_hits;
 	u64 antic_expired;
 	u64 write_slice_expired;
+	u64 write_windows;			/* write windows opened */
 	u64 prio_aged;
 	u64 limit_blocked;
 	u64 bio_merged;				/* bios merged into queued requests */
@@ -445,8 +455,9 @@ release:
 
 /*
  * Algorithm 6.1 inside one class: reads, then sync writes, boosted writes and
- * async writes, each FIFO; a write starved for write_slice_ms goes first.
- * Returns NULL with *hold set when writes are held for an anticipated read.
+ * async writes, each FIFO; a write starved for write_slice_ms goes first and
+ * opens a write window, during which writes go first. Returns NULL with *hold
+ * set when writes are held for an anticipated read.
  */
 static struct request *sio_select_in_class(struct sio_data *sd,
 					   struct sio_class_queue *cq,
@@ -464,9 +475,20 @@ static struct request *sio_select_in_class(struct sio_data *sd,
 	 * kept every write off the device for a whole slice.
 	 */
 	oldest_write = sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
+	if (oldest_write && now < sd->write_window_end_ns) {
+		sd->antic_holding = false;	/* no reader is waited for */
+		if (sio_may_dispatch(sd, sio_rq_kind(oldest_write)))
+			return oldest_write;
+	}
 	if (oldest_write &&
 	    now - max(oldest_write->fifo_time, sd->last_write_ns) >= slice) {
+		u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
+
 		sd->write_slice_expired++;
+		if (window) {
+			sd->write_window_end_ns = now + window;
+			sd->write_windows++;
+		}
 		return oldest_write;
 	}
 
@@ -978,6 +1000,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	hrtimer_init(&sd->antic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	sd->antic_timer.function = sio_antic_timer_fn;
 	sd->write_slice_ms = sio_default_write_slice_ms;
+	sd->write_window_ms = sio_default_write_window_ms;
 	sd->prio_aging_ms = sio_default_prio_aging_ms;
 	sd->read_anticipation_us = sio_default_read_anticipation_us;
 	sd->qasio_boost = sio_default_qasio_boost;
@@ -1059,6 +1082,7 @@ static ssize_t sio_##name##_store(struct elevator_queue *e,		\
 }
 
 SIO_TUNABLE(write_slice_ms, write_slice_ms, 1, 60000);
+SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
 SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
 SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
@@ -1072,6 +1096,7 @@ SIO_TUNABLE(dispatch_limit_rand_write, dispatch_limit[SIO_RAND_WRITE], 0, 4096);
 
 static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(write_slice_ms),
+	SIO_ATTR(write_window_ms),
 	SIO_ATTR(prio_aging_ms),
 	SIO_ATTR(read_anticipation_us),
 	SIO_ATTR(qasio_boost),
@@ -1112,10 +1137,11 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	}
 	seq_printf(m, "total inserted=%llu merged=%llu dispatched=%llu completed=%llu\n",
 		   tot[0], tot[1], tot[2], tot[3]);
-	seq_printf(m, "events requeued=%lld dropped=%lld bio_merged=%llu write_slice_expired=%llu prio_aged=%llu limit_blocked=%llu\n",
+	seq_printf(m, "events requeued=%lld dropped=%lld bio_merged=%llu write_slice_expired=%llu write_windows=%llu prio_aged=%llu limit_blocked=%llu\n",
 		   (long long)atomic64_read(&sd->requeued),
 		   (long long)atomic64_read(&sd->dropped), sd->bio_merged,
-		   sd->write_slice_expired, sd->prio_aged, sd->limit_blocked);
+		   sd->write_slice_expired, sd->write_windows, sd->prio_aged,
+		   sd->limit_blocked);
 	seq_printf(m, "anticipation holds=%llu hits=%llu expired=%llu\n",
 		   sd->antic_holds, sd->antic_hits, sd->antic_expired);
 	seq_printf(m, "qasio hints=%lld hints_dropped=%lld\n",

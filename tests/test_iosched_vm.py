@@ -148,6 +148,7 @@ snap default
 for k in seq_read seq_write rand_read rand_write; do echo 1 > $Q/iosched/dispatch_limit_$k; done
 echo 500 > $Q/iosched/read_anticipation_us
 echo 5 > $Q/iosched/write_slice_ms
+echo 2 > $Q/iosched/write_window_ms
 echo 50 > $Q/iosched/prio_aging_ms
 fio --output=$SMARTIO_OUT/fio-tuned.txt {tmp_path}/raw.fio || fail "fio (tuned): $(tail -20 $SMARTIO_OUT/fio-tuned.txt)"
 fio --output=$SMARTIO_OUT/verify-tuned.txt {tmp_path}/raw-verify.fio || fail "verify pass (tuned)"
@@ -164,6 +165,7 @@ rmmod smartio_iosched
         assert default.rows[f"{cls}_write"]["dispatched"] > 0, default.rows
     ev, ant = tuned.rows["events"], tuned.rows["anticipation"]
     assert ev["limit_blocked"] > 0 and ant["holds"] > 0, (ev, ant)
+    assert ev["write_windows"] > 0, ev
 
 
 EXT4_JOBS = [
@@ -248,10 +250,12 @@ use smartio
 check() {{ v=$(cat $T/$1); [ "$v" = "$2" ] || fail "$1 is $v, expected $2"; }}
 check write_slice_ms 100
 check read_anticipation_us 3000
+check write_window_ms 30
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 0 > $T/write_slice_ms; check write_slice_ms 1                     # clamped to the minimum
 echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
 echo -5 > $T/read_anticipation_us; check read_anticipation_us 0
+echo 0 > $T/write_window_ms; check write_window_ms 0                   # 0 = one write per expired slice
 echo 7 > $T/dispatch_limit_rand_write; check dispatch_limit_rand_write 7
 if echo abc > $T/prio_aging_ms 2>/dev/null; then fail "prio_aging_ms accepted abc"; fi
 check prio_aging_ms 10000
