@@ -13,12 +13,11 @@
  *  3. A write never waits more than write_slice_ms behind reads. When that
  *     slice expires the writes get the device for a slice of their own,
  *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
- *     until its time slice ends). In the window a write waits only while a
- *     synchronous reader is between two reads (anticipation), then goes
- *     right behind the reader's next read. 0 = one write per expired slice.
- *     The first write of a window stalls the reader for the write's whole
- *     service time; the following ones cost it only their media time, so
- *     windows pay the switching cost once (see README, "Scheduler module").
+ *     until its time slice ends): writes go first and nothing is held for a
+ *     reader, which still gets the device whenever no write is waiting.
+ *     0 = one write per expired slice. Letting writes through in windows
+ *     rather than one at a time pays the reader's switching cost once per
+ *     window (see README, "Scheduler module").
  *  4. Per-kind dispatch limits (sequential/random x read/write) that hold only
  *     while another kind is waiting (Algorithm 6.2); 0 means no limit.
  *  5. QASIO: kprobes on the kernel's wait points (__lock_buffer,
@@ -62,7 +61,7 @@
 
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
-static const int sio_default_write_window_ms = 40;	/* then writes go first for this long, ms */
+static const int sio_default_write_window_ms = 30;	/* then writes go first for this long, ms */
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
@@ -417,14 +416,10 @@ static bool sio_may_dispatch(struct sio_data *sd, enum sio_kind kind)
 
 /*
  * Should writes wait for a synchronous reader's next read? Yes while a read
- * is in flight or one completed less than read_anticipation_us ago. In a
- * write window only the latter: a write then goes right behind the reader's
- * read, so the device alternates a read and a write without idling, instead
- * of taking the write between two reads and stalling the reader for the
- * write's whole service time. Arms the timer that reruns the queue when the
- * anticipation ends.
+ * is in flight or one completed less than read_anticipation_us ago. Arms the
+ * timer that reruns the queue when the window closes.
  */
-static bool sio_anticipate(struct sio_data *sd, u64 now, bool in_window)
+static bool sio_anticipate(struct sio_data *sd, u64 now)
 {
 	u64 window = (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC;
 	u64 done;
@@ -435,8 +430,6 @@ static bool sio_anticipate(struct sio_data *sd, u64 now, bool in_window)
 		goto release;
 	if (atomic_read(&sd->inflight[SIO_SEQ_READ]) +
 	    atomic_read(&sd->inflight[SIO_RAND_READ])) {
-		if (in_window)	/* the write queues behind this read */
-			goto release;
 		/* The read's completion arms the timer (sio_finish_request). */
 		goto hold;
 	}
@@ -482,7 +475,12 @@ static struct request *sio_select_in_class(struct sio_data *sd,
 	 * kept every write off the device for a whole slice.
 	 */
 	oldest_write = sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
-	if (oldest_write && now >= sd->write_window_end_ns &&
+	if (oldest_write && now < sd->write_window_end_ns) {
+		sd->antic_holding = false;	/* no reader is waited for */
+		if (sio_may_dispatch(sd, sio_rq_kind(oldest_write)))
+			return oldest_write;
+	}
+	if (oldest_write &&
 	    now - max(oldest_write->fifo_time, sd->last_write_ns) >= slice) {
 		u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
 
@@ -498,8 +496,7 @@ static struct request *sio_select_in_class(struct sio_data *sd,
 		rq = sio_group_head(cq, g);
 		if (!rq)
 			continue;
-		if (g != SIO_G_READ &&
-		    sio_anticipate(sd, now, now < sd->write_window_end_ns)) {
+		if (g != SIO_G_READ && sio_anticipate(sd, now)) {
 			*hold = true;
 			return NULL;
 		}

@@ -250,7 +250,7 @@ use smartio
 check() {{ v=$(cat $T/$1); [ "$v" = "$2" ] || fail "$1 is $v, expected $2"; }}
 check write_slice_ms 100
 check read_anticipation_us 3000
-check write_window_ms 40
+check write_window_ms 30
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 0 > $T/write_slice_ms; check write_slice_ms 1                     # clamped to the minimum
 echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
