@@ -178,3 +178,38 @@ def test_cli_exit_code_2_for_bad_traces(tmp_path, capsys, content):
 def test_cli_missing_file_is_exit_2(tmp_path, capsys):
     assert main(["trace", "analyze", str(tmp_path / "nope")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+# --- issue 15: numbers too large for the record fields are bad input, not a traceback ---------------------------
+
+_Q = "  8,0    0        1     0.000000000  1234  Q   R 100 + 8 [dd]\n"
+
+
+@pytest.mark.parametrize("line", [
+    "  8,0    0        2 99999999999999999999.000000000  1234  C   R 100 + 8 [0]\n",   # time past u64 ns
+    "  8,0    0        2     0.000001000  99999999999  C   R 100 + 8 [0]\n",            # pid past u32
+    "  8,0    0        2     0.000001000  1234  C   R 99999999999999999999999 + 8 [0]\n",  # sector past u64
+    "  8,0    0        2     0.000001000  1234  C   R 100 + 9999999999 [0]\n",          # bytes past u32
+    "  8,0    99999999999        2     0.000001000  1234  C   R 100 + 8 [0]\n",         # cpu past u32
+    "  99999,0    0        2     0.000001000  1234  C   R 100 + 8 [0]\n",               # major past 12 bits
+    "  8,0    0        2     0.000001000  1234  C   R 1" + "9" * 5000 + " + 8 [0]\n",   # Python's digit limit
+], ids=["time", "pid", "sector", "bytes", "cpu", "major", "5000-digits"])
+def test_issue15_too_large_number_in_blkparse_text(tmp_path, capsys, line):
+    p = _bad(tmp_path, "big.txt", (_Q + line).encode())
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    assert e.value.offset == len(_Q) and "line 2" in str(e.value)
+    assert main(["trace", "analyze", str(p)]) == 2
+    assert "line 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("events", [b"1e999", b"-1", b"2.5", b"99999999999999999999999999"],
+                         ids=["infinite", "negative", "fraction", "huge"])
+def test_issue15_bad_event_count_in_our_header(tmp_path, capsys, events):
+    hdr = b'{"events": ' + events + b', "comms": {}}'
+    p = _bad(tmp_path, "bad.smtrace", b"SMIOTRC1" + len(hdr).to_bytes(4, "little") + hdr)
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    assert e.value.offset >= 0
+    assert main(["trace", "analyze", str(p)]) == 2
+    assert "offset" in capsys.readouterr().err

@@ -134,9 +134,11 @@ def read_ours(path: Path) -> Trace:
     try:
         header = json.loads(data[12:12 + hlen])
         comms = {int(k): str(v) for k, v in header.pop("comms", {}).items()}
-        count = int(header.pop("events"))
+        count = header.pop("events")
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise TraceFormatError(path, 12, f"header is not valid JSON with 'events' and 'comms': {e}") from None
+    if type(count) is not int or count < 0:
+        raise TraceFormatError(path, 12, f"header's 'events' is {count!r}, not a count of events")
     body = 12 + hlen
     size = EVENT_DTYPE.itemsize
     if len(data) - body != count * size:
@@ -290,6 +292,10 @@ _LINE = re.compile(
 # `blkparse -t` adds "(ns)" before the bracket.
 _IO = re.compile(r"(?:(\d+)(?: \+ (\d+))? )?(?:\( *(\d+)\) )?\[(.*)\]$")
 _SUMMARY = re.compile(r"(CPU\d+|Total) \(")
+# The record's fields in EVENT_DTYPE order and the largest value each holds: a bigger number is bad input.
+_FIELD_NAMES = tuple(EVENT_DTYPE.names)
+_FIELD_LIMITS = tuple(int(np.iinfo(EVENT_DTYPE[n]).max) for n in _FIELD_NAMES)
+_MAX_DIGITS = 40   # more than any field holds (2**64 has 20), far below Python's int() limit
 
 
 def read_blkparse_text(path: Path) -> Trace:
@@ -310,6 +316,8 @@ def read_blkparse_text(path: Path) -> Trace:
             m = _LINE.match(line)
             if not m:
                 raise TraceFormatError(path, line_off, f"line {lineno} is not a blkparse event line: {line[:80]!r}")
+            if max(len(g) for g in m.groups() if g) > _MAX_DIGITS:   # int() refuses 4300 digits and more
+                raise TraceFormatError(path, line_off, f"line {lineno}: a number is too large for a block trace event")
             major, minor, cpu, _seq, sec, nsec, pid, letter, rwbs, rest = m.groups()
             code = ev.LETTER_ACTION.get(letter)
             if code is None:
@@ -326,9 +334,14 @@ def read_blkparse_text(path: Path) -> Trace:
                     comms.setdefault(int(pid), tail)
             elif code in (ev.QUEUE, ev.ISSUE, ev.COMPLETE, ev.INSERT, ev.BACKMERGE, ev.FRONTMERGE, ev.GETRQ):
                 raise TraceFormatError(path, line_off, f"line {lineno}: expected 'SECTOR + COUNT [..]' after {letter}")
-            rows.append((ev.MAGIC, 0, int(sec) * 1_000_000_000 + int(nsec), sector, nsect * 512,
-                         code | tc << ev.TC_SHIFT, int(pid), ev.kdev(int(major), int(minor)), int(cpu),
-                         abs(error) & 0xFFFF, 0))
+            row = (ev.MAGIC, 0, int(sec) * 1_000_000_000 + int(nsec), sector, nsect * 512,
+                   code | tc << ev.TC_SHIFT, int(pid), ev.kdev(int(major), int(minor)), int(cpu),
+                   abs(error) & 0xFFFF, 0)
+            too_large = next((name for name, v, lim in zip(_FIELD_NAMES, row, _FIELD_LIMITS) if v > lim), None)
+            if too_large or int(major) >= 1 << (32 - ev.MINORBITS) or int(minor) >= 1 << ev.MINORBITS:
+                raise TraceFormatError(path, line_off, f"line {lineno}: {too_large or 'device number'} is too "
+                                       "large for a block trace event")
+            rows.append(row)
     if not rows:
         raise TraceFormatError(path, 0, "no blkparse event lines")
     return Trace(np.array(rows, dtype=EVENT_DTYPE), comms, {"clock": "relative"})
