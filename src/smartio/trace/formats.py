@@ -316,14 +316,15 @@ def read_blkparse_text(path: Path) -> Trace:
             m = _LINE.match(line)
             if not m:
                 raise TraceFormatError(path, line_off, f"line {lineno} is not a blkparse event line: {line[:80]!r}")
-            if max(len(g) for g in m.groups() if g) > _MAX_DIGITS:   # int() refuses 4300 digits and more
-                raise TraceFormatError(path, line_off, f"line {lineno}: a number is too large for a block trace event")
-            major, minor, cpu, _seq, sec, nsec, pid, letter, rwbs, rest = m.groups()
+            major, minor, cpu, seq, sec, nsec, pid, letter, rwbs, rest = m.groups()
             code = ev.LETTER_ACTION.get(letter)
             if code is None:
                 continue  # notes ('m') and actions with nothing to analyse
             tc = ev.rwbs_to_categories(rwbs) | ev.ACTION_CATEGORY.get(code, 0)
             io = _IO.match(rest)
+            numbers = (major, minor, cpu, seq, sec, pid, *(io.groups() if io else ()))
+            if any(g and len(g) > _MAX_DIGITS for g in numbers):   # int() refuses 4300 digits and more
+                raise TraceFormatError(path, line_off, f"line {lineno}: a number is too large for a block trace event")
             sector = nsect = error = 0
             if io:
                 sector, nsect = int(io.group(1) or 0), int(io.group(2) or 0)
