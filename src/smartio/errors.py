@@ -6,6 +6,7 @@ Exit codes (also in the README):
   2  bad input: an unknown name, a missing target, too little space, a refused device, a missing tool
   3  needs root (switching a scheduler, writing tunables, tracing)
   130 interrupted (Ctrl-C); scratch files are removed and schedulers restored first
+  141 the output pipe was closed (`| head`); no message, as for a program killed by SIGPIPE
 """
 
 from __future__ import annotations

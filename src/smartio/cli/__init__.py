@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 # numpy's OpenBLAS would start a spinning thread per core; smartio does no BLAS work.
@@ -26,6 +27,7 @@ COMMAND_MODULES = (
     "smartio.cli.trace",
     "smartio.cli.flashdev",
     "smartio.cli.compare",
+    "smartio.cli.sqlite",
 )
 
 
@@ -46,13 +48,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()      # a closed pipe shows here, not in the interpreter's flush at exit
+        return rc
     except SmartioError as e:
         print(f"smartio: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("smartio: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`). Say nothing, as a program killed by SIGPIPE would, and point stdout at
+        # /dev/null so the interpreter's last flush of what is still buffered cannot fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):   # stdout is not a file (pytest's capture)
+            pass
+        return 128 + int(signal.SIGPIPE)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,16 @@ from smartio.results import Store
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="list and show stored runs",
                        description="Every `smartio bench` run is stored in a SQLite database.")
-    p.add_argument("--db", help="results database (default: ~/.local/share/smartio/results.db or $SMARTIO_DB)")
+    db_help = "results database (default: ~/.local/share/smartio/results.db or $SMARTIO_DB)"
+    p.add_argument("--db", help=db_help)
     rs = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     ls = rs.add_parser("list", help="one line per stored run, newest first")
     ls.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
     ls.set_defaults(func=list_runs)
     show = rs.add_parser("show", help="the tables (or --json document) of one run")
+    for action in (ls, show):
+        # Also after the action (`results list --db X`); SUPPRESS keeps one given before it when absent here.
+        action.add_argument("--db", default=argparse.SUPPRESS, help=db_help)
     show.add_argument("id", type=int, metavar="ID")
     show.add_argument("--json", action="store_true", help="print the whole JSON document")
     show.set_defaults(func=show_run)

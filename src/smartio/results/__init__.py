@@ -14,19 +14,24 @@ from typing import Any
 
 from smartio.errors import UsageError
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    started     TEXT NOT NULL,
-    experiment  TEXT NOT NULL,
-    target      TEXT NOT NULL,
-    device      TEXT,
-    scheduler   TEXT,
-    kernel      TEXT,
-    command     TEXT NOT NULL,
-    document    TEXT NOT NULL
-);
-"""
+# The schema's history: MIGRATIONS[i] holds the statements that take a database from version i to i + 1
+# (PRAGMA user_version). Append a migration for every change; never edit one that has shipped.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 1: the runs table. Databases from before versioning hold exactly this table at version 0.
+    ("""CREATE TABLE IF NOT EXISTS runs (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            started     TEXT NOT NULL,
+            experiment  TEXT NOT NULL,
+            target      TEXT NOT NULL,
+            device      TEXT,
+            scheduler   TEXT,
+            kernel      TEXT,
+            command     TEXT NOT NULL,
+            document    TEXT NOT NULL
+        )""",),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+RUNS_COLUMNS = ("id", "started", "experiment", "target", "device", "scheduler", "kernel", "command", "document")
 
 
 def default_path() -> Path:
@@ -54,9 +59,60 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path)
-            self.db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise UsageError("--db", self.path, f"cannot open the results database: {e}")
+        try:
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            self.db.close()
+            raise UsageError("--db", self.path, f"not a usable SQLite database: {e}")
+        except UsageError:
+            self.db.close()
+            raise
+
+    def _migrate(self) -> None:
+        """Bring the database to SCHEMA_VERSION, or refuse one that is not ours or is newer than this smartio."""
+        version = self._check()
+        if version == SCHEMA_VERSION:
+            return
+        self.db.isolation_level = None      # transactions by hand: the check and every step in one
+        try:
+            self.db.execute("BEGIN IMMEDIATE")  # another smartio may be migrating the same file
+            try:
+                version = self._check()
+                for step in MIGRATIONS[version:]:
+                    for statement in step:
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self._check()
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        finally:
+            self.db.isolation_level = ""
+
+    def _check(self) -> int:
+        """The database's schema version, after checking that it is a smartio results database of that version."""
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UsageError("--db", self.path, f"written by a newer smartio (schema version {version}; this one "
+                                                f"knows up to {SCHEMA_VERSION}); upgrade smartio or pass another --db")
+        tables = self._tables()
+        if version == 0 and tables - {"runs", "sqlite_sequence"}:
+            raise self._foreign(tables)
+        if version > 0 or "runs" in tables:
+            columns = tuple(r[1] for r in self.db.execute("PRAGMA table_info(runs)"))
+            if columns != RUNS_COLUMNS:
+                raise self._foreign(tables)
+        return version
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _foreign(self, tables: set[str]) -> UsageError:
+        return UsageError("--db", self.path, f"not a smartio results database (it holds tables "
+                                             f"{', '.join(sorted(tables))}); pass another --db")
 
     def add(self, doc: dict[str, Any]) -> int:
         with self.db:
@@ -76,7 +132,14 @@ class Store:
         row = self.db.execute("SELECT document FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise UsageError("ID", run_id, f"no such run in {self.path} (see `smartio results list`)")
-        doc = json.loads(row[0])
+        try:
+            doc = json.loads(row[0])
+        except ValueError as e:
+            raise UsageError("ID", run_id, f"the stored document in {self.path} is not valid JSON ({e}); "
+                                           "the database is damaged") from None
+        if not isinstance(doc, dict):
+            raise UsageError("ID", run_id, f"the stored document in {self.path} is not a JSON object; "
+                                           "the database is damaged")
         doc["id"] = run_id
         return doc
 
