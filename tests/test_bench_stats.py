@@ -16,11 +16,34 @@ from smartio.experiments.target import Target
 
 
 def test_stat_mean_std_ci():
-    s = Stat.of([1.0, 2.0, 3.0, 4.0])
+    s = Stat.of([1.0, 2.0, 3.0, 4.0], positive=False)
     assert s.mean == 2.5
     assert s.std == pytest.approx(math.sqrt(5 / 3))
-    half = 3.182 * s.std / 2          # t(0.975, df=3) * s / sqrt(4)
+    half = 3.182446 * s.std / 2          # t(0.975, df=3) * s / sqrt(4)
     assert (s.ci95_low, s.ci95_high) == pytest.approx((2.5 - half, 2.5 + half))
+
+
+def test_issue15_t_quantile_beyond_30_degrees_of_freedom():
+    # The hand-typed table jumped to the normal 1.96 after 30 degrees of freedom; t(0.975, 39) = 2.0227.
+    values = [float(i % 7 - 3) for i in range(40)]   # negative values: the plain t interval
+    s = Stat.of(values)
+    assert s.ci95_high - s.mean == pytest.approx(2.022691 * s.std / math.sqrt(40), rel=1e-6)
+
+
+def test_issue15_interval_of_a_positive_quantity_never_goes_below_zero():
+    # Three spread-out latencies: mean - t * s / sqrt(n) is far below zero.
+    values = [0.1, 0.2, 5.0]
+    s = Stat.of(values)
+    assert 0 < s.ci95_low < min(values) and s.ci95_high > max(values)
+    # The t interval of the logarithms, turned back: around the geometric mean.
+    logs = [math.log(v) for v in values]
+    lmean = sum(logs) / 3
+    lhalf = 4.302653 * math.sqrt(sum((x - lmean) ** 2 for x in logs) / 2) / math.sqrt(3)
+    assert (s.ci95_low, s.ci95_high) == pytest.approx((math.exp(lmean - lhalf), math.exp(lmean + lhalf)))
+    assert s.to_json()["ci_method"] == "log-t"
+    # A zero (an idle CPU's iowait share) has no logarithm: the t interval, its lower end raised to 0.
+    z = Stat.of([0.0, 0.0, 9.0])
+    assert z.ci95_low == 0.0 and z.ci95_high == pytest.approx(3 + 4.302653 * math.sqrt(27) / math.sqrt(3))
 
 
 def test_stat_single_value_has_no_interval():
@@ -75,6 +98,18 @@ def test_read_only_runs_only_read_patterns():
     res = REGISTRY["latency"].run(_ctx(engine, read_only=True))
     assert set(res["patterns"]) == {"seq_read", "rand_read"}
     assert all("write" not in j.rw for js in engine.runs for j in js.jobs)
+
+
+def test_issue15_mixed_times_have_nanosecond_resolution():
+    # fio's runtime fields are whole milliseconds; the I/Os' latencies (lat_ns) are nanoseconds. The total
+    # response time is their sum over the workload's I/Os.
+    lat_ms = 0.7539371
+    res = REGISTRY["mixed"].run(_ctx(ModelEngine(lambda job, others: lat_ms), mixes=(50,), repeats=2))
+    ios = (1 << 20) // 4096
+    # (documents keep 6 decimals: 1 us)
+    assert res["response_s"]["seq"]["50"] == pytest.approx(ios * lat_ms / 1000, abs=1e-6)
+    assert res["detail"]["seq"]["50"]["values"] == [pytest.approx(ios * lat_ms / 1000, abs=1e-6)] * 2
+    assert res["elapsed_s"]["seq"]["50"] == round(ios * lat_ms) / 1000   # fio's runtime, for reference
 
 
 def test_mixed_sweeps_read_shares_at_queue_depth():

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from smartio.cli import main as cli_main
-from smartio.cli.testbed import parse_size
 from smartio.errors import MissingToolError, SmartioError, UsageError
 from smartio.testbed import initramfs, qemu, vm
 
@@ -181,10 +180,12 @@ def test_supervise_kills_at_the_timeout(tmp_path: Path) -> None:
 
 
 def test_sizes() -> None:
-    assert parse_size("1G") == 1 << 30 and parse_size("512m") == 512 << 20 and parse_size("4096") == 4096
-    assert parse_size("1.5GiB") == 3 << 29
+    from smartio.units import parse_size
+
+    assert parse_size("--disk-size", "1G") == 1 << 30 and parse_size("--disk-size", "512m") == 512 << 20
+    assert parse_size("--disk-size", "4096") == 4096 and parse_size("--disk-size", "1.5GiB") == 3 << 29
     with pytest.raises(UsageError, match="--disk-size 1x"):
-        parse_size("1x")
+        parse_size("--disk-size", "1x")
 
 
 def test_artifacts_dir_is_never_reused(tmp_path: Path, monkeypatch) -> None:

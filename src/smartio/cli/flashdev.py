@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import tempfile
 from pathlib import Path
 
 from smartio.errors import SmartioError, UsageError
-from smartio.experiments.options import parse_size
 from smartio.flashdev import FlashServer, all_profiles, load_profile
+from smartio.signals import sigterm_as_interrupt
+from smartio.units import parse_size
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,8 +51,7 @@ def serve(args: argparse.Namespace) -> int:
     if args.socket is not None and not args.socket.parent.is_dir():
         raise UsageError("--socket", args.socket, "its directory does not exist")
     # SIGTERM stops the server as Ctrl-C does, so nbdkit is always waited for.
-    signal.signal(signal.SIGTERM, _interrupt)
-    with tempfile.TemporaryDirectory(prefix="smartio-flashdev.") as tmp:
+    with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="smartio-flashdev.") as tmp:
         server = FlashServer(profile, size, Path(tmp), args.log, port=args.port, socket=args.socket,
                              time_scale=args.time_scale, guest_overhead_us=args.guest_overhead_us)
         with server:
@@ -65,10 +64,6 @@ def serve(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 return 0
         raise SmartioError(f"nbdkit serving {profile.name} exited unexpectedly with status {rc}")
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def profiles(args: argparse.Namespace) -> int:

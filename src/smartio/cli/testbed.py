@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 from smartio.errors import UsageError
 from smartio.testbed import vm
-
-SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(text: str, flag: str = "--disk-size") -> int:
-    """'512M', '1G', '4096' (bytes) -> bytes; binary units."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
-    if not m:
-        raise UsageError(flag, text, "not a size; use e.g. 512M or 1G")
-    return int(float(m.group(1)) * SIZE_UNITS[m.group(2).lower()])
+from smartio.units import parse_size
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -64,12 +54,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _options(args: argparse.Namespace) -> dict:
     if args.cpus < 1:
         raise UsageError("--cpus", args.cpus, "must be at least 1")
-    memory = parse_size(args.memory, "--memory") >> 20
+    memory = parse_size("--memory", args.memory) >> 20
     if memory < 256:
         raise UsageError("--memory", args.memory, "must be at least 256M")
     if args.no_module and args.modules:
         raise UsageError("--no-module", "", "conflicts with --module")
-    return dict(profile=args.profile, disks=args.disks, disk_size=parse_size(args.disk_size),
+    return dict(profile=args.profile, disks=args.disks, disk_size=parse_size("--disk-size", args.disk_size),
                 artifacts=args.artifacts, modules=[] if args.no_module else args.modules,
                 kernel_args=args.kernel_args, cpus=args.cpus, memory_mib=memory)
 

@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from smartio.report.tables import _grid, _mib, _pm, half_ci
+from smartio.report.tables import grid, mixed_measure, pm
+from smartio.units import mib
 
 MODES = ("seq", "rand")
 
@@ -47,12 +48,12 @@ def slowdown_table(doc: dict[str, Any]) -> str:
         if d is None:
             rows.append([label, *["(missing)"] * (len(header) - 1)])
             continue
-        rows.append([label, *[_pm(d[m]["read_slowdown"], "{:.2f}") for m in MODES],
-                     *[_pm(d[m]["write_slowdown"], "{:.2f}") for m in MODES],
-                     *[_pm(d[m]["efficiency"], "{:.2f}") for m in MODES]])
+        rows.append([label, *[pm(d[m]["read_slowdown"], "{:.2f}") for m in MODES],
+                     *[pm(d[m]["write_slowdown"], "{:.2f}") for m in MODES],
+                     *[pm(d[m]["efficiency"], "{:.2f}") for m in MODES]])
     title = (f"Figure 11: slowdown per scheduler, {n} reader(s) against {n} writer(s), "
-             f"{first['results']['bs'] // 1024} KiB requests, {_mib(size)} per stream (mean ± 95 % CI)")
-    lines = [title, _header(doc), "", _grid(header, rows), "",
+             f"{first['results']['bs'] // 1024} KiB requests, {mib(size)} per stream (mean [95 % CI])")
+    lines = [title, _header(doc), "", grid(header, rows), "",
              "  slowdown = response time beside the other kind / alone; "
              "efficiency = 1/read slowdown + 1/write slowdown"]
     low = best(doc, "read_slowdown")
@@ -72,14 +73,14 @@ def mixed_table(doc: dict[str, Any]) -> str:
     first = next(d["mixed"] for d in doc["runs"].values() if "mixed" in d)
     r = first["results"]
     mixes = [str(x) for x in r["mixes"]]
-    blocks = [f"Figure 12: mixed workload, total response time in seconds per scheduler, {_mib(r['size_bytes'])}, "
-              f"queue depth {r['iodepth']} (means); columns: % reads", _header(doc)]
+    blocks = [f"Figure 12: mixed workload, total response time in seconds ({mixed_measure(r)}) per scheduler, "
+              f"{mib(r['size_bytes'])}, queue depth {r['iodepth']} (means); columns: % reads", _header(doc)]
     for mode in MODES:
         rows = []
         for label in doc["schedulers"]:
             resp = doc["results"].get(label, {}).get("response_s")
             rows.append([label, *([_fmt_s(resp[mode][x]) for x in mixes] if resp else ["(missing)"] * len(mixes))])
-        blocks += ["", f"{mode}:", _grid(["scheduler", *[f"{x}%" for x in mixes]], rows)]
+        blocks += ["", f"{mode}:", grid(["scheduler", *[f"{x}%" for x in mixes]], rows)]
     return "\n".join(blocks)
 
 
@@ -94,55 +95,61 @@ def render(doc: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def plot_slowdown(doc: dict[str, Any], path: Path) -> Path:
-    import matplotlib
+def _provenance(doc: dict[str, Any], experiment: str) -> str:
+    """One line saying what a comparison figure shows: the emulated device, schedulers, sizes, repeats, date."""
+    p, s = doc["profile"], doc["settings"] or {}
+    run = next((d[experiment] for d in doc["runs"].values() if experiment in d), None)
+    r = run["results"] if run else {}
+    size = r.get("size_bytes", s.get("size_bytes"))
+    parts = [f"emulated {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g})",
+             "schedulers " + ", ".join(doc["schedulers"])]
+    if size:
+        parts.append(f"{mib(size)} per stream" if experiment == "slowdown" else mib(size))
+    if r.get("bs"):
+        parts.append(f"{r['bs'] // 1024} KiB requests")
+    if r.get("iodepth"):
+        parts.append(f"queue depth {r['iodepth']}")
+    parts += [f"{s.get('repeats', '?')} repeat(s)", f"kernel {doc['kernel']}", str(doc.get("started", "?"))]
+    return "; ".join(parts)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def plot_slowdown(doc: dict[str, Any], path: Path) -> Path:
+    """Figure 11: read and write slowdown per scheduler, seq and rand side by side."""
+    from smartio.report import plots
 
     labels = [x for x in doc["schedulers"] if _slowdown_detail(doc, x)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    width = 0.38
+    fig, axes = plots.figure(ncols=2, width=11, sharey=True)
     for ax, mode in zip(axes, MODES):
-        for i, kind in enumerate(("read_slowdown", "write_slowdown")):
-            stats = [_slowdown_detail(doc, x)[mode][kind] for x in labels]
-            errs = [half_ci(s) or 0.0 for s in stats]
-            ax.bar([j + (i - 0.5) * width for j in range(len(labels))], [s["mean"] for s in stats], width,
-                   yerr=errs if any(errs) else None, capsize=3, label=kind.replace("_", " "))
-        ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
-        ax.axhline(1, color="grey", lw=0.6)
-        ax.set_title(f"{mode}")
-    axes[0].set_ylabel("response time beside the other kind / alone")
-    axes[0].legend()
+        plots.bars(ax, labels, {kind.replace("_", " "): [_slowdown_detail(doc, x)[mode][kind] for x in labels]
+                                for kind in ("read_slowdown", "write_slowdown")},
+                   "response time beside the other kind / alone" if mode == MODES[0] else "", baseline=1)
+        ax.set_title(mode)
     n = next(d["slowdown"] for d in doc["runs"].values() if "slowdown" in d)["results"]["streams"]
     fig.suptitle(f"Slowdown per scheduler, {n}R{n}W on {doc['profile']['name']} (95 % CI)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.stamp(fig, _provenance(doc, "slowdown"))
+    plots.save(fig, path)
     return path
 
 
 def plot_mixed(doc: dict[str, Any], path: Path) -> Path:
-    import matplotlib
+    """Figure 12: total response time of the mixed workload against the share of reads, per scheduler."""
+    from smartio.report import plots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = plots.figure(ncols=2, width=11, sharey=True)
     for ax, mode in zip(axes, MODES):
+        series = {}
         for label in doc["schedulers"]:
-            resp = doc["results"].get(label, {}).get("response_s")
-            if resp:
-                xs = sorted(resp[mode], key=int)
-                ax.plot([int(x) for x in xs], [resp[mode][x] for x in xs], marker="o", label=label)
-        ax.set_xlabel("reads (%)")
+            run = doc["runs"].get(label, {}).get("mixed")
+            if run:
+                detail = run["results"]["detail"][mode]
+                xs = sorted(detail, key=int)
+                series[label] = [detail[x] for x in xs]
+        plots.lines(ax, [int(x) for x in xs] if series else [], series, "reads (%)",
+                    "total response time (s)" if mode == MODES[0] else "")
         ax.set_title(mode)
-    axes[0].set_ylabel("total response time (s)")
-    axes[0].legend()
-    fig.suptitle(f"Mixed workload per scheduler on {doc['profile']['name']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    fig.suptitle(f"Mixed workload per scheduler on {doc['profile']['name']} (95 % CI)")
+    plots.stamp(fig, _provenance(doc, "mixed"))
+    plots.save(fig, path)
     return path
 
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 from smartio.compare import guest
 from smartio.compare.spec import Plan
 from smartio.errors import NeedsRootError, SmartioError, UsageError
-from smartio.experiments.options import parse_size
+from smartio.units import parse_size
 from smartio.testbed import initramfs, vm
 
 DOCUMENT = "compare.json"

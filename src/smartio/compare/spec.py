@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from smartio.errors import UsageError
-from smartio.experiments.options import parse_size
+from smartio.units import parse_size
 
 # The schedulers Linux 6.1's cloud kernel offers (kyber and bfq as modules) plus ours (kernel/smartio-iosched.c).
 KNOWN_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "smartio")

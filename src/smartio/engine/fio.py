@@ -7,25 +7,19 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
-import time
-from typing import Callable
 
 from smartio.engine import JobSet, RunResult, parse_fio_json
 from smartio.errors import MissingToolError, SmartioError
 
-Progress = Callable[[str, float], None]   # (label, elapsed seconds)
-
 
 class FioEngine:
-    """The real engine. `progress` is called about twice a second while fio runs."""
+    """The real engine. Progress is shown by the caller (smartio.progress), one step per run."""
 
-    def __init__(self, fio: str = "fio", progress: Progress | None = None) -> None:
+    def __init__(self, fio: str = "fio") -> None:
         path = shutil.which(fio)
         if path is None:
             raise MissingToolError(fio, "install it with `apt-get install fio` (or run `make deps` as root)")
         self.fio = path
-        self.progress = progress
         self._version: str | None = None
 
     def version(self) -> str:
@@ -42,9 +36,6 @@ class FioEngine:
                 f.write(jobset.jobfile())
             cmd = [self.fio, "--output-format=json", f"--output={output}", jobfile]
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            stop = threading.Event()
-            ticker = threading.Thread(target=self._tick, args=(label, stop), daemon=True)
-            ticker.start()
             try:
                 _, err = proc.communicate()
             except BaseException:
@@ -55,9 +46,6 @@ class FioEngine:
                     proc.kill()
                     proc.wait()
                 raise
-            finally:
-                stop.set()
-                ticker.join()
             if proc.returncode != 0:
                 raise SmartioError(f"fio failed ({proc.returncode}) in {label}: {err.strip()[-1500:]}")
             try:
@@ -68,9 +56,3 @@ class FioEngine:
             except (OSError, ValueError) as e:
                 raise SmartioError(f"fio wrote no readable JSON in {label}: {e}")
         return parse_fio_json(raw, jobset)
-
-    def _tick(self, label: str, stop: threading.Event) -> None:
-        start = time.monotonic()
-        while not stop.wait(0.5):
-            if self.progress:
-                self.progress(label, time.monotonic() - start)

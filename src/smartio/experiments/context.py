@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
-import time
-from typing import Callable, TextIO
+from typing import Callable
 
 from smartio.engine import Engine, JobSet, RunResult
 from smartio.experiments.options import Settings
 from smartio.experiments.stats import Stat
 from smartio.experiments.target import Target
+from smartio.progress import Progress
 
 
 def read_cpu_times(path: str = "/proc/stat") -> tuple[int, int]:
@@ -23,33 +21,6 @@ def read_cpu_times(path: str = "/proc/stat") -> tuple[int, int]:
     values = [int(x) for x in fields[1:]]
     # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is already in user/nice.
     return values[4], sum(values[:8])
-
-
-class Progress:
-    """One status line on stderr while fio runs: which step, of how many, and for how long."""
-
-    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
-        self.total, self.done, self.stream = total, 0, stream
-        # Redraw one line only on a terminal that understands it; elsewhere (logs, CI, the VM console) one line
-        # per step.
-        self.tty = stream.isatty() and os.environ.get("TERM", "dumb") != "dumb"
-        self.started = time.monotonic()
-
-    def tick(self, label: str, elapsed: float) -> None:
-        if self.tty:
-            self.stream.write(f"\r\033[K[{self.done + 1}/{self.total}] {label}  {elapsed:5.1f}s")
-            self.stream.flush()
-
-    def begin(self, label: str) -> None:
-        if not self.tty:
-            self.stream.write(f"[{self.done + 1}/{self.total}] {label}\n")
-            self.stream.flush()
-
-    def end(self) -> None:
-        self.done += 1
-        if self.tty and self.done == self.total:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
 
 
 @dataclasses.dataclass

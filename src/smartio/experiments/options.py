@@ -6,10 +6,10 @@ The CLI builds its parser from this table; experiments read the parsed values th
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from smartio.errors import UsageError
+from smartio.units import parse_size
 
 EXPERIMENTS = ("latency", "slowdown", "concurrency", "mixed", "all")
 PATTERNS = ("seq_read", "seq_write", "rand_read", "rand_write")
@@ -56,17 +56,6 @@ OPTIONS = (
     Option("--plots", "write PNG plots into this directory"),
     Option("--db", "results database (default: ~/.local/share/smartio/results.db or $SMARTIO_DB)"),
 )
-
-
-def parse_size(flag: str, text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", str(text), re.IGNORECASE)
-    if not m:
-        raise UsageError(flag, text, "not a size; use bytes or a suffix K, M, G (powers of 1024), e.g. 64M")
-    mult = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
-    value = int(float(m.group(1)) * mult)
-    if value <= 0:
-        raise UsageError(flag, text, "must be positive")
-    return value
 
 
 def parse_int_list(flag: str, text: str, lo: int, hi: int) -> tuple[int, ...]:

@@ -7,32 +7,19 @@ import contextlib
 import datetime
 import platform
 import shlex
-import signal
 import sys
-from typing import Any, Iterator
+from typing import Any
 
 from smartio import __version__
 from smartio.blockdev import SchedulerSwitch, read_scheduler, read_tunables
 from smartio.engine import Engine
 from smartio.errors import UsageError
 from smartio.experiments import READ_ONLY_CAPABLE, REGISTRY, selected
-from smartio.experiments.context import Progress, RunContext
+from smartio.experiments.context import RunContext
 from smartio.experiments.options import EXPERIMENTS, Settings
 from smartio.experiments.target import Target, open_target
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP unwind like Ctrl-C, so scratch files go and the scheduler is restored."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+from smartio.progress import Progress
+from smartio.signals import sigterm_as_interrupt
 
 
 def device_info(target: Target) -> dict[str, Any]:
@@ -65,10 +52,11 @@ def run_bench(experiment: str, target: Target, settings: Settings, engine: Engin
     names = [n for n in selected(experiment) if not settings.read_only or n in READ_ONLY_CAPABLE]
     if scheduler and target.device is None:
         raise UsageError("--scheduler", scheduler, f"the target {target.path} has no block device underneath")
-    prog = Progress(sum(REGISTRY[n].runs(settings) for n in names)) if progress else None
     switch = SchedulerSwitch(target.device, scheduler) if scheduler else contextlib.nullcontext()
     docs = {}
-    with _sigterm_as_interrupt():
+    # SIGTERM and SIGHUP unwind like Ctrl-C, so scratch files go and the scheduler is restored.
+    with sigterm_as_interrupt():
+        prog = Progress(sum(REGISTRY[n].runs(settings) for n in names)) if progress else None
         try:
             with switch:
                 for name in names:
@@ -77,6 +65,8 @@ def run_bench(experiment: str, target: Target, settings: Settings, engine: Engin
                     results = REGISTRY[name].run(ctx)
                     docs[name] = _document(name, target, settings, engine, command, started, results)
         finally:
+            if prog:
+                prog.close()
             target.cleanup()
     if experiment != "all":
         return docs[experiment]

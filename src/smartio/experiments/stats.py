@@ -1,19 +1,31 @@
-"""Summary statistics over repeats: mean, sample standard deviation and a 95 % confidence interval."""
+"""Summary statistics over repeats: mean, sample standard deviation and a 95 % confidence interval.
+
+Everything smartio measures over repeats is a quantity that cannot be negative (latency, slowdown, speedup,
+efficiency, response time, iowait share), and a symmetric interval `mean ± t·s/√n` around such a quantity can
+reach below zero when the repeats are few and spread out (with 3 repeats t = 4.30). So by default the interval is
+taken on the log scale: Student's t interval of the logarithms of the values, turned back with exp. That is
+`[g / f, g · f]` with g the geometric mean and f = exp(t · s_log / √n): it is never below zero, it is asymmetric
+around the mean (wider above), and it is the usual interval for ratios such as slowdown and speedup. When a value
+is 0 (an idle CPU's iowait share) the logarithm does not exist, and the interval is Student's t on the values
+themselves, its lower end raised to 0. `positive=False`, or a negative value, gives the plain t interval. The t quantiles come from scipy.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from functools import lru_cache
 from typing import Any, Iterable
 
-# Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom; beyond, the normal 1.96 is close enough.
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-        2.045, 2.042)
+CI_LOG, CI_T, CI_T_CLIPPED = "log-t", "t", "t, clipped at 0"
 
 
+@lru_cache(maxsize=256)
 def t95(df: int) -> float:
-    return _T95[df - 1] if df <= len(_T95) else 1.96
+    """Two-sided 95 % quantile of Student's t with `df` degrees of freedom."""
+    from scipy.stats import t   # scipy takes ~0.3 s to import: only when an interval is computed
+
+    return float(t.ppf(0.975, df))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,30 +36,44 @@ class Stat:
     ci95_high: float
     n: int
     values: tuple[float, ...]
+    method: str = CI_LOG       # how the interval was taken: CI_LOG, CI_T or CI_T_CLIPPED
 
     @classmethod
-    def of(cls, values: Iterable[float]) -> "Stat":
+    def of(cls, values: Iterable[float], positive: bool = True) -> "Stat":
+        """`positive`: the quantity cannot be negative, so its interval is taken on the log scale."""
         v = tuple(float(x) for x in values)
         if not v:
             raise ValueError("no values")
         n = len(v)
         mean = math.fsum(v) / n
         if n == 1:
-            return cls(mean, float("nan"), float("nan"), float("nan"), 1, v)
+            return cls(mean, float("nan"), float("nan"), float("nan"), 1, v, CI_T)
         std = math.sqrt(math.fsum((x - mean) ** 2 for x in v) / (n - 1))
-        half = t95(n - 1) * std / math.sqrt(n)
-        return cls(mean, std, mean - half, mean + half, n, v)
+        t = t95(n - 1)
+        if positive and all(x > 0 for x in v):
+            logs = [math.log(x) for x in v]
+            lmean = math.fsum(logs) / n
+            lstd = math.sqrt(math.fsum((x - lmean) ** 2 for x in logs) / (n - 1))
+            half = t * lstd / math.sqrt(n)
+            return cls(mean, std, math.exp(lmean - half), math.exp(lmean + half), n, v, CI_LOG)
+        half = t * std / math.sqrt(n)
+        if positive and all(x >= 0 for x in v):
+            return cls(mean, std, max(mean - half, 0.0), mean + half, n, v, CI_T_CLIPPED)
+        return cls(mean, std, mean - half, mean + half, n, v, CI_T)
 
     def to_json(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
             return None if math.isnan(x) else round(x, 6)
 
-        return {"mean": num(self.mean), "std": num(self.std), "ci95": [num(self.ci95_low), num(self.ci95_high)],
-                "n": self.n, "values": [round(x, 6) for x in self.values]}
+        out = {"mean": num(self.mean), "std": num(self.std), "ci95": [num(self.ci95_low), num(self.ci95_high)],
+               "n": self.n, "values": [round(x, 6) for x in self.values]}
+        if self.n > 1:
+            out["ci_method"] = self.method
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Stat":
         nan = float("nan")
         lo, hi = d.get("ci95") or [None, None]
         return cls(d["mean"], nan if d["std"] is None else d["std"], nan if lo is None else lo,
-                   nan if hi is None else hi, d["n"], tuple(d.get("values", ())))
+                   nan if hi is None else hi, d["n"], tuple(d.get("values", ())), d.get("ci_method", CI_T))

@@ -15,6 +15,7 @@ import stat
 
 from smartio.blockdev import Backing, Device, backing_of, device_of_node, write_hazards
 from smartio.errors import UsageError
+from smartio.units import mib
 
 ALIGN = 1 << 20
 
@@ -68,8 +69,8 @@ class Target:
                 avail += os.path.getsize(self.path)
             avail -= 64 << 20   # leave the filesystem some room
         if needed > avail:
-            raise UsageError("--target", self.path, f"too little space: the sizes asked need {_mib(needed)}, "
-                             f"{_mib(max(avail, 0))} available (lower --size or --levels)")
+            raise UsageError("--target", self.path, f"too little space: the sizes asked need {mib(needed)}, "
+                             f"{mib(max(avail, 0))} available (lower --size or --levels)")
 
     def cleanup(self) -> None:
         if self.kind != "dir":
@@ -80,10 +81,6 @@ class Target:
                     os.unlink(os.path.join(self.path, name))
                 except FileNotFoundError:
                     pass
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.0f} MiB"
 
 
 def open_target(path: str | None, *, writes: bool, destroy_data: bool) -> Target:

@@ -1,36 +1,41 @@
-"""Terminal tables for result documents. Pure functions of the document: tests compare them byte for byte."""
+"""Terminal tables for result documents. Pure functions of the document: tests compare them byte for byte.
+
+The cell and grid helpers here (`grid`, `pm`, `ci_errors`, `runs`, and `mib` from smartio.units) are the ones
+every report uses (compare, sqlite).
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
+from smartio.units import mib
+
 PRETTY = {"seq_read": "seq read", "seq_write": "seq write", "rand_read": "rand read", "rand_write": "rand write"}
 
 
-def _runs(n: int) -> str:
+def runs(n: int) -> str:
     return "1 run" if n == 1 else f"{n} runs"
 
 
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):g} MiB"
-
-
-def half_ci(stat: dict[str, Any]) -> float | None:
-    """Half the width of a Stat's 95 % CI; None for a single run, which has no interval."""
+def ci_errors(stat: dict[str, Any]) -> tuple[float, float] | None:
+    """How far a Stat's 95 % CI reaches below and above its mean, for error bars (never negative); None for a
+    single run, which has no interval. The interval of a positive quantity is asymmetric (see experiments.stats)."""
     lo, hi = stat["ci95"]
-    return None if lo is None or hi is None else (hi - lo) / 2
+    if lo is None or hi is None:
+        return None
+    return max(stat["mean"] - lo, 0.0), max(hi - stat["mean"], 0.0)
 
 
-def _pm(stat: dict[str, Any], fmt: str = "{:.3f}") -> str:
-    """mean ± half of the 95 % CI (just the mean for a single run)."""
-    half = half_ci(stat)
-    if half is None:
+def pm(stat: dict[str, Any], fmt: str = "{:.3f}") -> str:
+    """mean [low, high] of the 95 % CI (just the mean for a single run)."""
+    lo, hi = stat["ci95"]
+    if lo is None or hi is None:
         return fmt.format(stat["mean"])
-    return f"{fmt.format(stat['mean'])} ± {fmt.format(half)}"
+    return f"{fmt.format(stat['mean'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
-def _grid(header: list[str], rows: list[list[str]]) -> str:
+def grid(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
@@ -43,15 +48,15 @@ def _provenance(doc: dict[str, Any]) -> str:
 
 
 def _iowait(doc: dict[str, Any]) -> str:
-    return f"  iowait: {_pm(doc['results']['iowait_pct'], '{:.1f}')} % of CPU time while it ran"
+    return f"  iowait: {pm(doc['results']['iowait_pct'], '{:.1f}')} % of CPU time while it ran"
 
 
 def latency(doc: dict[str, Any]) -> str:
     r, s = doc["results"], doc["settings"]
-    rows = [[PRETTY[p], _pm(m["mean_ms"]), _pm(m["p50_ms"]), _pm(m["p99_ms"])] for p, m in r["patterns"].items()]
-    title = (f"Latency alone: {r['bs'] // 1024} KiB requests, {_mib(r['size_bytes'])} per pattern, "
-             f"{_runs(s['repeats'])} (mean ± 95 % CI)")
-    return "\n".join([title, _provenance(doc), "", _grid(["pattern", "mean ms", "p50 ms", "p99 ms"], rows), "",
+    rows = [[PRETTY[p], pm(m["mean_ms"]), pm(m["p50_ms"]), pm(m["p99_ms"])] for p, m in r["patterns"].items()]
+    title = (f"Latency alone: {r['bs'] // 1024} KiB requests, {mib(r['size_bytes'])} per pattern, "
+             f"{runs(s['repeats'])} (mean [95 % CI])")
+    return "\n".join([title, _provenance(doc), "", grid(["pattern", "mean ms", "p50 ms", "p99 ms"], rows), "",
                       _iowait(doc)])
 
 
@@ -62,13 +67,13 @@ def slowdown(doc: dict[str, Any]) -> str:
               "WriteSlowdown", "efficiency"]
     rows = []
     for mode, d in r["detail"].items():
-        rows.append([mode, _pm(d["read_alone_ms"]), _pm(d["read_with_writer_ms"]), _pm(d["read_slowdown"], "{:.2f}"),
-                     _pm(d["write_alone_ms"]), _pm(d["write_with_reader_ms"]), _pm(d["write_slowdown"], "{:.2f}"),
-                     _pm(d["efficiency"], "{:.2f}")])
-    title = (f"Slowdown: {n} reader(s) against {n} writer(s), {r['bs'] // 1024} KiB, {_mib(r['size_bytes'])} per "
-             f"stream, {_runs(s['repeats'])} (mean ± 95 % CI)")
+        rows.append([mode, pm(d["read_alone_ms"]), pm(d["read_with_writer_ms"]), pm(d["read_slowdown"], "{:.2f}"),
+                     pm(d["write_alone_ms"]), pm(d["write_with_reader_ms"]), pm(d["write_slowdown"], "{:.2f}"),
+                     pm(d["efficiency"], "{:.2f}")])
+    title = (f"Slowdown: {n} reader(s) against {n} writer(s), {r['bs'] // 1024} KiB, {mib(r['size_bytes'])} per "
+             f"stream, {runs(s['repeats'])} (mean [95 % CI])")
     note = "  efficiency = 1/ReadSlowdown + 1/WriteSlowdown: share of its solo work the shared device still does"
-    return "\n".join([title, _provenance(doc), "", _grid(header, rows), "", note, _iowait(doc)])
+    return "\n".join([title, _provenance(doc), "", grid(header, rows), "", note, _iowait(doc)])
 
 
 def concurrency(doc: dict[str, Any]) -> str:
@@ -79,8 +84,8 @@ def concurrency(doc: dict[str, Any]) -> str:
         rows.append([PRETTY[p], *[f"{m[n]['mean']:.2f}" for n in levels],
                      f"{r['parameters'][p]} ({r['max_speedup'][p]:.2f})"])
     title = (f"Concurrency: speedup of N concurrent over N serial streams, {r['bs'] // 1024} KiB, "
-             f"{_mib(r['size_bytes'])} per stream, {_runs(s['repeats'])} (means)")
-    return "\n".join([title, _provenance(doc), "", _grid(["pattern", *[f"N={n}" for n in levels],
+             f"{mib(r['size_bytes'])} per stream, {runs(s['repeats'])} (means)")
+    return "\n".join([title, _provenance(doc), "", grid(["pattern", *[f"N={n}" for n in levels],
                                                            "parameter (speedup)"], rows), "",
                       parameters(doc), _iowait(doc)])
 
@@ -94,10 +99,16 @@ def mixed(doc: dict[str, Any]) -> str:
     r, s = doc["results"], doc["settings"]
     mixes = [str(x) for x in r["mixes"]]
     rows = [[mode, *[_fmt_s(d[x]) for x in mixes]] for mode, d in r["detail"].items()]
-    title = (f"Mixed workload: total response time in seconds, {_mib(r['size_bytes'])}, queue depth {r['iodepth']}, "
-             f"{_runs(s['repeats'])} (means); columns: % reads")
-    return "\n".join([title, _provenance(doc), "", _grid(["mode", *[f"{x}%" for x in mixes]], rows), "",
+    title = (f"Mixed workload: total response time in seconds ({mixed_measure(r)}), {mib(r['size_bytes'])}, "
+             f"queue depth {r['iodepth']}, {runs(s['repeats'])} (means); columns: % reads")
+    return "\n".join([title, _provenance(doc), "", grid(["mode", *[f"{x}%" for x in mixes]], rows), "",
                       _iowait(doc)])
+
+
+def mixed_measure(results: dict[str, Any]) -> str:
+    """What a mixed result's response time is: documents with `elapsed_s` sum the I/Os' response times (fio's ns
+    latencies); older ones hold fio's whole-millisecond runtime of the workload."""
+    return "sum over its I/Os" if "elapsed_s" in results else "time to complete, 1 ms resolution"
 
 
 def _fmt_s(stat: dict[str, Any]) -> str:

@@ -8,12 +8,13 @@ import platform
 import signal
 import stat
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from smartio.errors import NeedsRootError, UsageError
+from smartio.progress import Progress
+from smartio.signals import sigterm_as_interrupt
 from smartio.trace import events as ev
 from smartio.trace.events import Trace
 from smartio.trace.formats import write_blktrace, write_ours
@@ -69,8 +70,7 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
     }
     rc: int | None = None
     # SIGTERM ends a recording the way Ctrl-C does: stop, restore, write what was recorded.
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
+    with sigterm_as_interrupt(), Progress(None) as progress:
         with mounted_tracefs() as root, Recorder(root, devs, partition_map()) as rec:
             start_ns = time.monotonic_ns()
             proc = subprocess.Popen(command) if command else None
@@ -81,7 +81,9 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
                     rec.poll()
                     if time.monotonic() - last_report >= 1.0:
                         last_report = time.monotonic()
-                        _progress(rec, start_ns)
+                        pages = sum(len(p) for p in rec.pages.values())
+                        progress.status(f"smartio: recording {(time.monotonic_ns() - start_ns) / 1e9:6.1f} s, "
+                                        f"{pages} buffer pages read")
             except KeyboardInterrupt:
                 if proc is not None:
                     proc.send_signal(signal.SIGINT)
@@ -91,10 +93,6 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
             rec.stop()
             lost = rec.overruns()
             events, comms = rec.decode()
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
     meta.update(start_ns=start_ns, end_ns=end_ns, lost_events=lost)
     trace = Trace(events, comms, meta)
     if fmt == "blktrace":
@@ -104,13 +102,3 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
         files = [output]
     return RecordResult(files, len(events), lost, (end_ns - start_ns) / 1e9, rc)
 
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _progress(rec: Recorder, start_ns: int) -> None:
-    pages = sum(len(p) for p in rec.pages.values())
-    msg = f"smartio: recording {(time.monotonic_ns() - start_ns) / 1e9:6.1f} s, {pages} buffer pages read"
-    end = "\r" if sys.stderr.isatty() else "\n"
-    print(msg, end=end, file=sys.stderr, flush=True)

@@ -7,27 +7,29 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from smartio.report import plots
 
 COLORS = {"read": "tab:blue", "write": "tab:red"}
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+def _png(fig, prov: str) -> str:
+    plots.stamp(fig, prov)
+    return f'<img src="data:image/png;base64,{base64.b64encode(plots.png_bytes(fig)).decode()}">'
 
 
-def _cdf_plot(mx: dict, key: str, title: str, xlabel: str, log: bool) -> str | None:
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+def provenance(mx: dict, source: str) -> str:
+    """What a trace figure shows, in one line: the trace, its devices, the command traced, kernel and date."""
+    src = mx.get("source", {})
+    command = " ".join(src.get("command", [])) or "-"
+    return (f"trace {source} ({mx['format']}, {mx['events']} events, {mx['wall_s']:.3f} s); devices "
+            f"{', '.join(mx['devices'])}; command {command}; kernel {src.get('kernel', '?')}; "
+            f"recorded {src.get('started', '?')}")
+
+
+def _cdf_plot(mx: dict, key: str, title: str, xlabel: str, log: bool, prov: str) -> str | None:
+    fig, ax = plots.figure(width=5.5, height=3.2)
     drawn = False
     for kind in ("read", "write"):
         q = mx[kind][key].get("quantiles")
@@ -35,18 +37,18 @@ def _cdf_plot(mx: dict, key: str, title: str, xlabel: str, log: bool) -> str | N
             ax.plot(q, [i / 100 for i in range(101)], label=f"{kind} (n={mx[kind][key]['n']})", color=COLORS[kind])
             drawn = True
     if not drawn:
-        plt.close(fig)
+        plots.discard(fig)
         return None
     if log:
         ax.set_xscale("log")
     ax.set(title=title, xlabel=xlabel, ylabel="share of requests")
     ax.grid(alpha=0.3)
     ax.legend()
-    return _png(fig)
+    return _png(fig, prov)
 
 
-def _size_plot(mx: dict) -> str | None:
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+def _size_plot(mx: dict, prov: str) -> str | None:
+    fig, ax = plots.figure(width=5.5, height=3.2)
     drawn = False
     for kind in ("read", "write"):
         cdf = mx[kind]["size"].get("cdf")
@@ -54,7 +56,7 @@ def _size_plot(mx: dict) -> str | None:
             ax.step([c[0] for c in cdf], [c[1] for c in cdf], where="post", label=kind, color=COLORS[kind])
             drawn = True
     if not drawn:
-        plt.close(fig)
+        plots.discard(fig)
         return None
     for k in (4, 16, 64):
         ax.axvline(k, color="grey", lw=0.6, ls=":")
@@ -62,25 +64,25 @@ def _size_plot(mx: dict) -> str | None:
     ax.set(title="Request size CDF", xlabel="KiB", ylabel="share of requests")
     ax.grid(alpha=0.3)
     ax.legend()
-    return _png(fig)
+    return _png(fig, prov)
 
 
-def _flush_plot(mx: dict) -> str | None:
+def _flush_plot(mx: dict, prov: str) -> str | None:
     series = mx["flush"].get("between_series")
     if not series or not series["requests"]:
         return None
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3))
+    fig, axes = plots.figure(ncols=3, width=11, height=3.3)
     for ax, (key, label) in zip(axes, (("requests", "requests"), ("kib", "KiB"), ("seconds", "seconds"))):
         v = sorted(series[key])
         ax.plot(v, [(i + 1) / len(v) for i in range(len(v))])
         ax.set(xlabel=f"{label} between successive flushes", ylabel="share of flushes")
         ax.axhline(0.9, color="grey", lw=0.6, ls=":")
         ax.grid(alpha=0.3)
-    return _png(fig)
+    return _png(fig, prov)
 
 
-def _locality_plot(mx: dict) -> str | None:
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+def _locality_plot(mx: dict, prov: str) -> str | None:
+    fig, ax = plots.figure(width=5.5, height=3.2)
     drawn = False
     for kind in ("read", "write"):
         counts = mx[kind]["locality"].get("sorted_counts")
@@ -88,23 +90,23 @@ def _locality_plot(mx: dict) -> str | None:
             ax.plot(range(1, len(counts) + 1), counts, label=kind, color=COLORS[kind])
             drawn = True
     if not drawn:
-        plt.close(fig)
+        plots.discard(fig)
         return None
     ax.set(title="Accesses of the most accessed 4 KiB blocks", xlabel="block rank", ylabel="accesses")
     ax.grid(alpha=0.3)
     ax.legend()
-    return _png(fig)
+    return _png(fig, prov)
 
 
-def _share_plot(mx: dict) -> str:
+def _share_plot(mx: dict, prov: str) -> str:
     ts = mx["time_share"]
     labels = ["any (Q..C)", "device busy (D..C)"] + list(ts["outstanding_by_class"])
     values = [ts["outstanding"], ts["busy"]] + list(ts["outstanding_by_class"].values())
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = plots.figure(width=6, height=3.4)
     ax.barh(labels[::-1], [v * 100 for v in values[::-1]], color="tab:purple")
     ax.set(title="Share of wall time with I/O outstanding", xlabel="% of wall time")
     ax.grid(alpha=0.3, axis="x")
-    return _png(fig)
+    return _png(fig, prov)
 
 
 def _table(rows: list[tuple[str, object, object]]) -> str:
@@ -148,9 +150,10 @@ def write_html(mx: dict, trace, out: Path, source: str) -> None:
                                for t, d in f[key].items()) + "</table>")
     procs = "".join(f"<tr><td>{p['pid']}</td><td>{html.escape(p['comm'])}</td><td>{p['reads']}</td>"
                     f"<td>{p['writes']}</td><td>{p['kib']:.0f}</td></tr>" for p in mx["processes"])
-    plots = [_size_plot(mx), _cdf_plot(mx, "q2c_ms", "Q2C latency CDF", "ms", True),
-             _cdf_plot(mx, "d2c_ms", "D2C latency CDF", "ms", True), _flush_plot(mx), _locality_plot(mx),
-             _share_plot(mx)]
+    prov = provenance(mx, source)
+    figures = [_size_plot(mx, prov), _cdf_plot(mx, "q2c_ms", "Q2C latency CDF", "ms", True, prov),
+               _cdf_plot(mx, "d2c_ms", "D2C latency CDF", "ms", True, prov), _flush_plot(mx, prov),
+               _locality_plot(mx, prov), _share_plot(mx, prov)]
     src = mx.get("source", {})
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>smartio trace: {html.escape(source)}</title>
 <style>body{{font-family:sans-serif;max-width:1150px;margin:1em auto}} table{{border-collapse:collapse;margin:.5em 0}}
@@ -165,7 +168,7 @@ R/W ratio {mx['rw_ratio']['text']}.</p>
 (device busy {mx['time_share']['busy']:.1%}).</p>
 {files_html}
 <h2>Processes</h2><table><tr><th>pid</th><th>command</th><th>reads</th><th>writes</th><th>KiB</th></tr>{procs}</table>
-<h2>Plots</h2>{''.join(p for p in plots if p)}
+<h2>Plots</h2>{''.join(p for p in figures if p)}
 </body></html>
 """
     out.write_text(doc)
