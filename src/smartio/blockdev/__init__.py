@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -60,59 +62,142 @@ class Backing:
     source: str
 
 
-def backing_of(path: str) -> Backing:
-    """The mount holding `path`, and its block device if it has one (tmpfs and overlay have none)."""
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    """One line of /proc/self/mountinfo."""
+
+    point: str
+    fstype: str
+    source: str
+    options: tuple[str, ...]     # the superblock's options, e.g. ("rw", "lowerdir=/a:/b", "upperdir=/c", ...)
+
+
+def _unescape(field: str) -> str:
+    # mountinfo writes space, tab, newline, backslash (and overlayfs also ',' and ':') as \ooo.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_of(path: str) -> Mount | None:
+    """The mount that holds `path` (the last one mounted on the longest matching mount point)."""
     real = os.path.realpath(path)
-    best: tuple[int, str, str, str] | None = None
+    best: Mount | None = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
             left, _, right = line.partition(" - ")
-            fields = left.split()
-            mnt = fields[4].replace("\\040", " ")
-            if real == mnt or real.startswith(mnt.rstrip("/") + "/"):
-                if best is None or len(mnt) >= best[0]:
-                    fstype, source = right.split()[:2]
-                    best = (len(mnt), fields[2], fstype, source)
-    dev = device_from_devnum(os.stat(real).st_dev)
-    if best is None:
+            point = _unescape(left.split()[4])
+            if real == point or real.startswith(point.rstrip("/") + "/"):
+                if best is None or len(point) >= len(best.point):
+                    fstype, source, *opts = right.split()
+                    best = Mount(point, fstype, _unescape(source), tuple(opts[0].split(",")) if opts else ())
+    return best
+
+
+def backing_of(path: str) -> Backing:
+    """The mount holding `path`, and its block device if it has one (tmpfs and overlay have none)."""
+    mount = mount_of(path)
+    dev = device_from_devnum(os.stat(os.path.realpath(path)).st_dev)
+    if mount is None:
         return Backing(dev, "unknown", "unknown")
-    return Backing(dev, best[2], best[3])
+    return Backing(dev, mount.fstype, mount.source)
 
 
-def write_hazards(dev: Device) -> list[str]:
-    """Why writing to this device could destroy data; empty if it looks blank and unused."""
-    hazards = []
-    mm_all = {dev.major_minor}
+# statfs(2) f_type of the filesystems that keep their files in RAM (linux/magic.h); devtmpfs reports tmpfs's.
+MEMORY_FS_MAGIC = {0x01021994: "tmpfs", 0x858458F6: "ramfs"}
+OVERLAYFS_MAGIC = 0x794C7630
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def fs_magic(path: str) -> int:
+    """The f_type that statfs(2) reports for the filesystem holding `path`."""
+    buf = ctypes.create_string_buffer(256)      # struct statfs is 120 bytes on 64-bit Linux; f_type comes first
+    if _libc.statfs(os.fsencode(path), buf) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def memory_backed(path: str, _depth: int = 0) -> str | None:
+    """What keeps `path`'s files in memory ("tmpfs", "overlay with upperdir X on tmpfs"), or None.
+
+    Decided by the filesystem's type, not by whether it refuses O_DIRECT: tmpfs accepts O_DIRECT since Linux 6.6.
+    An overlay is memory-backed when any of its layers is (its upper layer takes the writes, its lower layers
+    serve the files that were there); layers this process cannot see (another mount namespace) are not judged.
+    """
+    magic = fs_magic(path)
+    if magic in MEMORY_FS_MAGIC:
+        return MEMORY_FS_MAGIC[magic]
+    if magic != OVERLAYFS_MAGIC or _depth > 8:
+        return None
+    mount = mount_of(path)
+    for opt in mount.options if mount else ():
+        key, _, value = opt.partition("=")
+        if key not in ("upperdir", "lowerdir", "lowerdir+", "datadir+"):
+            continue
+        for layer in filter(None, re.split(r"(?<!\\):+", value) if key == "lowerdir" else [value]):
+            layer = _unescape(layer.replace("\\:", ":"))
+            if os.path.exists(layer):
+                under = memory_backed(layer, _depth + 1)
+                if under:
+                    return f"overlay with {key.rstrip('+')} {layer} on {under}"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Hazards:
+    """Why writing to a block device could do harm.
+
+    in_use: the system uses it now (mounted, swap, held by another device such as dm or md); never written, not even
+    with --destroy-data, since raw writes under a live filesystem or swap corrupt memory and files at once.
+    data: it holds data that the writes would destroy (partitions, a partition table, a filesystem or other
+    signature); written only with --destroy-data.
+    """
+
+    in_use: tuple[str, ...]
+    data: tuple[str, ...]
+
+
+def write_hazards(dev: Device) -> Hazards:
+    """What stands against writing to this device; both empty if it looks blank and unused."""
+    in_use: list[str] = []
+    data: list[str] = []
     base = SYS / "class" / "block" / dev.name
-    parts = [p.name for p in base.iterdir() if (p / "partition").exists()] if base.exists() else []
-    for p in parts:
-        mm_all.add((base / p / "dev").read_text().strip())
+    parts = sorted(p.name for p in base.iterdir() if (p / "partition").exists()) if base.exists() else []
+    members = {dev.name: base, **{p: base / p for p in parts}}       # the device and its partitions
+    mm_all = {dev.major_minor} | {(base / p / "dev").read_text().strip() for p in parts}
+    nodes = {f"/dev/{n}" for n in members}
     if parts:
-        hazards.append(f"holds partitions ({', '.join(sorted(parts))})")
+        data.append(f"holds partitions ({', '.join(parts)})")
+    mounted = set()
     with open("/proc/self/mountinfo") as f:
-        mounted = sorted({line.split()[4] for line in f if line.split()[2] in mm_all})
+        for line in f:
+            left, _, right = line.partition(" - ")
+            source = right.split()[1:2]
+            # By device number, or by source for filesystems whose st_dev is not the device's (btrfs).
+            if left.split()[2] in mm_all or (source and _unescape(source[0]) in nodes):
+                mounted.add(_unescape(left.split()[4]))
     if mounted:
-        hazards.append(f"is mounted at {', '.join(mounted)}")
+        in_use.append(f"is mounted at {', '.join(sorted(mounted))}")
     with open("/proc/swaps") as f:
-        swaps = [line.split()[0] for line in list(f)[1:]]
-    if any(os.path.realpath(s) == os.path.realpath(dev.path) for s in swaps):
-        hazards.append("is in use as swap")
-    holders = base / "holders"
-    if holders.exists() and any(holders.iterdir()):
-        hazards.append(f"is held by {', '.join(p.name for p in holders.iterdir())}")
+        swaps = {os.path.realpath(line.split()[0]) for line in list(f)[1:] if line.strip()}
+    swapping = sorted(n for n in members if os.path.realpath(f"/dev/{n}") in swaps)
+    if swapping:
+        in_use.append("is in use as swap" + (f" ({', '.join(swapping)})" if swapping != [dev.name] else ""))
+    holders = sorted({h.name for d in members.values() if (d / "holders").is_dir() for h in (d / "holders").iterdir()})
+    if holders:
+        in_use.append(f"is held by {', '.join(holders)}")
     try:
         out = subprocess.run(["blkid", "-p", "-o", "export", dev.path], capture_output=True, text=True,
                              timeout=30)
         info = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
         if "PTTYPE" in info:
-            hazards.append(f"holds a {info['PTTYPE']} partition table")
+            data.append(f"holds a {info['PTTYPE']} partition table")
         if "TYPE" in info:
-            hazards.append(f"holds a {info['TYPE']} signature")
+            data.append(f"holds a {info['TYPE']} signature")
         if out.returncode not in (0, 2) and not info:   # 2: nothing found
-            hazards.append(f"could not be probed (blkid: {out.stderr.strip() or out.returncode})")
+            data.append(f"could not be probed (blkid: {out.stderr.strip() or out.returncode})")
     except FileNotFoundError:
-        hazards.append("could not be probed: blkid (util-linux) is not installed")
-    return hazards
+        data.append("could not be probed: blkid (util-linux) is not installed")
+    return Hazards(tuple(in_use), tuple(data))
 
 
 def is_root() -> bool:

@@ -42,8 +42,15 @@ def check(experiment: str, target_path: str | None, settings: Settings, destroy_
             raise UsageError("--read-only", experiment, f"this experiment writes; only "
                              f"{', '.join(READ_ONLY_CAPABLE)} (or all) can run read-only")
     target = open_target(target_path, writes=not settings.read_only, destroy_data=destroy_data)
-    target.check_space(sum(REGISTRY[n].space_needed(settings) for n in names))
+    target.check_space(slot_sizes(names, settings))
     return target
+
+
+def slot_sizes(names: list[str], settings: Settings) -> list[int]:
+    """The sizes of the target slots these experiments take, in the order they take them. Every slot of an
+    experiment holds `size_for(name)` bytes, and `space_needed` is their sum."""
+    return [size for n in names
+            for size in [settings.size_for(n)] * (REGISTRY[n].space_needed(settings) // settings.size_for(n))]
 
 
 def run_bench(experiment: str, target: Target, settings: Settings, engine: Engine, *, scheduler: str | None,
