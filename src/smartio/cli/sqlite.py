@@ -1,0 +1,64 @@
+"""`smartio sqlite`: parse, then hand over to smartio.sqlite."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from smartio.errors import UsageError
+from smartio.experiments.runner import command_line
+from smartio.results import Store
+from smartio.sqlite.settings import OPTIONS, Settings
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sqlite", help="SQLite transactions/s and latency per journal mode and sync call; "
+                                      "--trace: block writes per transaction by file",
+                       description="Mobibench's SQLite workload (seed 002) on the system's SQLite: one statement "
+                                   "per transaction, timed; the database lives in a scratch directory inside "
+                                   "--target, removed afterwards (also on Ctrl-C).",
+                       epilog="Exit codes: 0 ok, 1 run failed, 2 bad input, 3 needs root (--trace), "
+                              "130 interrupted.")
+    p.add_argument("--target", metavar="DIR", help="directory on the filesystem to measure (required)")
+    for opt in OPTIONS:
+        kw: dict[str, Any] = {"default": opt.default,
+                              "help": f"{opt.help}{f' [{opt.unit}]' if opt.unit else ''} (default {opt.default})"
+                              .replace("%", "%%")}
+        if opt.kind == "int":
+            kw["type"] = int
+            kw["metavar"] = "N"
+        if opt.choices:
+            kw["choices"] = opt.choices
+        p.add_argument(opt.flag, **kw)
+    p.add_argument("--trace", action="store_true",
+                   help="record the block layer (root) and split each transaction's writes by file: database, "
+                        "rollback journal, WAL, filesystem journal, other metadata")
+    p.add_argument("--trace-file", type=Path, metavar="FILE",
+                   help="with --trace: keep the recording (smartio trace format) and FILE.sqlite.json beside it")
+    p.add_argument("--json", metavar="FILE", help="write the result document as JSON")
+    p.add_argument("--db", metavar="FILE", help="results database (default $SMARTIO_DB or "
+                                                 "~/.local/share/smartio/results.db)")
+    p.set_defaults(func=sqlite)
+
+
+def sqlite(a: argparse.Namespace) -> int:
+    from smartio.sqlite.report import render
+    from smartio.sqlite.run import run_sqlite
+
+    settings = Settings.from_args(a)
+    if a.json and not Path(a.json).resolve().parent.is_dir():
+        raise UsageError("--json", a.json, "its directory does not exist")
+    store = Store(a.db)                      # a bad --db fails before anything runs
+    doc = run_sqlite(settings, a.target, trace=a.trace, trace_file=a.trace_file, command=command_line())
+    doc["id"] = store.add(doc)
+    store.close()
+    if a.json:
+        try:
+            Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
+        except OSError as e:
+            raise UsageError("--json", a.json, f"cannot write: {e.strerror}")
+    print(render(doc))
+    print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
+    return 0

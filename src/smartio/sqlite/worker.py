@@ -1,0 +1,123 @@
+"""The child process of `smartio sqlite`: one repeat of the workload on one fresh database, timed per transaction.
+
+    python -m smartio.sqlite.worker SPEC_JSON OUT_JSON
+
+It runs in its own process so that the LD_PRELOAD shim (shim.py) sits under the system's SQLite from the start.
+Each statement is its own transaction (autocommit, as Mobibench runs them): the time of a transaction is the
+time of `execute()`, which returns after the commit, i.e. after SQLite's syncs. Times are CLOCK_MONOTONIC ns,
+the clock of smartio's block traces, so the parent can cut a trace into transactions.
+
+Mobibench's table: tblMyList(id INTEGER PRIMARY KEY AUTOINCREMENT, Value TEXT, creation_time TEXT). Update and
+delete first insert `transactions` rows in one transaction (untimed), then touch one row per transaction.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import sqlite3
+import string
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = ("CREATE TABLE tblMyList (id INTEGER PRIMARY KEY AUTOINCREMENT, Value TEXT NOT NULL, "
+          "creation_time TEXT NOT NULL)")
+_ALPHABET = (string.ascii_letters + string.digits).encode()
+
+
+def _value(rng: random.Random, n: int) -> str:
+    return bytes(rng.choices(_ALPHABET, k=n)).decode()
+
+
+def _extents(path: str) -> list[list[int]]:
+    """FIEMAP of a file still open in SQLite (the WAL goes when the connection closes); [] if it is gone."""
+    from smartio.trace.files import fiemap
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return []
+    try:
+        return [list(e) for e in fiemap(fd)]
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+
+
+def _reset_sync_counts() -> None:
+    """Zero the shim's counters (when it is preloaded), so they count the timed transactions only."""
+    reset = getattr(ctypes.CDLL(None), "smartio_sync_reset", None)
+    if reset is not None:
+        reset()
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    db_path = spec["db"]
+    n, size, op = int(spec["transactions"]), int(spec["record_bytes"]), spec["op"]
+    rng = random.Random(spec.get("seed", 1))
+    db = sqlite3.connect(db_path, isolation_level=None)    # autocommit: every statement is its own transaction
+    try:
+        mode = db.execute(f"PRAGMA journal_mode={spec['journal']}").fetchone()[0]
+        db.execute(f"PRAGMA synchronous={spec['sync']}")
+        sync = db.execute("PRAGMA synchronous").fetchone()[0]
+        db.execute(SCHEMA)
+        setup_start = time.monotonic_ns()
+        if op in ("update", "delete"):
+            db.execute("BEGIN")
+            db.executemany("INSERT INTO tblMyList (Value, creation_time) VALUES (?, datetime('now'))",
+                           ((_value(rng, size),) for _ in range(n)))
+            db.execute("COMMIT")
+        if mode == "wal":
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")     # every repeat starts from an empty WAL
+        setup_end = time.monotonic_ns()
+        _reset_sync_counts()
+        ids = list(range(1, n + 1))
+        rng.shuffle(ids)
+        values = [_value(rng, size) for _ in range(n)] if op != "delete" else []
+        starts, ends = [0] * n, [0] * n
+        clock = time.monotonic_ns
+        if op == "insert":
+            sql = "INSERT INTO tblMyList (Value, creation_time) VALUES (?, datetime('now'))"
+            args = [(v,) for v in values]
+        elif op == "update":
+            sql = "UPDATE tblMyList SET Value = ? WHERE id = ?"
+            args = list(zip(values, ids))
+        else:
+            sql = "DELETE FROM tblMyList WHERE id = ?"
+            args = [(i,) for i in ids]
+        for i in range(n):
+            starts[i] = clock()
+            db.execute(sql, args[i])
+            ends[i] = clock()
+        files = {p: _extents(p) for p in (db_path, db_path + "-wal", db_path + "-journal") if os.path.exists(p)}
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        rows = db.execute("SELECT count(*) FROM tblMyList").fetchone()[0]
+    finally:
+        db.close()
+    return {"sqlite_version": sqlite3.sqlite_version, "journal_mode": mode, "synchronous": sync,
+            "page_size": page_size, "rows_after": rows, "setup_ns": [setup_start, setup_end],
+            "starts_ns": starts, "ends_ns": ends, "final_extents": files}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m smartio.sqlite.worker SPEC_JSON OUT_JSON", file=sys.stderr)
+        return 2
+    out = run(json.loads(argv[0]))
+    Path(argv[1]).write_text(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except sqlite3.Error as e:
+        print(f"smartio sqlite worker: SQLite error: {e}", file=sys.stderr)
+        sys.exit(1)
