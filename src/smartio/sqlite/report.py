@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from smartio.report.tables import _grid, _pm
+from smartio.report.tables import grid, pm
 from smartio.sqlite.attribute import CLASSES, LABELS
 
 # Seed 002, Figure 4 and section 4.3: one 100-byte insert on ext4 (ordered) on a Galaxy S3, SQLite 3.7.5.
@@ -32,38 +32,38 @@ def _title(doc: dict[str, Any]) -> str:
 
 def summary(doc: dict[str, Any]) -> str:
     r = doc["results"]
-    rows = [["transactions/s", _pm(r["tx_per_s"], "{:.1f}")],
-            ["latency mean (ms)", _pm(r["latency_ms"]["mean"], "{:.3f}")],
-            ["latency p99 (ms)", _pm(r["latency_ms"]["p99"], "{:.3f}")],
-            ["latency max (ms)", _pm(r["latency_ms"]["max"], "{:.3f}")]]
+    rows = [["transactions/s", pm(r["tx_per_s"], "{:.1f}")],
+            ["latency mean (ms)", pm(r["latency_ms"]["mean"], "{:.3f}")],
+            ["latency p99 (ms)", pm(r["latency_ms"]["p99"], "{:.3f}")],
+            ["latency max (ms)", pm(r["latency_ms"]["max"], "{:.3f}")]]
     per = r["sync_calls"].get("per_transaction")
     if per:
         for k in ("fsync", "fdatasync"):
             if per[k]["mean"]:
-                rows.append([f"{k}() asked per tx", _pm(per[k], "{:.2f}")])
+                rows.append([f"{k}() asked per tx", pm(per[k], "{:.2f}")])
         for k in ("issued_fsync", "issued_fdatasync"):
             if per[k]["mean"]:
-                rows.append([f"{k.split('_')[1]}() issued per tx", _pm(per[k], "{:.2f}")])
-    return "\n".join([_title(doc), "", _grid(["metric", "value"], rows)])
+                rows.append([f"{k.split('_')[1]}() issued per tx", pm(per[k], "{:.2f}")])
+    return "\n".join([_title(doc), "", grid(["metric", "value"], rows)])
 
 
 def figure4(doc: dict[str, Any]) -> str:
     t = doc["results"]["trace"]
     journal = doc["settings"]["journal"]
     paper = PAPER_FIG4.get(journal, {})
-    rows = [[LABELS[c], _pm(t["classes"][c]["writes"], "{:.2f}"), _pm(t["classes"][c]["kib"], "{:.1f}")]
+    rows = [[LABELS[c], pm(t["classes"][c]["writes"], "{:.2f}"), pm(t["classes"][c]["kib"], "{:.1f}")]
             for c in CLASSES]
-    rows.append(["all block writes", _pm(t["writes"], "{:.2f}"), _pm(t["kib"], "{:.1f}")])
-    rows.append(["flushes", _pm(t["flushes"], "{:.2f}"), ""])
-    rows.append(["FUA writes", _pm(t["fua_writes"], "{:.2f}"), ""])
-    rows.append(["reads", _pm(t["reads"], "{:.2f}"), ""])
-    rows.append(["sync calls", _pm(t["syncs"], "{:.2f}"), ""])
+    rows.append(["all block writes", pm(t["writes"], "{:.2f}"), pm(t["kib"], "{:.1f}")])
+    rows.append(["flushes", pm(t["flushes"], "{:.2f}"), ""])
+    rows.append(["FUA writes", pm(t["fua_writes"], "{:.2f}"), ""])
+    rows.append(["reads", pm(t["reads"], "{:.2f}"), ""])
+    rows.append(["sync calls", pm(t["syncs"], "{:.2f}"), ""])
     first = t.get("first_fs_journal_kib")
     lines = [f"Block I/O per transaction by what it hits (Figure 4 as a table): {t['transactions']} transactions "
              f"(the first of each repeat left out), mean ± 95 % CI over them; fs journal: {t['fs_journal']}",
-             "", _grid(["what", "writes/tx", "KiB/tx"], rows), "",
+             "", grid(["what", "writes/tx", "KiB/tx"], rows), "",
              "  first fs-journal write of a transaction: "
-             + (_pm(first, "{:.1f}") + " KiB" if first else "none"),
+             + (pm(first, "{:.1f}") + " KiB" if first else "none"),
              f"  paper (ext4 ordered, Galaxy S3, SQLite 3.7.5, {journal.upper()}): "
              + ", ".join(x for x in (
                  f"{paper['writes']} block I/Os" if paper.get("writes") else "block I/Os not given in the text",
