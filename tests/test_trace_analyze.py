@@ -44,9 +44,19 @@ def test_counts_and_bytes_match_blkparse(mode):
     assert mx["event_counts"]["Q"] == want["reads_queued"] + want["writes_queued"]
 
 
+def _btt_view(t: Trace) -> Trace:
+    """The trace without the final completions of flush sequences (0 bytes, no flush flag): btt measures a
+    preflush or FUA write to its data completion, we to its final completion; without those, ours stops at the
+    data completion too."""
+    e = t.events
+    final = ((e["action"] & 0xFFFF) == ev.COMPLETE) & (e["bytes"] == 0) & \
+        ((e["action"] >> ev.TC_SHIFT & ev.TC_FLUSH) == 0)
+    return Trace(e[~final], t.comms, t.meta)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_latencies_match_btt(mode):
-    t = read_trace(DATA / f"sqlite-{mode}")
+    t = _btt_view(read_trace(DATA / f"sqlite-{mode}"))
     want = json.loads((DATA / f"sqlite-{mode}.expected.json").read_text())["btt"]
     mx = analyze(t)
     r, w = mx["read"]["q2c_ms"], mx["write"]["q2c_ms"]
@@ -231,3 +241,133 @@ def test_fiemap_maps_a_file_to_its_sectors(tmp_path):
     first = att.start[0]
     assert att.lookup(np.array([first, first + 1, 0], dtype=np.uint64)).tolist()[:2] == [0, 0]
     assert att.types == ["database"]
+
+
+# --- issue 15 items 10 and 11: pairing without G events, partial completions, flushes, FUA ----------------------
+
+def _trace(rows) -> Trace:
+    return Trace(np.array(rows, dtype=EVENT_DTYPE), {100: "app", 44: "kworker"}, {"clock": "relative"})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_issue15_without_getrq_events_bios_still_pair(mode):
+    # btt pairs bios with requests by their sectors; without the G events the same Q2C and submitters come out.
+    t = read_trace(DATA / f"sqlite-{mode}")
+    e = t.events
+    no_g = Trace(e[(e["action"] & 0xFFFF) != ev.GETRQ], t.comms, t.meta)
+    full, bare = match(e), match(no_g.events)
+    np.testing.assert_array_equal(bare.bios.q2c, full.bios.q2c)
+    assert (bare.bios.q2c[bare.bios.nbytes > 0] >= 0).all()
+    np.testing.assert_array_equal(bare.reqs.pid, full.reqs.pid)
+    np.testing.assert_array_equal(bare.reqs.nbios, full.reqs.nbios)
+    assert analyze(no_g)["processes"] == analyze(t)["processes"]
+
+
+def test_issue15_without_getrq_merged_bios_pair_by_sector_range():
+    Q, M, F, I, D, C = ev.QUEUE, ev.BACKMERGE, ev.FRONTMERGE, ev.INSERT, ev.ISSUE, ev.COMPLETE
+    t = _trace([
+        # three 4 KiB writes of pid 100 end up in one 12 KiB request, issued by a worker: a back merge, a front
+        # merge (both seen with M/F but no request to merge into, as in a trace without G), and no merge event
+        _ev(0, Q, 1008, 4096, "W"), _ev(10, Q, 1016, 4096, "W"), _ev(20, M, 1016, 4096, "W"),
+        _ev(30, Q, 1000, 4096, "W"), _ev(40, F, 1000, 4096, "W"),
+        _ev(1_000, I, 1000, 12288, "W", pid=44), _ev(2_000, D, 1000, 12288, "W", pid=44),
+        _ev(10_000, C, 1000, 12288, "W", pid=0),
+    ])
+    m = match(t.events)
+    assert m.bios.q2c.tolist() == [10_000, 9_990, 9_970]
+    assert m.reqs.nbios.tolist() == [3] and m.reqs.pid.tolist() == [100]
+
+
+def test_issue15_partial_completions_count_one_request():
+    Q, G, D, C = ev.QUEUE, ev.GETRQ, ev.ISSUE, ev.COMPLETE
+    t = _trace([
+        _ev(0, Q, 1000, 16384, "W"), _ev(100, G, 1000, 16384, "W"), _ev(1_000, D, 1000, 16384, "W"),
+        # the driver completes it in two parts: 8 KiB, then the rest (blk_update_request advances the sector)
+        _ev(5_000, C, 1000, 8192, "W", pid=0), _ev(9_000, C, 1016, 8192, "W", pid=0),
+    ])
+    mx = analyze(t)
+    assert mx["write"]["requests"] == 1 and mx["write"]["bytes"] == 16384
+    assert mx["write"]["d2c_ms"]["max"] == pytest.approx(0.008) and mx["write"]["q2c_ms"]["max"] == pytest.approx(0.009)
+    assert mx["unmatched"] == {"bios_without_completion": 0, "completions_without_issue": 0}
+    assert mx["write"]["locality"]["blocks"] == 4 and mx["write"]["locality"]["max_accesses"] == 1
+
+
+def test_issue15_two_flushes_in_flight_are_not_mixed_up():
+    Q, G, D, C = ev.QUEUE, ev.GETRQ, ev.ISSUE, ev.COMPLETE
+    nosect = 2**64 - 1
+    t = _trace([
+        _ev(0, Q, 0, 0, "FWS"), _ev(10, G, 0, 0, "FWS"), _ev(20, Q, 0, 0, "FWS", pid=101),
+        _ev(30, G, 0, 0, "FWS", pid=101),
+        _ev(1_000, D, 0, 0, "FN", pid=44), _ev(2_000, D, 0, 0, "FN", pid=44),
+        _ev(11_000, C, nosect, 0, "FN", pid=0), _ev(22_000, C, nosect, 0, "FN", pid=0),
+    ])
+    m = match(t.events)
+    assert m.bios.q2c.tolist() == [11_000, 21_980]               # each flush bio to its own completion
+    assert (m.reqs.time - m.reqs.issue).tolist() == [10_000, 20_000]   # first issued, first completed
+    assert m.reqs.pid.tolist() == [100, 101]
+    mx = analyze(t)
+    assert mx["flush"]["requests"] == 2
+    assert mx["unmatched"] == {"bios_without_completion": 0, "completions_without_issue": 0}
+    # Two flushes the kernel made (no bios): the same.
+    bare = match(_trace([_ev(1_000, D, 0, 0, "FN", pid=44), _ev(2_000, D, 0, 0, "FN", pid=44),
+                         _ev(11_000, C, nosect, 0, "FN", pid=0), _ev(12_500, C, nosect, 0, "FN", pid=0)]).events)
+    assert (bare.reqs.time - bare.reqs.issue).tolist() == [10_000, 10_500]
+
+
+def _fua_write(final: bool):
+    """A journal commit block as ext4 writes it on a device without FUA (recorded in sqlite-wal): preflush,
+    the data, a post-flush, then the request's final completion (0 bytes at its sector)."""
+    Q, G, I, D, C = ev.QUEUE, ev.GETRQ, ev.INSERT, ev.ISSUE, ev.COMPLETE
+    nosect = 2**64 - 1
+    rows = [
+        _ev(0, Q, 32790, 1024, "FWFSM"), _ev(400, G, 32790, 1024, "FWFSM"),
+        _ev(4_000, D, 0, 0, "FNF", pid=44), _ev(327_000, C, nosect, 0, "FNF", pid=0),
+        _ev(329_000, I, 32790, 1024, "WSM", pid=44), _ev(330_000, D, 32790, 1024, "WSM", pid=44),
+        _ev(333_000, C, 32790, 1024, "WSM", pid=0),
+        _ev(335_000, D, 0, 0, "FNF", pid=44), _ev(419_000, C, nosect, 0, "FNF", pid=0),
+    ]
+    if final:
+        rows.append(_ev(420_000, C, 32790, 0, "WSM", pid=0))
+    rows.append(_ev(500_000, ev.QUEUE, 8, 4096, "R"))   # later I/O: the trace goes on
+    return _trace(rows)
+
+
+def test_issue15_fua_write_is_measured_to_its_final_completion():
+    mx = analyze(_fua_write(final=True))
+    wr = mx["write"]
+    assert wr["requests"] == 1 and wr["bytes"] == 1024 and wr["sync"] == 1
+    assert wr["q2c_ms"]["max"] == pytest.approx(0.420)   # to the final completion, after the post-flush
+    assert wr["d2c_ms"]["max"] == pytest.approx(0.090)   # from the data's issue
+    assert mx["flush"]["requests"] == 2
+    # the final completion is this write's, not a stray completion of its own
+    assert mx["unmatched"]["completions_without_issue"] == 0
+    m = match(_fua_write(final=True).events)
+    assert (m.reqs.kind == 4).sum() == 0                 # no OTHER request
+    # Where the kernel sends no final completion (a device with FUA, no preflush), the data completion ends it.
+    early = analyze(_fua_write(final=False))["write"]
+    assert early["requests"] == 1 and early["q2c_ms"]["max"] == pytest.approx(0.333)
+
+
+def test_issue15_time_shares_stay_unions_when_completions_are_deferred():
+    # A FUA write deferred to its final completion and one that never gets one (emitted at the end, out of
+    # order) leave the request columns sorted by completion time, as the sweeps need.
+    t = _fua_write(final=False)
+    m = match(t.events)
+    assert np.all(np.diff(m.reqs.time) >= 0)
+    issued = m.reqs.issue >= 0
+    assert m.busy_ns == _union_ns(m.reqs.issue[issued], m.reqs.time[issued])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_issue15_recorded_flush_sequences_end_at_their_final_completions(mode):
+    # ext4 on a loop device (no FUA): every journal commit and fsync flush ends with a final completion of 0
+    # bytes; each lengthens exactly one bio's Q2C past btt's, and none is left over as a request of its own.
+    t = read_trace(DATA / f"sqlite-{mode}")
+    e = t.events
+    finals = int((((e["action"] & 0xFFFF) == ev.COMPLETE) & (e["bytes"] == 0)
+                  & ((e["action"] >> ev.TC_SHIFT & ev.TC_FLUSH) == 0)).sum())
+    ours, btt = match(e), match(_btt_view(t).events)
+    assert finals > 0 and int((ours.bios.q2c > btt.bios.q2c).sum()) == finals
+    assert (ours.bios.q2c >= btt.bios.q2c).all()
+    assert int((ours.reqs.kind == 4).sum()) == 0     # OTHER
+    assert analyze(t)["unmatched"] == {"bios_without_completion": 0, "completions_without_issue": 0}

@@ -393,13 +393,34 @@ static int64_t sweep_total(const struct sweep *w)
 
 /* ---- 2. matching bios to requests ----------------------------------------------------------- */
 
-/* A request being followed; its bios form a singly linked list through next_bio[]. */
+/*
+ * A request being followed; its bios form a singly linked list through next_bio[].
+ *
+ * How bios find their request, as btt does it: a G (get request) takes the bio queued at its sector; back and
+ * front merges (M, F) add the bio at the request's end or start. A trace without G events (tracefs text with
+ * only block_bio_queue, block_rq_insert, block_rq_issue and block_rq_complete) creates the request at its I or
+ * D instead and gathers the bios queued in its sector range, in order from its start (gather()).
+ *
+ * Zero-size requests (flushes) have no sector to key them by: they are followed first in, first out per device
+ * (the kernel keeps one flush in flight per hardware queue), so two flushes in flight are never mixed up.
+ *
+ * A request completes at its last C: partial completions (several C, each for a part, the sector advancing)
+ * count once. A write with a preflush, or with FUA on a device without FUA, goes through the kernel's flush
+ * sequence (block/blk-flush.c): its data completes (a C with its bytes), a post-flush may follow, and only then
+ * does the request end, with a final C of 0 bytes at its sector. Such a write is measured to that final
+ * completion (Q2C and D2C), which is when its submitter's I/O is done; btt stops at the data completion.
+ */
 struct req {
-	uint64_t start, end;
+	uint64_t start, end;		/* sectors; after the D, end is the end of what was issued */
+	uint64_t key;			/* zero-size: its sector as traced (to find its final completion) */
 	int64_t first_bio, last_bio;	/* indices into bios[], -1 if none */
 	int64_t issue;			/* event index of the last D, -1 if none */
+	int64_t done;			/* bytes of its partial completions so far */
+	int64_t park_time, park_bytes;	/* data completed, waiting for the final completion */
+	uint32_t qtc;			/* categories it was queued with (from its G or first bio) */
+	uint32_t park_tc;
 	int32_t nbios;
-	int32_t open;		/* still accepts merges (not yet issued) */
+	int32_t open;			/* still accepts merges (not yet issued) */
 };
 
 /* The bios, one per Q in order, as columns (numpy arrays on the Python side). */
@@ -410,7 +431,7 @@ struct bio_cols {
 	uint8_t *kind;
 };
 
-/* The completed requests, one per C in order, as columns. */
+/* The completed requests, one per request in order of completion, as columns. */
 struct req_cols {
 	int64_t *time;
 	int64_t *issue;		/* time of the matching D, -1 if not seen */
@@ -504,37 +525,303 @@ static void pool_put(struct req_pool *p, int64_t i)
 	p->free[p->nfree++] = i;
 }
 
+/* A queue of (device, value), taken first in, first out per device; few entries (flushes in flight). */
+struct fifo {
+	uint32_t *dev;
+	int64_t *val;		/* -1: taken */
+	uint64_t *aux;		/* carried with the value (a bio's sector) */
+	int64_t head, n, cap;
+};
+
+static int fifo_push(struct fifo *f, uint32_t dev, int64_t val, uint64_t aux)
+{
+	if (f->n == f->cap) {
+		if (f->head) {	/* room at the front: close the gap */
+			memmove(f->dev, f->dev + f->head, (f->n - f->head) * sizeof(*f->dev));
+			memmove(f->val, f->val + f->head, (f->n - f->head) * sizeof(*f->val));
+			memmove(f->aux, f->aux + f->head, (f->n - f->head) * sizeof(*f->aux));
+			f->n -= f->head;
+			f->head = 0;
+		} else {
+			int64_t cap = f->cap ? 2 * f->cap : 64;
+			uint32_t *d = realloc(f->dev, cap * sizeof(*d));
+			int64_t *v = d ? realloc(f->val, cap * sizeof(*v)) : NULL;
+			uint64_t *a = v ? realloc(f->aux, cap * sizeof(*a)) : NULL;
+
+			if (d)
+				f->dev = d;
+			if (v)
+				f->val = v;
+			if (!a)
+				return -1;
+			f->aux = a;
+			f->cap = cap;
+		}
+	}
+	f->dev[f->n] = dev;
+	f->aux[f->n] = aux;
+	f->val[f->n++] = val;
+	return 0;
+}
+
+/* The oldest value of dev, taken out (its aux in *aux, if asked); -1 if none. */
+static int64_t fifo_pop(struct fifo *f, uint32_t dev, uint64_t *aux)
+{
+	int64_t i, v;
+
+	for (i = f->head; i < f->n; i++)
+		if (f->val[i] >= 0 && f->dev[i] == dev)
+			break;
+	if (i == f->n)
+		return -1;
+	v = f->val[i];
+	if (aux)
+		*aux = f->aux[i];
+	f->val[i] = -1;
+	while (f->head < f->n && f->val[f->head] < 0)
+		f->head++;
+	if (f->head == f->n)
+		f->head = f->n = 0;
+	return v;
+}
+
+static void fifo_free(struct fifo *f)
+{
+	free(f->dev);
+	free(f->val);
+	free(f->aux);
+}
+
+/* Everything sio_match keeps while it goes through the events. */
+struct matcher {
+	const struct rec *ev;
+	const struct bio_cols *bio;
+	const struct req_cols *out;
+	struct req_pool pool;
+	struct map pending;	/* (dev, sector) -> bio queued and not yet in a request */
+	struct map by_start, by_end;	/* (dev, sector) -> request starting / ending there */
+	struct map parked;	/* (dev, sector of its last C) -> request waiting for its final completion */
+	struct fifo zbios;	/* zero-size bios not yet in a request */
+	struct fifo zopen;	/* zero-size requests not yet issued */
+	struct fifo zissued;	/* zero-size requests issued, not completed */
+	int64_t *next_bio, *first_bio;	/* per bio: the next of its request; per completed request: its first */
+	int64_t nc;		/* completed requests so far */
+	int64_t last_time;	/* completion time of the last one */
+	int unsorted;		/* a completion was recorded out of time order */
+};
+
+static void add_bio(struct matcher *m, struct req *r, int64_t q)
+{
+	if (r->last_bio >= 0)
+		m->next_bio[r->last_bio] = q;
+	else
+		r->first_bio = q;
+	r->last_bio = q;
+	m->next_bio[q] = -1;
+	if (!r->nbios++)
+		r->qtc = m->bio->tc[q];
+}
+
+/*
+ * Request r of dev covers [from, to) too: take the bios queued there, and open requests starting there (a
+ * request merge not traced), in order of their sectors, as far as they follow on one another. Returns -1 when
+ * out of memory, else 0.
+ */
+static int gather(struct matcher *m, int64_t r, uint32_t dev, uint64_t from, uint64_t to)
+{
+	struct req *reqs = m->pool.r;
+	uint64_t cur = from;
+	int64_t q, r2;
+
+	while (cur < to) {
+		q = map_pop(&m->pending, dev, cur);
+		if (q >= 0) {
+			add_bio(m, &reqs[r], q);
+			if (!m->bio->bytes[q])
+				break;
+			cur += m->bio->bytes[q] / 512;
+			continue;
+		}
+		r2 = map_get(&m->by_start, dev, cur);
+		if (r2 < 0 || r2 == r || !reqs[r2].open || reqs[r2].end <= cur)
+			break;
+		map_pop(&m->by_start, dev, cur);
+		map_pop(&m->by_end, dev, reqs[r2].end);
+		if (reqs[r2].first_bio >= 0) {
+			if (reqs[r].last_bio >= 0)
+				m->next_bio[reqs[r].last_bio] = reqs[r2].first_bio;
+			else
+				reqs[r].first_bio = reqs[r2].first_bio;
+			reqs[r].last_bio = reqs[r2].last_bio;
+			if (!reqs[r].nbios)
+				reqs[r].qtc = reqs[r2].qtc;
+		}
+		reqs[r].nbios += reqs[r2].nbios;
+		cur = reqs[r2].end;
+		pool_put(&m->pool, r2);
+	}
+	return 0;
+}
+
+/* A new open request of dev at [s, end) for event e, with the bios queued there (trace without G). */
+static int64_t new_request(struct matcher *m, uint32_t dev, uint64_t s, uint64_t end)
+{
+	int64_t r = pool_get(&m->pool, (struct req){ .start = s, .end = end, .first_bio = -1, .last_bio = -1,
+						      .issue = -1, .open = 1 });
+
+	if (r < 0 || map_put(&m->by_start, dev, s, r) || map_put(&m->by_end, dev, end, r) ||
+	    gather(m, r, dev, s, end))
+		return -1;
+	return r;
+}
+
+/* Whether r goes through the kernel's flush sequence, so that a final completion of 0 bytes ends it. */
+static int has_final_completion(const struct matcher *m, const struct req *r)
+{
+	uint32_t dtc = r->issue >= 0 ? m->ev[r->issue].action >> 16 : 0;
+
+	if (!r->nbios && !(r->qtc & (TC_FLUSH | TC_FUA)))
+		return 0;
+	return (r->qtc & TC_FLUSH) || ((r->qtc & TC_FUA) && r->issue >= 0 && !(dtc & TC_FUA));
+}
+
+/* Records request r (pool slot, or -1 for a completion without a request) as completed. */
+static void emit(struct matcher *m, int64_t r, int64_t time, uint64_t sector, int64_t bytes, uint32_t tc,
+		 uint32_t pid)
+{
+	const struct req_cols *out = m->out;
+	const struct bio_cols *bio = m->bio;
+	int64_t nc = m->nc++, q;
+
+	out->time[nc] = time;
+	out->issue[nc] = -1;
+	out->sector[nc] = sector;
+	out->bytes[nc] = bytes;
+	out->tc[nc] = tc;
+	out->pid[nc] = pid;
+	out->nbios[nc] = 0;
+	out->kind[nc] = kind_of(tc, (uint32_t)(bytes > 0xffffffffLL ? 0xffffffffu : bytes));
+	m->first_bio[nc] = -1;
+	if (time < m->last_time)
+		m->unsorted = 1;
+	else
+		m->last_time = time;
+	if (r < 0)
+		return;
+	{
+		struct req *rq = &m->pool.r[r];
+
+		out->nbios[nc] = rq->nbios;
+		out->pid[nc] = 0;
+		if (rq->issue >= 0) {
+			out->issue[nc] = (int64_t)m->ev[rq->issue].time;
+			out->pid[nc] = m->ev[rq->issue].pid;
+		}
+		if (rq->first_bio >= 0)
+			out->pid[nc] = bio->pid[rq->first_bio];
+		for (q = rq->first_bio; q >= 0; q = m->next_bio[q])
+			bio->q2c[q] = time - bio->time[q];
+		m->first_bio[nc] = rq->first_bio;	/* its bios, for the time shares */
+		pool_put(&m->pool, r);
+	}
+}
+
+/* Request r's data are complete at event e: it ends now, or waits for its final completion (parked). */
+static int data_done(struct matcher *m, int64_t r, const struct rec *e, uint64_t sector, int64_t bytes)
+{
+	struct req *rq = &m->pool.r[r];
+	int64_t old;
+
+	if (!has_final_completion(m, rq)) {
+		emit(m, r, (int64_t)e->time, sector, bytes, e->action >> 16, e->pid);
+		return 0;
+	}
+	rq->park_time = (int64_t)e->time;
+	rq->park_bytes = bytes;
+	rq->park_tc = e->action >> 16;
+	rq->start = sector;
+	old = map_get(&m->parked, e->device, rq->key);
+	if (old >= 0)	/* one already waiting there never got its final completion */
+		emit(m, old, m->pool.r[old].park_time, m->pool.r[old].start, m->pool.r[old].park_bytes,
+		     m->pool.r[old].park_tc, 0);
+	return map_put(&m->parked, e->device, rq->key, r);
+}
+
+static int cmp_time_index(const void *a, const void *b)
+{
+	const int64_t *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Puts the completed requests in order of completion time (stable), if a deferred one broke the order. */
+static int sort_completions(struct matcher *m)
+{
+	const struct req_cols *out = m->out;
+	int64_t nc = m->nc, i, *pairs = malloc((nc ? nc : 1) * 2 * sizeof(*pairs));
+	void *tmp = malloc((nc ? nc : 1) * 8);
+
+	if (!pairs || !tmp) {
+		free(pairs);
+		free(tmp);
+		return -1;
+	}
+	for (i = 0; i < nc; i++) {
+		pairs[2 * i] = out->time[i];
+		pairs[2 * i + 1] = i;
+	}
+	qsort(pairs, nc, 2 * sizeof(*pairs), cmp_time_index);
+#define PERMUTE(col, type) do {							\
+		type *t = tmp;							\
+		for (i = 0; i < nc; i++)					\
+			t[i] = (col)[pairs[2 * i + 1]];				\
+		memcpy((col), t, nc * sizeof(type));				\
+	} while (0)
+	PERMUTE(out->time, int64_t);
+	PERMUTE(out->issue, int64_t);
+	PERMUTE(out->sector, uint64_t);
+	PERMUTE(out->bytes, int64_t);
+	PERMUTE(out->tc, uint32_t);
+	PERMUTE(out->pid, uint32_t);
+	PERMUTE(out->nbios, int32_t);
+	PERMUTE(out->kind, uint8_t);
+	PERMUTE(m->first_bio, int64_t);
+#undef PERMUTE
+	free(pairs);
+	free(tmp);
+	return 0;
+}
+
 /*
  * ev: n records sorted by time. Fills the columns of bio (one per Q, in order) and of out (one per
- * C), all sized n by the caller, their counts in *nbio and *nreq, and *sum.
- * Returns 0; -1 when out of memory; -2 - i when event i is earlier than event i - 1.
+ * completed request, in order of completion), all sized n by the caller, their counts in *nbio and
+ * *nreq, and *sum. Returns 0; -1 when out of memory; -2 - i when event i is earlier than event i - 1.
  */
 int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64_t *nbio,
 	      const struct req_cols *out, int64_t *nreq, struct summary *sum)
 {
-	struct map pending = { 0 }, by_start = { 0 }, by_end = { 0 };
+	struct matcher m = { .ev = ev, .bio = bio, .out = out };
 	struct sweep busy = { 0 }, outstanding = { 0 }, by_class[NCLASS] = { { 0 } };
-	struct req_pool pool = { 0 };
-	struct req *reqs;	/* pool.r, which pool_get may move */
-	int64_t *next_bio = NULL, *first_bio = NULL, i, nb = 0, nc = 0, q;
+	struct req *reqs;	/* m.pool.r, which pool_get may move */
+	int64_t i, nb = 0, q, nc;
 	uint32_t last_dev = 0;
 	int rc = -1, c;
 
 	memset(sum, 0, sizeof(*sum));
-	next_bio = malloc((n ? n : 1) * sizeof(*next_bio));
-	first_bio = malloc((n ? n : 1) * sizeof(*first_bio));	/* per completed request */
-	if (!next_bio || !first_bio || map_init(&pending, 1024) || map_init(&by_start, 1024) ||
-	    map_init(&by_end, 1024))
+	m.next_bio = malloc((n ? n : 1) * sizeof(*m.next_bio));
+	m.first_bio = malloc((n ? n : 1) * sizeof(*m.first_bio));	/* per completed request */
+	if (!m.next_bio || !m.first_bio || map_init(&m.pending, 1024) || map_init(&m.by_start, 1024) ||
+	    map_init(&m.by_end, 1024) || map_init(&m.parked, 64))
 		goto out;
 
 	for (i = 0; i < n; i++) {
 		const struct rec *e = &ev[i];
-		uint32_t act = e->action & 0xffff, dev = e->device;
-		uint64_t s = e->bytes ? e->sector : NO_SECTOR;
-		uint64_t end = e->bytes ? e->sector + e->bytes / 512 : NO_SECTOR;
+		uint32_t act = e->action & 0xffff, dev = e->device, tc = e->action >> 16;
+		uint64_t s = e->sector;
+		uint64_t end = e->sector + e->bytes / 512;
 		int64_t r, r2;
 
-		reqs = pool.r;
+		reqs = m.pool.r;
 		if (i + 32 < n)	/* the events stream from memory; ask for them early */
 			__builtin_prefetch(&ev[i + 32]);
 		if (i && e->time < ev[i - 1].time) {
@@ -545,129 +832,220 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 		if (!i || dev != last_dev)
 			note_device(sum, dev);
 		last_dev = dev;
+
+		if (!e->bytes) {	/* zero-size: flushes, and the final completions of flush sequences */
+			switch (act) {
+			case A_QUEUE:
+				bio->time[nb] = (int64_t)e->time;
+				bio->q2c[nb] = -1;
+				bio->tc[nb] = tc;
+				bio->bytes[nb] = 0;
+				bio->pid[nb] = e->pid;
+				bio->kind[nb] = kind_of(tc, 0);
+				m.next_bio[nb] = -1;
+				if (fifo_push(&m.zbios, dev, nb++, s))
+					goto out;
+				break;
+			case A_GETRQ:
+				r = pool_get(&m.pool, (struct req){ .start = s, .end = s, .key = s, .first_bio = -1,
+								     .last_bio = -1, .issue = -1, .qtc = tc, .open = 1 });
+				if (r < 0)
+					goto out;
+				q = fifo_pop(&m.zbios, dev, NULL);
+				if (q >= 0)
+					add_bio(&m, &m.pool.r[r], q);
+				if (fifo_push(&m.zopen, dev, r, 0))
+					goto out;
+				break;
+			case A_ISSUE:
+				r = fifo_pop(&m.zopen, dev, NULL);
+				if (r < 0) {	/* no G: the oldest zero-size bio, if any, is its */
+					uint64_t at = s;
+
+					q = fifo_pop(&m.zbios, dev, &at);
+					r = pool_get(&m.pool, (struct req){ .start = at, .end = at, .key = at, .first_bio = -1,
+									     .last_bio = -1, .issue = -1 });
+					if (r < 0)
+						goto out;
+					if (q >= 0)
+						add_bio(&m, &m.pool.r[r], q);
+				}
+				m.pool.r[r].open = 0;
+				m.pool.r[r].issue = i;
+				if (fifo_push(&m.zissued, dev, r, 0))
+					goto out;
+				break;
+			case A_COMPLETE:
+				r = -1;
+				if (!(tc & TC_FLUSH)) {	/* the final completion of a flush sequence? */
+					r = map_pop(&m.parked, dev, s);
+					if (r >= 0) {
+						struct req *rq = &m.pool.r[r];
+
+						emit(&m, r, (int64_t)e->time, rq->start, rq->park_bytes, rq->park_tc, 0);
+						break;
+					}
+				}
+				r = fifo_pop(&m.zissued, dev, NULL);
+				if (r < 0 && !(tc & TC_FLUSH)) {	/* a flush request that was never issued here */
+					r = fifo_pop(&m.zopen, dev, NULL);
+					if (r < 0 && (q = fifo_pop(&m.zbios, dev, NULL)) >= 0) {
+						r = pool_get(&m.pool, (struct req){ .start = s, .first_bio = -1,
+										     .last_bio = -1, .issue = -1 });
+						if (r < 0)
+							goto out;
+						add_bio(&m, &m.pool.r[r], q);
+					}
+					if (r >= 0) {
+						emit(&m, r, (int64_t)e->time, s, 0, m.pool.r[r].qtc, e->pid);
+						break;
+					}
+				}
+				if (r < 0) {
+					emit(&m, -1, (int64_t)e->time, s, 0, tc, e->pid);
+					break;
+				}
+				if (data_done(&m, r, e, m.pool.r[r].start, 0))
+					goto out;
+				break;
+			default:
+				break;
+			}
+			continue;
+		}
+
 		switch (act) {
 		case A_QUEUE:
 			bio->time[nb] = (int64_t)e->time;
 			bio->q2c[nb] = -1;
-			bio->tc[nb] = e->action >> 16;
+			bio->tc[nb] = tc;
 			bio->bytes[nb] = e->bytes;
 			bio->pid[nb] = e->pid;
-			bio->kind[nb] = kind_of(e->action >> 16, e->bytes);
-			next_bio[nb] = -1;
-			if (map_put(&pending, dev, s, nb++))
+			bio->kind[nb] = kind_of(tc, e->bytes);
+			m.next_bio[nb] = -1;
+			if (map_put(&m.pending, dev, s, nb++))
 				goto out;
 			break;
 		case A_GETRQ:
 			/* A new request; a previous one still keyed here was lost (e.g. trace started late). */
-			map_pop(&by_start, dev, s);
-			q = map_pop(&pending, dev, s);
-			r = pool_get(&pool, (struct req){ s, end, q, q, -1, q >= 0, 1 });
-			if (r < 0 || map_put(&by_start, dev, s, r) ||
-			    (end != NO_SECTOR && map_put(&by_end, dev, end, r)))
+			map_pop(&m.by_start, dev, s);
+			q = map_pop(&m.pending, dev, s);
+			r = pool_get(&m.pool, (struct req){ .start = s, .end = end, .first_bio = -1, .last_bio = -1,
+							     .issue = -1, .qtc = tc, .open = 1 });
+			if (r < 0)
+				goto out;
+			if (q >= 0)
+				add_bio(&m, &m.pool.r[r], q);
+			if (map_put(&m.by_start, dev, s, r) || map_put(&m.by_end, dev, end, r))
 				goto out;
 			break;
 		case A_BACKMERGE:
-			r = map_pop(&by_end, dev, e->sector);
-			r2 = map_get(&by_start, dev, e->sector);
+			r = map_pop(&m.by_end, dev, e->sector);
+			r2 = map_get(&m.by_start, dev, e->sector);
 			if (r < 0)
-				break;
+				break;	/* no request to merge into (no G): gathered at its I or D */
 			if (r2 >= 0 && r2 != r && reqs[r2].open) {
 				/* Request merge: r2 (starting where r ends) joins r. */
-				map_pop(&by_start, dev, e->sector);
-				map_pop(&by_end, dev, reqs[r2].end);
+				map_pop(&m.by_start, dev, e->sector);
+				map_pop(&m.by_end, dev, reqs[r2].end);
 				if (reqs[r2].first_bio >= 0) {
 					if (reqs[r].last_bio >= 0)
-						next_bio[reqs[r].last_bio] = reqs[r2].first_bio;
+						m.next_bio[reqs[r].last_bio] = reqs[r2].first_bio;
 					else
 						reqs[r].first_bio = reqs[r2].first_bio;
 					reqs[r].last_bio = reqs[r2].last_bio;
+					if (!reqs[r].nbios)
+						reqs[r].qtc = reqs[r2].qtc;
 				}
 				reqs[r].nbios += reqs[r2].nbios;
 				reqs[r].end = reqs[r2].end;
-				pool_put(&pool, r2);
+				pool_put(&m.pool, r2);
 			} else {
-				q = map_pop(&pending, dev, e->sector);
-				if (q >= 0) {
-					if (reqs[r].last_bio >= 0)
-						next_bio[reqs[r].last_bio] = q;
-					else
-						reqs[r].first_bio = q;
-					reqs[r].last_bio = q;
-					reqs[r].nbios++;
-				}
-				reqs[r].end = e->sector + e->bytes / 512;
+				q = map_pop(&m.pending, dev, e->sector);
+				if (q >= 0)
+					add_bio(&m, &reqs[r], q);
+				reqs[r].end = end;
 			}
-			if (map_put(&by_end, dev, reqs[r].end, r))
+			if (map_put(&m.by_end, dev, reqs[r].end, r))
 				goto out;
 			break;
 		case A_FRONTMERGE:
-			r = map_pop(&by_start, dev, e->sector + e->bytes / 512);
+			r = map_pop(&m.by_start, dev, end);
 			if (r < 0)
 				break;
-			q = map_pop(&pending, dev, e->sector);
+			q = map_pop(&m.pending, dev, e->sector);
 			if (q >= 0) {
-				next_bio[q] = reqs[r].first_bio;
+				m.next_bio[q] = reqs[r].first_bio;
 				reqs[r].first_bio = q;
 				if (reqs[r].last_bio < 0)
 					reqs[r].last_bio = q;
-				reqs[r].nbios++;
+				if (!reqs[r].nbios++)
+					reqs[r].qtc = tc;
 			}
 			reqs[r].start = e->sector;
-			if (map_put(&by_start, dev, e->sector, r))
+			if (map_put(&m.by_start, dev, e->sector, r))
 				goto out;
 			break;
+		case A_INSERT:
 		case A_ISSUE:
-			r = map_get(&by_start, dev, s);
-			if (r < 0) {	/* a request we did not see start: a flush, or the trace began later */
-				r = pool_get(&pool, (struct req){ s, end, -1, -1, -1, 0, 0 });
-				if (r < 0 || map_put(&by_start, dev, s, r))
+			r = map_get(&m.by_start, dev, s);
+			if (r < 0) {	/* not seen starting: no G in the trace, or it began later */
+				r = new_request(&m, dev, s, end);
+				if (r < 0)
 					goto out;
-				reqs = pool.r;
+				reqs = m.pool.r;
+			} else if (reqs[r].open && end > reqs[r].end) {
+				/* bios merged in without M events */
+				map_pop(&m.by_end, dev, reqs[r].end);
+				if (gather(&m, r, dev, reqs[r].end, end))
+					goto out;
+				reqs[r].end = end;
+				if (map_put(&m.by_end, dev, end, r))
+					goto out;
 			}
-			if (reqs[r].open && reqs[r].end != NO_SECTOR)
-				map_pop(&by_end, dev, reqs[r].end);
+			if (act == A_INSERT)
+				break;
+			if (reqs[r].open)
+				map_pop(&m.by_end, dev, reqs[r].end);
 			reqs[r].open = 0;
+			reqs[r].end = end;	/* what was issued: completions count up to it */
 			reqs[r].issue = i;	/* after a requeue, the last issue counts */
 			break;
 		case A_COMPLETE:
-			r = map_pop(&by_start, dev, s);
-			out->time[nc] = (int64_t)e->time;
-			out->issue[nc] = -1;
-			out->sector[nc] = e->sector;
-			out->bytes[nc] = e->bytes;
-			out->tc[nc] = e->action >> 16;
-			out->pid[nc] = e->pid;
-			out->nbios[nc] = 0;
-			out->kind[nc] = kind_of(e->action >> 16, e->bytes);
-			first_bio[nc] = -1;
+			r = map_pop(&m.by_start, dev, s);
 			if (r < 0) {	/* never seen issued: still a completed request */
-				nc++;
+				emit(&m, -1, (int64_t)e->time, s, e->bytes, tc, e->pid);
 				break;
 			}
-			if (reqs[r].open && reqs[r].end != NO_SECTOR)
-				map_pop(&by_end, dev, reqs[r].end);
-			out->nbios[nc] = reqs[r].nbios;
-			out->pid[nc] = 0;
-			if (reqs[r].issue >= 0) {
-				int64_t issue = (int64_t)ev[reqs[r].issue].time;
-
-				out->issue[nc] = issue;
-				out->pid[nc] = ev[reqs[r].issue].pid;
+			if (reqs[r].open)
+				map_pop(&m.by_end, dev, reqs[r].end);
+			if (reqs[r].issue >= 0 && end < reqs[r].end) {
+				/* a partial completion: the request goes on from where it ended */
+				reqs[r].done += e->bytes;
+				if (map_put(&m.by_start, dev, end, r))
+					goto out;
+				break;
 			}
-			if (reqs[r].first_bio >= 0)
-				out->pid[nc] = bio->pid[reqs[r].first_bio];
-			for (q = reqs[r].first_bio; q >= 0; q = next_bio[q])
-				bio->q2c[q] = (int64_t)e->time - bio->time[q];
-			first_bio[nc] = reqs[r].first_bio;	/* its bios, for the time shares below */
-			pool_put(&pool, r);
-			nc++;
+			reqs[r].key = s;	/* the final completion comes at the last part's sector */
+			if (data_done(&m, r, e, reqs[r].start, reqs[r].done + e->bytes))
+				goto out;
 			break;
 		default:
 			break;
 		}
 	}
+	/* Requests still waiting for a final completion when the trace ended: their data completion ends them. */
+	for (q = 0; q <= (int64_t)m.parked.mask; q++) {
+		int64_t r = m.parked.val[q];
+
+		if (r >= 0)
+			emit(&m, r, m.pool.r[r].park_time, m.pool.r[r].start, m.pool.r[r].park_bytes,
+			     m.pool.r[r].park_tc, 0);
+	}
+	if (m.unsorted && sort_completions(&m))
+		goto out;
 	*nbio = nb;
-	*nreq = nc;
+	*nreq = nc = m.nc;
 
 	/* Time shares, from the last completion backwards (see struct sweep). */
 	for (i = nc - 1; i >= 0; i--) {
@@ -680,7 +1058,7 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 			if (out->nbios[i] == 0)
 				sweep_add(&outstanding, out->issue[i], end);
 		}
-		for (q = first_bio[i]; q >= 0; q = next_bio[q]) {
+		for (q = m.first_bio[i]; q >= 0; q = m.next_bio[q]) {
 			sweep_add(&outstanding, bio->time[q], end);
 			c = bio_class(bio->tc[q], bio->kind[q]);
 			if (c >= 0)
@@ -693,13 +1071,17 @@ int sio_match(const struct rec *ev, int64_t n, const struct bio_cols *bio, int64
 		sum->class_ns[c] = sweep_total(&by_class[c]);
 	rc = 0;
 out:
-	map_free(&pending);
-	map_free(&by_start);
-	map_free(&by_end);
-	free(first_bio);
-	free(pool.r);
-	free(pool.free);
-	free(next_bio);
+	map_free(&m.pending);
+	map_free(&m.by_start);
+	map_free(&m.by_end);
+	map_free(&m.parked);
+	fifo_free(&m.zbios);
+	fifo_free(&m.zopen);
+	fifo_free(&m.zissued);
+	free(m.first_bio);
+	free(m.pool.r);
+	free(m.pool.free);
+	free(m.next_bio);
 	return rc;
 }
 

@@ -5,6 +5,14 @@ Definitions (they matter when comparing with other tools):
   (requests with the flush category and no data) and discards are counted apart, not as reads/writes.
 - Q2C is per bio (queue to completion of the request that carried it), D2C per request (issue to
   completion); btt reports both per bio, so its D2C weighs a request once per bio it merged.
+- Bios find their request as btt finds them: through get-request (G) and merge (M, F) events, or, in traces
+  without G (tracefs text), by the sector range of the request's insert (I) or issue (D). The request's
+  process is the one that queued its first bio, not the kernel worker that issued it.
+- A request completed in several parts (partial completions) counts once, at its last part.
+- Zero-size requests (flushes) are paired first in, first out per device.
+- A write with a preflush, or with FUA on a device without FUA, ends at its final completion, after the
+  kernel's post-flush (a completion of 0 bytes at its sector), not at its data completion as in btt: Q2C and
+  D2C run to it. Without such a completion (a device with FUA) the data completion ends it.
 - Sync: the kernel's op_is_sync(): every read, and writes with the sync, FUA or preflush flag.
 - Size shares are "at most" 4/16/64 KiB (a 4 KiB request counts as small).
 - Locality counts accesses per 4 KiB block (a request touches every block it overlaps).
