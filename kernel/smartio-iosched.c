@@ -10,6 +10,8 @@
  *     that has waited prio_aging_ms is served anyway.
  *  2. Within a class, reads before writes; among writes, sync writes before
  *     boosted async writes before other async writes. FIFO inside a group.
+ *     A request that carries a sync bio (6.1 merges sync and async writes
+ *     into one request) counts as sync.
  *  3. A write never waits more than write_slice_ms behind reads. When that
  *     slice expires the writes get the device for a slice of their own,
  *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
@@ -20,17 +22,28 @@
  *     window (see README, "Scheduler module").
  *  4. Per-kind dispatch limits (sequential/random x read/write) that hold only
  *     while another kind is waiting (Algorithm 6.2); 0 means no limit.
- *  5. QASIO: kprobes on the kernel's wait points (__lock_buffer,
- *     __wait_on_buffer, folio_wait_writeback) tell the scheduler which queued
- *     async write a task now waits on; that write moves above the other async
- *     writes, never above sync I/O. ext4 on 6.1 issues discards from a worker
- *     with submit_bio_wait(), which marks them REQ_SYNC, so the paper's
- *     D_discard case is already sync I/O here and needs no probe.
+ *  5. QASIO: kprobes on the kernel's wait points tell the scheduler which
+ *     write a task now waits on (D_meta: __lock_buffer and __wait_on_buffer
+ *     on a buffer under write; D_sync and D_data: folio_wait_writeback from
+ *     an integrity sync, or from anywhere else). A queued async write there
+ *     moves above the other async writes, never above sync I/O; a write not
+ *     queued yet (still in a plug) is caught when it is inserted. ext4 on 6.1
+ *     issues discards from a worker with submit_bio_wait(), which marks them
+ *     REQ_SYNC, so the paper's D_discard case is sync I/O here.
  *  6. Anticipation: after a read completes, writes are held for up to
  *     read_anticipation_us so that a synchronous reader's next read does not
  *     queue behind a write it could not see (the write slice still bounds
  *     the writes' wait). 3000 us: on s5-emmc in the testbed it cut a
- *     sequential reader's slowdown beside a writer from 3.5 to 1.2.
+ *     sequential reader's slowdown beside a writer from 3.5 to 1.2. Only
+ *     writes are held: reads of a lower class still go, and so do boosted
+ *     writes, which a task is blocked on.
+ *
+ * Decisions are a small state machine (sio_class_step(): reading,
+ * anticipating, write window) over a side-effect free picker (sio_pick()).
+ *
+ * Locking: sd->lock (irq-safe: completions take it) protects all per-queue
+ * state. The kprobe handlers take it too; they run in the waiting task's
+ * context, where the probed function may sleep, so no other lock is held.
  *
  * Flush and FUA requests never reach an elevator on 6.1 (the flush machinery
  * inserts them into the hardware queue directly); should one arrive anyway it
@@ -43,7 +56,10 @@
 #include <linux/bio.h>
 #include <linux/buffer_head.h>
 #include <linux/hrtimer.h>
+#include <linux/kallsyms.h>
 #include <linux/kprobes.h>
+#include <linux/pagemap.h>
+#include <linux/percpu.h>
 #include <linux/rbtree.h>
 #include <linux/rculist.h>
 #include <linux/sbitmap.h>
@@ -65,11 +81,15 @@ static const int sio_default_write_window_ms = 30;	/* then writes go first for t
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
+static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* share of tags async I/O may hold, % */
 
 #define SIO_NR_STREAMS		8	/* sequential streams tracked per direction */
 #define SIO_SEQ_GAP_SECTORS	64	/* a forward gap this small still counts as sequential */
-#define SIO_NR_HINTS		64	/* pending boost hints per queue */
+#define SIO_NR_HINTS		16	/* awaited ranges not queued yet, kept for retry */
+#define SIO_HINT_TTL_NS		(500 * NSEC_PER_MSEC) /* how long such a range is retried */
+#define SIO_NR_WRITES_OUT	64	/* dispatched writes remembered for the hint lookup */
+#define SIO_NR_CALLERS		64	/* folio wait call sites remembered as sync or not */
 
 enum sio_class {
 	SIO_RT,
@@ -103,8 +123,41 @@ enum sio_kind {
 };
 
 /*
+ * Queue-wide phase of Algorithm 6.1. Transitions happen only in
+ * sio_class_step() (and a read's arrival or completion for ANTICIPATE):
+ *   READ -> ANTICIPATE	a write could go but a reader is active
+ *   ANTICIPATE -> READ	a read arrived (hit) or the reader stayed away
+ *   READ/ANTICIPATE -> WINDOW	a write starved for write_slice_ms
+ *   WINDOW -> READ	write_window_ms is over
+ */
+enum sio_phase {
+	SIO_PH_READ,		/* reads first, writes when no read waits */
+	SIO_PH_ANTICIPATE,	/* writes held for a reader's next read */
+	SIO_PH_WINDOW,		/* writes first until write_window_end_ns */
+};
+
+/* What sio_pick() may take from a class. */
+enum sio_pick_mode {
+	SIO_PICK_READ,		/* the oldest read */
+	SIO_PICK_BOOSTED,	/* the oldest boosted write */
+	SIO_PICK_WRITES,	/* sync, boosted, async writes, in that order */
+	SIO_PICK_WINDOW,	/* a boosted write, else the oldest write */
+	SIO_PICK_STARVED,	/* as WINDOW, ignoring the dispatch limits */
+};
+
+/* QASIO dependency types (seed 001, section 3). */
+enum sio_dep {
+	SIO_DEP_META,		/* a task locks a buffer under write */
+	SIO_DEP_DATA,		/* a task waits for a folio's writeback outside a sync */
+	SIO_DEP_SYNC,		/* fsync & co. wait for a folio's writeback */
+	SIO_NR_DEPS,
+};
+
+/*
  * Per-request state, kept in rq->elv.priv[0]: flag bits, then the class,
  * group and kind recorded when the request was first inserted.
+ * rq->elv.priv[1] is the request's slot in writes_out[] + 1 while it is a
+ * dispatched write, else 0.
  */
 #define SIO_RQ_OWNED		BIT(0)	/* inserted through this scheduler */
 #define SIO_RQ_QUEUED		BIT(1)	/* on a group FIFO, counted in queued[] */
@@ -117,18 +170,37 @@ enum sio_kind {
 #define SIO_RQ_KIND_SHIFT	16
 #define SIO_RQ_FIELD_MASK	0xfUL
 
+/* Every request ends either merged (never dispatched) or completed. */
 struct sio_stats {
 	u64 inserted;
 	u64 merged;
 	u64 dispatched;
+	u64 completed;
 	u64 boosted;
-	atomic64_t completed;
 };
 
-/* A sector range some task is waiting on, reported by a kprobe. */
+/*
+ * Per dependency type: detected = found_queued + found_dispatched +
+ * not_found + the ranges still pending in hints[].
+ */
+struct sio_dep_stats {
+	u64 detected;		/* waits on a range of a smartio device */
+	u64 found_queued;	/* a queued write held the range (now or on retry) */
+	u64 found_dispatched;	/* the write was already on the device */
+	u64 not_found;		/* no write of ours came for it in time */
+	u64 boosted;		/* async writes moved up for it */
+};
+
+/* A sector range some task waits on that no queued write held yet. */
 struct sio_hint {
-	sector_t sector;
-	unsigned int nr_sectors;
+	sector_t start, end;	/* end == 0: free slot */
+	u64 expires_ns;
+	enum sio_dep dep;
+};
+
+/* A dispatched write, for telling "already on the device" from "not found". */
+struct sio_write_out {
+	sector_t start, end;	/* end == 0: free slot */
 };
 
 /* Requests of one I/O priority class. */
@@ -139,27 +211,26 @@ struct sio_class_queue {
 
 /* Per-queue state; one instance per request_queue using smartio. */
 struct sio_data {
-	spinlock_t lock;			/* protects everything not atomic below */
+	spinlock_t lock;			/* irq-safe; protects all below */
 	struct request_queue *q;
 	struct list_head node;			/* on sio_queues, for the kprobes (RCU) */
 
 	struct list_head dispatch;		/* at-head and flush requests, served first */
 	struct sio_class_queue cls[SIO_NR_CLASSES];
 	unsigned int queued[SIO_NR_KINDS];	/* requests waiting on a group FIFO */
-	atomic_t inflight[SIO_NR_KINDS];	/* requests dispatched, not yet completed */
+	unsigned int inflight[SIO_NR_KINDS];	/* requests dispatched, not yet completed */
 
 	sector_t stream_end[SIO_NR_DIRS][SIO_NR_STREAMS];
 	unsigned int stream_next[SIO_NR_DIRS];
 
+	enum sio_phase phase;
 	u64 last_write_ns;			/* last dispatch of a write: starvation clock */
-	u64 write_window_end_ns;		/* writes go first until then */
-	atomic64_t last_read_done_ns;		/* last completion of a read */
+	u64 write_window_end_ns;		/* WINDOW until then */
+	u64 last_read_done_ns;			/* last completion of a read */
 	struct hrtimer antic_timer;		/* reruns the queue when anticipation ends */
-	bool antic_holding;			/* writes are being held for a reader */
 
-	spinlock_t hint_lock;			/* protects hints[]; taken from kprobes */
 	struct sio_hint hints[SIO_NR_HINTS];
-	unsigned int nr_hints;
+	struct sio_write_out writes_out[SIO_NR_WRITES_OUT];
 
 	/* tunables */
 	int write_slice_ms;
@@ -167,35 +238,49 @@ struct sio_data {
 	int prio_aging_ms;
 	int read_anticipation_us;
 	int qasio_boost;
+	int qasio_dep[SIO_NR_DEPS];
 	int dispatch_limit[SIO_NR_KINDS];
 	unsigned int async_depth;
 
 	/* counters (debugfs) */
 	struct sio_stats stats[SIO_NR_CLASSES][SIO_NR_DIRS];
-	atomic64_t requeued;
-	atomic64_t dropped;			/* freed without dispatch or merge: a bug */
+	struct sio_dep_stats dep_stats[SIO_NR_DEPS];
+	u64 requeued;
+	u64 requeue_merged;			/* requeued requests merged away */
+	u64 dropped;				/* freed without dispatch or merge: a bug */
 	u64 antic_holds;
 	u64 antic_hits;
 	u64 antic_expired;
+	u64 antic_lower_reads;			/* lower-class reads sent during a hold */
 	u64 write_slice_expired;
 	u64 write_windows;			/* write windows opened */
 	u64 prio_aged;
 	u64 limit_blocked;
 	u64 bio_merged;				/* bios merged into queued requests */
-	atomic64_t hints_received;
-	atomic64_t hints_dropped;
+	u64 sync_promoted;			/* async requests made sync by a sync bio */
+	u64 discard_async;			/* discards inserted without REQ_SYNC */
 };
 
 static LIST_HEAD(sio_queues);
-static DEFINE_MUTEX(sio_queues_mutex);
+static DEFINE_MUTEX(sio_queues_mutex);		/* sio_queues writers, kprobe (un)registration */
 
 static const char *const sio_class_names[SIO_NR_CLASSES] = { "rt", "be", "idle" };
 static const char *const sio_dir_names[SIO_NR_DIRS] = { "read", "write" };
 static const char *const sio_kind_names[SIO_NR_KINDS] = {
 	"seq_read", "seq_write", "rand_read", "rand_write",
 };
+static const char *const sio_group_names[SIO_NR_GROUPS] = {
+	"read", "sync_write", "boosted_write", "async_write",
+};
+static const char *const sio_dep_names[SIO_NR_DEPS] = { "meta", "data", "sync" };
 
 /* Helpers. */
+
+/* Time from @t to @now; 0 if another CPU stored a @t later than our @now. */
+static u64 sio_since(u64 now, u64 t)
+{
+	return now > t ? now - t : 0;
+}
 
 static unsigned long sio_rq_flags(struct request *rq)
 {
@@ -258,24 +343,50 @@ static bool sio_kind_is_read(enum sio_kind kind)
 	return kind == SIO_SEQ_READ || kind == SIO_RAND_READ;
 }
 
-/* A request in @root that overlaps [start, end), or NULL. */
-static struct request *sio_rb_overlap(struct rb_root *root, sector_t start,
-				      sector_t end)
+/* Does any bio of @rq ask for sync (plug and elevator merges mix them)? */
+static bool sio_rq_has_sync_bio(struct request *rq)
+{
+	struct bio *bio;
+
+	if (op_is_sync(rq->cmd_flags))
+		return true;
+	__rq_for_each_bio(bio, rq)
+		if (op_is_sync(bio->bi_opf))
+			return true;
+	return false;
+}
+
+/* The group a request belongs to, from its direction, bios and boost. */
+static enum sio_group sio_rq_pick_group(struct request *rq)
+{
+	if (sio_rq_dir(rq) == SIO_READ)
+		return SIO_G_READ;
+	if (sio_rq_has_sync_bio(rq))
+		return SIO_G_SYNC_WRITE;
+	if (sio_rq_flags(rq) & SIO_RQ_BOOSTED)
+		return SIO_G_BOOSTED_WRITE;
+	return SIO_G_ASYNC_WRITE;
+}
+
+/* The first request in @root (by start) that overlaps [start, end), or NULL. */
+static struct request *sio_rb_first_overlap(struct rb_root *root,
+					    sector_t start, sector_t end)
 {
 	struct rb_node *node = root->rb_node;
+	struct request *first = NULL;
 
 	while (node) {
 		struct request *rq = rb_entry_rq(node);
-		sector_t pos = blk_rq_pos(rq);
 
-		if (pos + blk_rq_sectors(rq) <= start)
+		if (blk_rq_pos(rq) + blk_rq_sectors(rq) <= start) {
 			node = node->rb_right;
-		else if (pos >= end)
+		} else {
+			if (blk_rq_pos(rq) < end)
+				first = rq;
 			node = node->rb_left;
-		else
-			return rq;
+		}
 	}
-	return NULL;
+	return first;
 }
 
 /*
@@ -301,7 +412,7 @@ static bool sio_classify_seq(struct sio_data *sd, struct request *rq)
 		}
 	}
 	if (!seq && pos &&
-	    sio_rb_overlap(&sd->cls[sio_rq_class(rq)].sort[dir], pos - 1, pos))
+	    sio_rb_first_overlap(&sd->cls[sio_rq_class(rq)].sort[dir], pos - 1, pos))
 		seq = true;
 	if (slot < 0) {
 		slot = sd->stream_next[dir];
@@ -355,6 +466,16 @@ static void sio_remove_request(struct sio_data *sd, struct request *rq)
 	}
 }
 
+/* Move a queued request to the tail of another group's FIFO. */
+static void sio_move_to_group(struct sio_data *sd, struct request *rq,
+			      enum sio_group group)
+{
+	lockdep_assert_held(&sd->lock);
+
+	list_move_tail(&rq->queuelist, &sd->cls[sio_rq_class(rq)].fifo[group]);
+	sio_rq_set_field(rq, SIO_RQ_GROUP_SHIFT, group);
+}
+
 static struct request *sio_group_head(struct sio_class_queue *cq,
 				      enum sio_group g)
 {
@@ -367,6 +488,16 @@ static bool sio_class_empty(struct sio_class_queue *cq)
 
 	for (g = 0; g < SIO_NR_GROUPS; g++)
 		if (!list_empty(&cq->fifo[g]))
+			return false;
+	return true;
+}
+
+static bool sio_all_empty(struct sio_data *sd)
+{
+	enum sio_class c;
+
+	for (c = SIO_RT; c < SIO_NR_CLASSES; c++)
+		if (!sio_class_empty(&sd->cls[c]))
 			return false;
 	return true;
 }
@@ -396,122 +527,189 @@ static bool sio_others_waiting(struct sio_data *sd, enum sio_kind kind)
 	for (k = 0; k < SIO_NR_KINDS; k++)
 		if (k != kind && sd->queued[k])
 			return true;
-	return !sio_kind_is_read(kind) && sd->antic_holding;
+	return !sio_kind_is_read(kind) && sd->phase == SIO_PH_ANTICIPATE;
 }
 
 /*
  * Algorithm 6.2: a kind at its limit may dispatch more only while no other
  * kind is waiting; a lone kind has no limit.
  */
-static bool sio_may_dispatch(struct sio_data *sd, enum sio_kind kind)
+static bool sio_may_dispatch(struct sio_data *sd, struct request *rq)
 {
+	enum sio_kind kind = sio_rq_kind(rq);
 	int limit = READ_ONCE(sd->dispatch_limit[kind]);
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!limit || atomic_read(&sd->inflight[kind]) < limit)
+	if (!limit || sd->inflight[kind] < limit)
 		return true;
 	return !sio_others_waiting(sd, kind);
 }
 
 /*
- * Should writes wait for a synchronous reader's next read? Yes while a read
- * is in flight or one completed less than read_anticipation_us ago. Arms the
- * timer that reruns the queue when the window closes.
+ * The picker: which request of @cq @mode allows, honouring the dispatch
+ * limits (except SIO_PICK_STARVED). No side effects: *limited counts the
+ * requests a limit kept back, for the caller to account.
+ */
+static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
+				enum sio_pick_mode mode, unsigned int *limited)
+{
+	struct request *rq;
+	enum sio_group g;
+
+	lockdep_assert_held(&sd->lock);
+
+	switch (mode) {
+	case SIO_PICK_READ:
+	case SIO_PICK_BOOSTED:
+		rq = sio_group_head(cq, mode == SIO_PICK_READ ? SIO_G_READ :
+				    SIO_G_BOOSTED_WRITE);
+		break;
+	case SIO_PICK_WRITES:
+		for (g = SIO_G_SYNC_WRITE; g < SIO_NR_GROUPS; g++) {
+			rq = sio_group_head(cq, g);
+			if (!rq)
+				continue;
+			if (sio_may_dispatch(sd, rq))
+				return rq;
+			(*limited)++;
+		}
+		return NULL;
+	case SIO_PICK_STARVED:
+		rq = sio_group_head(cq, SIO_G_BOOSTED_WRITE);
+		return rq ?: sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
+	case SIO_PICK_WINDOW:
+	default:
+		rq = sio_group_head(cq, SIO_G_BOOSTED_WRITE);
+		if (!rq || !sio_may_dispatch(sd, rq))
+			rq = sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
+		break;
+	}
+	if (rq && !sio_may_dispatch(sd, rq)) {
+		(*limited)++;
+		return NULL;
+	}
+	return rq;
+}
+
+static void sio_set_phase(struct sio_data *sd, enum sio_phase phase)
+{
+	lockdep_assert_held(&sd->lock);
+
+	if (sd->phase == SIO_PH_ANTICIPATE && phase != SIO_PH_ANTICIPATE)
+		hrtimer_try_to_cancel(&sd->antic_timer);
+	sd->phase = phase;
+}
+
+/*
+ * READ <-> ANTICIPATE, when a write could go now: hold it while a read is in
+ * flight or one completed less than read_anticipation_us ago. The timer is
+ * armed here or, while a read is in flight, by its completion; both under
+ * sd->lock, so no completion slips between the check and the arming.
  */
 static bool sio_anticipate(struct sio_data *sd, u64 now)
 {
 	u64 window = (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC;
-	u64 done;
+	u64 idle;
 
 	lockdep_assert_held(&sd->lock);
 
 	if (!window)
 		goto release;
-	if (atomic_read(&sd->inflight[SIO_SEQ_READ]) +
-	    atomic_read(&sd->inflight[SIO_RAND_READ])) {
-		/* The read's completion arms the timer (sio_finish_request). */
-		goto hold;
+	if (!sd->inflight[SIO_SEQ_READ] && !sd->inflight[SIO_RAND_READ]) {
+		if (!sd->last_read_done_ns)
+			goto release;
+		idle = sio_since(now, sd->last_read_done_ns);
+		if (idle >= window)
+			goto release;
+		hrtimer_start(&sd->antic_timer, ns_to_ktime(window - idle),
+			      HRTIMER_MODE_REL);
 	}
-	done = atomic64_read(&sd->last_read_done_ns);
-	if (!done || now - done >= window)
-		goto release;
-	hrtimer_start(&sd->antic_timer, ns_to_ktime(done + window - now),
-		      HRTIMER_MODE_REL);
-hold:
-	if (!sd->antic_holding) {
-		sd->antic_holding = true;
+	if (sd->phase != SIO_PH_ANTICIPATE) {
+		sio_set_phase(sd, SIO_PH_ANTICIPATE);
 		sd->antic_holds++;
 	}
 	return true;
 
 release:
-	if (sd->antic_holding) {
-		sd->antic_holding = false;
+	if (sd->phase == SIO_PH_ANTICIPATE) {
+		sio_set_phase(sd, SIO_PH_READ);
 		sd->antic_expired++;
 	}
 	return false;
 }
 
 /*
- * Algorithm 6.1 inside one class: reads, then sync writes, boosted writes and
- * async writes, each FIFO; a write starved for write_slice_ms goes first and
- * opens a write window, during which writes go first. Returns NULL with *hold
- * set when writes are held for an anticipated read.
+ * The phase state machine, evaluated for one class; all transitions of
+ * Algorithm 6.1 happen here. The clock of a write's slice starts at the later
+ * of its arrival and the last write dispatch, so it fires only when reads (or
+ * anticipation) kept every write off the device for a whole slice. Returns
+ * NULL with *hold set when writes are held for an anticipated read.
  */
-static struct request *sio_select_in_class(struct sio_data *sd,
-					   struct sio_class_queue *cq,
-					   u64 now, bool *hold)
+static struct request *sio_class_step(struct sio_data *sd,
+				      struct sio_class_queue *cq, u64 now,
+				      bool *hold)
 {
 	u64 slice = (u64)READ_ONCE(sd->write_slice_ms) * NSEC_PER_MSEC;
-	struct request *oldest_write, *rq;
-	enum sio_group g;
+	u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
+	struct request *oldest_write, *rq = NULL;
+	unsigned int limited = 0;
 
 	lockdep_assert_held(&sd->lock);
 
-	/*
-	 * The clock starts at the later of the write's arrival and the last
-	 * write dispatch, so it fires only when reads (or anticipation) have
-	 * kept every write off the device for a whole slice.
-	 */
-	oldest_write = sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
-	if (oldest_write && now < sd->write_window_end_ns) {
-		sd->antic_holding = false;	/* no reader is waited for */
-		if (sio_may_dispatch(sd, sio_rq_kind(oldest_write)))
-			return oldest_write;
-	}
-	if (oldest_write &&
-	    now - max(oldest_write->fifo_time, sd->last_write_ns) >= slice) {
-		u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
+	if (sd->phase == SIO_PH_WINDOW && now >= sd->write_window_end_ns)
+		sio_set_phase(sd, SIO_PH_READ);
 
+	oldest_write = sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
+	if (!oldest_write) {
+		rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
+		goto out;
+	}
+	if (sd->phase == SIO_PH_WINDOW) {
+		rq = sio_pick(sd, cq, SIO_PICK_WINDOW, &limited);
+		if (rq)
+			goto out;
+	}
+	if (sio_since(now, max(oldest_write->fifo_time, sd->last_write_ns)) >=
+	    slice) {
 		sd->write_slice_expired++;
 		if (window) {
+			sio_set_phase(sd, SIO_PH_WINDOW);
 			sd->write_window_end_ns = now + window;
 			sd->write_windows++;
 		}
-		return oldest_write;
+		rq = sio_pick(sd, cq, SIO_PICK_STARVED, &limited);
+		goto out;
 	}
-
-	for (g = 0; g < SIO_NR_GROUPS; g++) {
-		rq = sio_group_head(cq, g);
-		if (!rq)
-			continue;
-		if (g != SIO_G_READ && sio_anticipate(sd, now)) {
+	rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
+	if (rq)
+		goto out;
+	if (sd->phase != SIO_PH_WINDOW) {
+		/* A task is blocked on a boosted write: never hold it. */
+		rq = sio_pick(sd, cq, SIO_PICK_BOOSTED, &limited);
+		if (rq)
+			goto out;
+		if (sio_anticipate(sd, now)) {
 			*hold = true;
-			return NULL;
+			goto out;
 		}
-		if (sio_may_dispatch(sd, sio_rq_kind(rq)))
-			return rq;
-		sd->limit_blocked++;
 	}
-	return NULL;
+	rq = sio_pick(sd, cq, SIO_PICK_WRITES, &limited);
+out:
+	sd->limit_blocked += limited;
+	return rq;
 }
 
-/* Pick the next request: aged lower classes first, then by class. */
+/*
+ * Pick the next request: aged lower classes first, then class by class.
+ * While a class holds its writes for its reader, lower classes may still
+ * send reads (the device is idle for writes only).
+ */
 static struct request *sio_select(struct sio_data *sd, u64 now)
 {
 	u64 aging = (u64)READ_ONCE(sd->prio_aging_ms) * NSEC_PER_MSEC;
 	bool higher_waiting = false, hold = false;
+	unsigned int limited = 0;
 	struct request *rq;
 	enum sio_class c;
 
@@ -524,7 +722,7 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 			continue;
 		if (higher_waiting && aging) {
 			rq = sio_oldest(cq, 0, SIO_NR_GROUPS - 1);
-			if (now - rq->fifo_time >= aging) {
+			if (sio_since(now, rq->fifo_time) >= aging) {
 				sd->prio_aged++;
 				return rq;
 			}
@@ -533,72 +731,225 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 	}
 
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
-		rq = sio_select_in_class(sd, &sd->cls[c], now, &hold);
-		if (rq || hold)
-			return rq;
+		struct sio_class_queue *cq = &sd->cls[c];
+
+		if (sio_class_empty(cq))
+			continue;
+		if (!hold) {
+			rq = sio_class_step(sd, cq, now, &hold);
+		} else {
+			rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
+			if (rq)
+				sd->antic_lower_reads++;
+		}
+		if (rq)
+			break;
 	}
-	return NULL;
+	sd->limit_blocked += limited;
+	return rq;
 }
 
-/* Move queued async writes that a task waits on into the boosted group. */
-static void sio_apply_hints(struct sio_data *sd)
+/* QASIO. */
+
+/* Remember a dispatched write until it completes (slot in rq->elv.priv[1]). */
+static void sio_write_out_add(struct sio_data *sd, struct request *rq)
 {
-	struct sio_hint hints[SIO_NR_HINTS];
-	unsigned int i, n;
-	unsigned long irqflags;
+	int i;
+
+	lockdep_assert_held(&sd->lock);
+
+	rq->elv.priv[1] = NULL;
+	for (i = 0; i < SIO_NR_WRITES_OUT; i++) {
+		struct sio_write_out *w = &sd->writes_out[i];
+
+		if (!w->end) {
+			w->start = blk_rq_pos(rq);
+			w->end = w->start + max(blk_rq_sectors(rq), 1U);
+			rq->elv.priv[1] = (void *)(unsigned long)(i + 1);
+			return;
+		}
+	}
+}
+
+static void sio_write_out_del(struct sio_data *sd, struct request *rq)
+{
+	unsigned long slot = (unsigned long)rq->elv.priv[1];
+
+	lockdep_assert_held(&sd->lock);
+
+	if (slot) {
+		sd->writes_out[slot - 1].end = 0;
+		rq->elv.priv[1] = NULL;
+	}
+}
+
+static bool sio_write_out_find(struct sio_data *sd, sector_t start, sector_t end)
+{
+	int i;
+
+	lockdep_assert_held(&sd->lock);
+
+	for (i = 0; i < SIO_NR_WRITES_OUT; i++) {
+		struct sio_write_out *w = &sd->writes_out[i];
+
+		if (w->end && w->start < end && start < w->end)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Boost the queued writes overlapping [start, end) for a task waiting on
+ * them; async ones move to the boosted group. Returns whether any queued
+ * write held the range.
+ */
+static bool sio_boost_range(struct sio_data *sd, sector_t start, sector_t end,
+			    enum sio_dep dep)
+{
+	bool found = false;
 	enum sio_class c;
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!READ_ONCE(sd->nr_hints))
-		return;
-	spin_lock_irqsave(&sd->hint_lock, irqflags);
-	n = sd->nr_hints;
-	memcpy(hints, sd->hints, n * sizeof(hints[0]));
-	sd->nr_hints = 0;
-	spin_unlock_irqrestore(&sd->hint_lock, irqflags);
+	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
+		struct request *rq;
 
-	for (i = 0; i < n; i++) {
-		sector_t start = hints[i].sector;
-		sector_t end = start + hints[i].nr_sectors;
-
-		for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
-			struct sio_class_queue *cq = &sd->cls[c];
-			struct request *rq;
-
-			rq = sio_rb_overlap(&cq->sort[SIO_WRITE], start, end);
-			if (!rq || sio_rq_group(rq) != SIO_G_ASYNC_WRITE)
+		rq = sio_rb_first_overlap(&sd->cls[c].sort[SIO_WRITE], start, end);
+		for (; rq && blk_rq_pos(rq) < end; rq = elv_rb_latter_request(sd->q, rq)) {
+			found = true;
+			if (!(sio_rq_flags(rq) & SIO_RQ_QUEUED) ||
+			    sio_rq_group(rq) != SIO_G_ASYNC_WRITE)
 				continue;
-			list_move_tail(&rq->queuelist, &cq->fifo[SIO_G_BOOSTED_WRITE]);
-			sio_rq_set_field(rq, SIO_RQ_GROUP_SHIFT, SIO_G_BOOSTED_WRITE);
 			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_BOOSTED);
+			sio_move_to_group(sd, rq, SIO_G_BOOSTED_WRITE);
 			sio_rq_stats(sd, rq)->boosted++;
+			sd->dep_stats[dep].boosted++;
+		}
+	}
+	return found;
+}
+
+/* Drop pending hints whose time is up: nothing of ours came for them. */
+static void sio_hints_expire(struct sio_data *sd, u64 now)
+{
+	int i;
+
+	lockdep_assert_held(&sd->lock);
+
+	for (i = 0; i < SIO_NR_HINTS; i++) {
+		struct sio_hint *h = &sd->hints[i];
+
+		if (h->end && now >= h->expires_ns) {
+			sd->dep_stats[h->dep].not_found++;
+			h->end = 0;
 		}
 	}
 }
 
-/* Report a sector range a task waits on to the queue that serves it. */
+/* Keep a range no write held yet, to retry it when writes are inserted. */
+static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
+			  enum sio_dep dep, u64 now)
+{
+	struct sio_hint *slot = NULL;
+	int i;
+
+	lockdep_assert_held(&sd->lock);
+
+	sio_hints_expire(sd, now);
+	for (i = 0; i < SIO_NR_HINTS; i++) {
+		struct sio_hint *h = &sd->hints[i];
+
+		if (!h->end)
+			slot = h;
+		else if (!slot || (slot->end && h->expires_ns < slot->expires_ns))
+			slot = h;
+	}
+	if (slot->end)		/* full: the oldest range gives way */
+		sd->dep_stats[slot->dep].not_found++;
+	slot->start = start;
+	slot->end = end;
+	slot->dep = dep;
+	slot->expires_ns = now + SIO_HINT_TTL_NS;
+}
+
+/* A write of [start, end) was queued or grew: does a waiting task want it? */
+static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
+			    u64 now)
+{
+	int i;
+
+	lockdep_assert_held(&sd->lock);
+
+	for (i = 0; i < SIO_NR_HINTS; i++) {
+		struct sio_hint *h = &sd->hints[i];
+
+		if (!h->end || h->start >= end || start >= h->end)
+			continue;
+		if (now >= h->expires_ns)
+			sd->dep_stats[h->dep].not_found++;
+		else if (sio_boost_range(sd, h->start, h->end, h->dep))
+			sd->dep_stats[h->dep].found_queued++;
+		else
+			continue;
+		h->end = 0;
+	}
+}
+
+/*
+ * A task waits on [start, end) of @sd's device (a kprobe, task context,
+ * preemption off): boost the write that holds it, or keep the range for a
+ * retry. Returns whether an async write was boosted, so that the caller
+ * reruns the queue.
+ */
+static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
+			 enum sio_dep dep)
+{
+	struct sio_dep_stats *st = &sd->dep_stats[dep];
+	unsigned long irqflags;
+	u64 now, boosted;
+	int i;
+
+	spin_lock_irqsave(&sd->lock, irqflags);
+	now = ktime_get_ns();
+	boosted = st->boosted;
+	for (i = 0; i < SIO_NR_HINTS; i++) {
+		struct sio_hint *h = &sd->hints[i];
+
+		/* The same wait again (a wait loop): still one detection. */
+		if (h->end == end && h->start == start && h->dep == dep &&
+		    now < h->expires_ns) {
+			h->expires_ns = now + SIO_HINT_TTL_NS;
+			goto unlock;
+		}
+	}
+	st->detected++;
+	if (sio_boost_range(sd, start, end, dep))
+		st->found_queued++;
+	else if (sio_write_out_find(sd, start, end))
+		st->found_dispatched++;
+	else
+		sio_hint_park(sd, start, end, dep, now);
+unlock:
+	boosted = st->boosted - boosted;
+	spin_unlock_irqrestore(&sd->lock, irqflags);
+	return boosted;
+}
+
+/* Report a sector range a task waits on to the smartio queue that serves it. */
 static void sio_hint(struct block_device *bdev, sector_t sector,
-		     unsigned int nr_sectors)
+		     sector_t nr_sectors, enum sio_dep dep)
 {
 	struct request_queue *q = bdev_get_queue(bdev);
-	unsigned long irqflags;
 	struct sio_data *sd;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(sd, &sio_queues, node) {
-		if (sd->q != q || !READ_ONCE(sd->qasio_boost))
+		if (sd->q != q)
 			continue;
-		atomic64_inc(&sd->hints_received);
-		spin_lock_irqsave(&sd->hint_lock, irqflags);
-		if (sd->nr_hints < SIO_NR_HINTS) {
-			sd->hints[sd->nr_hints].sector = sector + bdev->bd_start_sect;
-			sd->hints[sd->nr_hints].nr_sectors = nr_sectors;
-			sd->nr_hints++;
-		} else {
-			atomic64_inc(&sd->hints_dropped);
-		}
-		spin_unlock_irqrestore(&sd->hint_lock, irqflags);
+		if (READ_ONCE(sd->qasio_boost) && READ_ONCE(sd->qasio_dep[dep]) &&
+		    sio_hint_one(sd, sector + bdev->bd_start_sect,
+				 sector + bdev->bd_start_sect + nr_sectors, dep))
+			blk_mq_run_hw_queues(q, true);
 		break;
 	}
 	rcu_read_unlock();
@@ -608,36 +959,153 @@ static void sio_hint(struct block_device *bdev, sector_t sector,
 static int sio_kp_buffer(struct kprobe *p, struct pt_regs *regs)
 {
 	struct buffer_head *bh = (void *)regs_get_kernel_argument(regs, 0);
+	unsigned int spb;
 
-	if (bh && bh->b_bdev && bh->b_size >= SECTOR_SIZE)
-		sio_hint(bh->b_bdev, bh->b_blocknr * (bh->b_size >> SECTOR_SHIFT),
-			 bh->b_size >> SECTOR_SHIFT);
+	/* Only a write: a locked buffer that is mapped and already up to date. */
+	if (!bh || !bh->b_bdev || bh->b_size < SECTOR_SIZE ||
+	    !buffer_mapped(bh) || !buffer_uptodate(bh))
+		return 0;
+	spb = bh->b_size >> SECTOR_SHIFT;
+	sio_hint(bh->b_bdev, bh->b_blocknr * spb, spb, SIO_DEP_META);
 	return 0;
 }
 
-/* kprobe on folio_wait_writeback(): the task waits for the folio's write. */
+/* Folio waits from an integrity sync (fsync, sync_file_range WAIT) are D_sync. */
+static const char *const sio_sync_callers[] = {
+	"__filemap_fdatawait_range",	/* fsync, fdatasync, sync_file_range */
+	"wait_on_page_writeback",	/* ... on 6.1 it mostly comes from there */
+	"write_cache_pages",		/* WB_SYNC_ALL writeback */
+	"mpage_prepare_extent_to_map",	/* ext4's WB_SYNC_ALL writeback */
+};
+
+static DEFINE_PER_CPU(char [KSYM_SYMBOL_LEN], sio_symbuf);
+static unsigned long sio_callers[SIO_NR_CALLERS];	/* return address | dep << 63 */
+
+/* D_sync or D_data, from the return address of folio_wait_writeback(). */
+static enum sio_dep sio_folio_dep(unsigned long ret)
+{
+	unsigned long *slot = &sio_callers[hash_long(ret, ilog2(SIO_NR_CALLERS))];
+	unsigned long cached = READ_ONCE(*slot);
+	enum sio_dep dep = SIO_DEP_DATA;
+	char *name;
+	int i;
+
+	/* Kernel text addresses have bit 63 set; it carries the answer here. */
+	if ((cached | BIT(63)) == (ret | BIT(63)) && cached)
+		return cached & BIT(63) ? SIO_DEP_DATA : SIO_DEP_SYNC;
+	name = *this_cpu_ptr(&sio_symbuf);
+	sprint_symbol_no_offset(name, ret);
+	for (i = 0; i < ARRAY_SIZE(sio_sync_callers); i++)
+		if (!strcmp(name, sio_sync_callers[i]))
+			dep = SIO_DEP_SYNC;
+	WRITE_ONCE(*slot, dep == SIO_DEP_DATA ? ret | BIT(63) : ret & ~BIT(63));
+	return dep;
+}
+
+/*
+ * kprobe on folio_wait_writeback(): the task waits for the folio's write.
+ * The sectors come from the folio's buffers under write (buffer_async_write,
+ * mapped), read under mapping->private_lock: try_to_free_buffers() detaches
+ * buffers only under that lock, so none is freed while we look. The caller
+ * holds a reference on the folio; its mapping, embedded in an RCU-freed
+ * inode, stays valid while we are in this (preemption-off) handler.
+ */
 static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 {
 	struct folio *folio = (void *)regs_get_kernel_argument(regs, 0);
-	struct buffer_head *bh;
+	unsigned long ret = *(unsigned long *)kernel_stack_pointer(regs);
+	struct buffer_head *head, *bh;
+	struct address_space *mapping;
+	struct block_device *bdev = NULL;
+	sector_t start = 0, end = 0;
+	enum sio_dep dep;
 
-	/* Buffers stay attached while the folio is under writeback. */
 	if (!folio || !folio_test_writeback(folio))
 		return 0;
-	bh = folio_buffers(folio);
-	if (bh && bh->b_bdev && bh->b_size >= SECTOR_SIZE)
-		sio_hint(bh->b_bdev, bh->b_blocknr * (bh->b_size >> SECTOR_SHIFT),
-			 folio_size(folio) >> SECTOR_SHIFT);
+	mapping = folio_mapping(folio);
+	if (!mapping || !spin_trylock(&mapping->private_lock))
+		return 0;
+	head = folio_buffers(folio);
+	if (!folio_test_writeback(folio) || folio_mapping(folio) != mapping || !head)
+		goto unlock;
+	bh = head;
+	do {
+		unsigned int spb = bh->b_size >> SECTOR_SHIFT;
+		sector_t s = bh->b_blocknr * spb;
+
+		if (!buffer_async_write(bh) || !buffer_mapped(bh) || !spb ||
+		    !bh->b_bdev)
+			continue;
+		if (bdev && (bh->b_bdev != bdev || s != end)) {
+			/* Not contiguous: report the first run only. */
+			break;
+		}
+		if (!bdev) {
+			bdev = bh->b_bdev;
+			start = s;
+		}
+		end = s + spb;
+	} while ((bh = bh->b_this_page) != head);
+unlock:
+	spin_unlock(&mapping->private_lock);
+	if (!bdev)
+		return 0;
+	dep = sio_folio_dep(ret);
+	sio_hint(bdev, start, end - start, dep);
 	return 0;
 }
 
-static struct kprobe sio_kprobes[] = {
+static const struct kprobe sio_kprobe_tmpl[] = {
 	{ .symbol_name = "__lock_buffer", .pre_handler = sio_kp_buffer },
 	{ .symbol_name = "__wait_on_buffer", .pre_handler = sio_kp_buffer },
 	{ .symbol_name = "folio_wait_writeback", .pre_handler = sio_kp_folio },
 };
 
-static bool sio_kprobe_ok[ARRAY_SIZE(sio_kprobes)];
+#define SIO_NR_KPROBES ARRAY_SIZE(sio_kprobe_tmpl)
+
+static struct kprobe sio_kprobes[SIO_NR_KPROBES];
+static int sio_kprobe_err[SIO_NR_KPROBES];	/* 0 = registered, else why not */
+static bool sio_kprobes_live;
+
+/*
+ * Register the probes when the first queue starts using smartio (called
+ * with sio_queues_mutex held). Without a probe its hints simply never come.
+ */
+static void sio_kprobes_get(void)
+{
+	int i;
+
+	lockdep_assert_held(&sio_queues_mutex);
+
+	if (sio_kprobes_live)
+		return;
+	for (i = 0; i < SIO_NR_KPROBES; i++) {
+		sio_kprobes[i] = sio_kprobe_tmpl[i];
+		sio_kprobe_err[i] = register_kprobe(&sio_kprobes[i]);
+		if (sio_kprobe_err[i])
+			pr_warn("smartio: kprobe %s unavailable (%d), no QASIO boost from it\n",
+				sio_kprobe_tmpl[i].symbol_name, sio_kprobe_err[i]);
+	}
+	sio_kprobes_live = true;
+}
+
+/*
+ * Unregister them when the last queue leaves smartio (sio_queues_mutex
+ * held). unregister_kprobe() waits for running handlers (synchronize_rcu).
+ */
+static void sio_kprobes_put(void)
+{
+	int i;
+
+	lockdep_assert_held(&sio_queues_mutex);
+
+	if (!sio_kprobes_live || !list_empty(&sio_queues))
+		return;
+	for (i = 0; i < SIO_NR_KPROBES; i++)
+		if (!sio_kprobe_err[i])
+			unregister_kprobe(&sio_kprobes[i]);
+	sio_kprobes_live = false;
+}
 
 /* Timer callback (hardirq): anticipation is over, let writes go. */
 static enum hrtimer_restart sio_antic_timer_fn(struct hrtimer *timer)
@@ -662,17 +1130,18 @@ static void sio_mark_restart(struct request_queue *q)
 /*
  * Called by blk_mq_run_hw_queue() -> __blk_mq_do_dispatch_sched(), without
  * the lock. The state is queue-wide (QUEUE_FLAG_SQ_SCHED), so the request
- * returned may belong to another hardware queue.
+ * returned may belong to another hardware queue. The clock is read under
+ * the lock, so no time stored by another CPU is later than `now`.
  */
 static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
-	u64 now = ktime_get_ns();
+	unsigned long flags, irqflags;
 	struct request *rq;
-	unsigned long flags;
+	u64 now;
 
-	spin_lock(&sd->lock);
-	sio_apply_hints(sd);
+	spin_lock_irqsave(&sd->lock, irqflags);
+	now = ktime_get_ns();
 
 	rq = list_first_entry_or_null(&sd->dispatch, struct request, queuelist);
 	if (rq) {
@@ -681,9 +1150,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 		rq = sio_select(sd, now);
 		if (!rq) {
 			/* Held by a limit or for a reader: a completion reruns us. */
-			if (!sio_class_empty(&sd->cls[SIO_RT]) ||
-			    !sio_class_empty(&sd->cls[SIO_BE]) ||
-			    !sio_class_empty(&sd->cls[SIO_IDLE]))
+			if (!sio_all_empty(sd))
 				sio_mark_restart(sd->q);
 			goto unlock;
 		}
@@ -694,13 +1161,15 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	if (!(flags & SIO_RQ_DISPATCHED))
 		sio_rq_stats(sd, rq)->dispatched++;
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
-	atomic_inc(&sd->inflight[sio_rq_kind(rq)]);
+	sd->inflight[sio_rq_kind(rq)]++;
 	sio_stream_advance(sd, rq);
-	if (sio_rq_dir(rq) == SIO_WRITE)
+	if (sio_rq_dir(rq) == SIO_WRITE) {
 		sd->last_write_ns = now;
+		sio_write_out_add(sd, rq);
+	}
 	rq->rq_flags |= RQF_STARTED;
 unlock:
-	spin_unlock(&sd->lock);
+	spin_unlock_irqrestore(&sd->lock, irqflags);
 	return rq;
 }
 
@@ -711,6 +1180,8 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 	struct request_queue *q = sd->q;
 	unsigned long flags = sio_rq_flags(rq);
 	enum sio_dir dir = sio_rq_dir(rq);
+	sector_t start = blk_rq_pos(rq), end = start + blk_rq_sectors(rq);
+	u64 now = ktime_get_ns();
 	struct sio_class_queue *cq;
 	enum sio_group group;
 	bool seq;
@@ -724,6 +1195,8 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 			 SIO_RQ_CLASS_SHIFT;
 		sio_rq_set_flags(rq, flags);
 		sio_rq_stats(sd, rq)->inserted++;
+		if (req_op(rq) == REQ_OP_DISCARD && !op_is_sync(rq->cmd_flags))
+			sd->discard_async++;
 	}
 
 	if (at_head || op_is_flush(rq->cmd_flags)) {
@@ -734,41 +1207,49 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 		return;
 	}
 
-	if (blk_mq_sched_try_insert_merge(q, rq, free))
+	/* Known before a merge, which hands the group on (sio_requests_merged). */
+	group = sio_rq_pick_group(rq);
+	if (group == SIO_G_SYNC_WRITE && !op_is_sync(rq->cmd_flags))
+		sd->sync_promoted++;
+	sio_rq_set_field(rq, SIO_RQ_GROUP_SHIFT, group);
+
+	if (blk_mq_sched_try_insert_merge(q, rq, free)) {
+		/* A merge that skipped sio_requests_merged() (multi-range discard). */
+		if (!(sio_rq_flags(rq) & SIO_RQ_MERGED)) {
+			sio_rq_stats(sd, rq)->merged++;
+			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_MERGED);
+		}
+		if (dir == SIO_WRITE)
+			sio_hints_retry(sd, start, end, now);
 		return;
+	}
 
 	trace_block_rq_insert(rq);
 
 	seq = sio_classify_seq(sd, rq);
-	if (dir == SIO_READ)
-		group = SIO_G_READ;
-	else if (flags & SIO_RQ_BOOSTED)
-		group = SIO_G_BOOSTED_WRITE;
-	else if (op_is_sync(rq->cmd_flags))
-		group = SIO_G_SYNC_WRITE;
-	else
-		group = SIO_G_ASYNC_WRITE;
-	sio_rq_set_field(rq, SIO_RQ_GROUP_SHIFT, group);
 	sio_rq_set_field(rq, SIO_RQ_KIND_SHIFT, dir == SIO_READ ?
 			 (seq ? SIO_SEQ_READ : SIO_RAND_READ) :
 			 (seq ? SIO_SEQ_WRITE : SIO_RAND_WRITE));
 
 	cq = &sd->cls[sio_rq_class(rq)];
 	elv_rb_add(&cq->sort[dir], rq);
-	if (rq_mergeable(rq)) {
+	/* Multi-range discards merge without telling the elevator: keep them out. */
+	if (rq_mergeable(rq) && !blk_discard_mergable(rq)) {
 		elv_rqhash_add(q, rq);
 		if (!q->last_merge)
 			q->last_merge = rq;
 	}
-	rq->fifo_time = ktime_get_ns();
+	rq->fifo_time = now;
 	list_add_tail(&rq->queuelist, &cq->fifo[group]);
 	sd->queued[sio_rq_kind(rq)]++;
 	sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_QUEUED);
 
-	if (dir == SIO_READ && sd->antic_holding) {
-		sd->antic_holding = false;
+	if (dir == SIO_READ && sd->phase == SIO_PH_ANTICIPATE) {
+		sio_set_phase(sd, SIO_PH_READ);
 		sd->antic_hits++;
 	}
+	if (dir == SIO_WRITE)
+		sio_hints_retry(sd, start, end, now);
 }
 
 /* Called by blk_mq_sched_insert_request() and blk_mq_sched_insert_requests(). */
@@ -776,9 +1257,10 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 				struct list_head *list, bool at_head)
 {
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
+	unsigned long irqflags;
 	LIST_HEAD(free);
 
-	spin_lock(&sd->lock);
+	spin_lock_irqsave(&sd->lock, irqflags);
 	while (!list_empty(list)) {
 		struct request *rq;
 
@@ -786,7 +1268,7 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 		list_del_init(&rq->queuelist);
 		sio_insert_request(sd, rq, at_head, &free);
 	}
-	spin_unlock(&sd->lock);
+	spin_unlock_irqrestore(&sd->lock, irqflags);
 	blk_mq_free_requests(&free);
 }
 
@@ -794,52 +1276,67 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 static void sio_prepare_request(struct request *rq)
 {
 	sio_rq_set_flags(rq, 0);
+	rq->elv.priv[1] = NULL;
 }
 
 /*
- * Called from blk_mq_free_request(), possibly in interrupt context, so only
- * atomics here. Also called for requests that bypassed the scheduler
- * (passthrough) and for requests merged away.
+ * Called from blk_mq_free_request(), in any context (completion interrupt or
+ * softirq), without the lock. Also called for requests that bypassed the
+ * scheduler (passthrough) and for requests merged away. A request is
+ * counted completed if it was dispatched, even when it was requeued and its
+ * bios then finished inside another request (sio_requests_merged).
  */
 static void sio_finish_request(struct request *rq)
 {
 	struct sio_data *sd = rq->q->elevator->elevator_data;
-	unsigned long flags = sio_rq_flags(rq);
+	unsigned long flags, irqflags;
 
-	if (!(flags & SIO_RQ_OWNED))
+	if (!(sio_rq_flags(rq) & SIO_RQ_OWNED))
 		return;
+	spin_lock_irqsave(&sd->lock, irqflags);
+	flags = sio_rq_flags(rq);
 	if (flags & SIO_RQ_INFLIGHT) {
 		enum sio_kind kind = sio_rq_kind(rq);
 
-		atomic_dec(&sd->inflight[kind]);
+		sd->inflight[kind]--;
+		sio_write_out_del(sd, rq);
 		if (sio_kind_is_read(kind)) {
 			u64 window = (u64)READ_ONCE(sd->read_anticipation_us) *
 				     NSEC_PER_USEC;
 
-			atomic64_set(&sd->last_read_done_ns, ktime_get_ns());
-			if (window && READ_ONCE(sd->antic_holding))
+			sd->last_read_done_ns = ktime_get_ns();
+			if (window && sd->phase == SIO_PH_ANTICIPATE)
 				hrtimer_start(&sd->antic_timer, ns_to_ktime(window),
 					      HRTIMER_MODE_REL);
 		}
 	}
 	if (flags & SIO_RQ_DISPATCHED)
-		atomic64_inc(&sio_rq_stats(sd, rq)->completed);
+		sio_rq_stats(sd, rq)->completed++;
 	else if (!(flags & SIO_RQ_MERGED))
-		atomic64_inc(&sd->dropped);
+		sd->dropped++;
 	sio_rq_set_flags(rq, 0);
+	spin_unlock_irqrestore(&sd->lock, irqflags);
 }
 
-/* Called from blk_mq_requeue_request(): the driver gave @rq back. */
+/*
+ * Called from blk_mq_requeue_request(), without the lock: the driver gave
+ * @rq back. On 6.1 it comes back through the requeue list, at the head.
+ */
 static void sio_requeue_request(struct request *rq)
 {
 	struct sio_data *sd = rq->q->elevator->elevator_data;
-	unsigned long flags = sio_rq_flags(rq);
+	unsigned long flags, irqflags;
 
+	spin_lock_irqsave(&sd->lock, irqflags);
+	flags = sio_rq_flags(rq);
 	if (!(flags & SIO_RQ_INFLIGHT))
-		return;
-	atomic_dec(&sd->inflight[sio_rq_kind(rq)]);
-	atomic64_inc(&sd->requeued);
+		goto unlock;
+	sd->inflight[sio_rq_kind(rq)]--;
+	sio_write_out_del(sd, rq);
+	sd->requeued++;
 	sio_rq_set_flags(rq, flags & ~SIO_RQ_INFLIGHT);
+unlock:
+	spin_unlock_irqrestore(&sd->lock, irqflags);
 }
 
 /* Called by the bio merge code (blk_mq_sched_try_merge) with the lock held. */
@@ -878,42 +1375,77 @@ static void sio_request_merged(struct request_queue *q, struct request *rq,
 	}
 }
 
-/* Called after @next was merged into @rq, lock held; @next will be freed. */
+/*
+ * Called by attempt_merge() (under sio_bio_merge() or sio_insert_request(),
+ * lock held) after @next was merged into @rq; @next will be freed. @rq takes
+ * the more urgent group of the two (6.1 merges sync and async writes) and
+ * the earlier FIFO position within it.
+ */
 static void sio_requests_merged(struct request_queue *q, struct request *rq,
 				struct request *next)
 {
 	struct sio_data *sd = q->elevator->elevator_data;
-	unsigned long nflags = sio_rq_flags(next);
+	unsigned long nflags = sio_rq_flags(next), rflags = sio_rq_flags(rq);
+	enum sio_group rg = sio_rq_group(rq), ng = sio_rq_group(next);
 
 	lockdep_assert_held(&sd->lock);
 
-	sio_rq_stats(sd, next)->merged++;
+	/* A requeued request was dispatched: it ends as completed, not merged. */
+	if (nflags & SIO_RQ_DISPATCHED)
+		sd->requeue_merged++;
+	else
+		sio_rq_stats(sd, next)->merged++;
 
-	/* @rq inherits the earlier FIFO position, and with it the group. */
-	if ((nflags & SIO_RQ_QUEUED) && (sio_rq_flags(rq) & SIO_RQ_QUEUED) &&
-	    next->fifo_time < rq->fifo_time) {
-		list_move(&rq->queuelist, &next->queuelist);
-		rq->fifo_time = next->fifo_time;
-		sio_rq_set_field(rq, SIO_RQ_GROUP_SHIFT, sio_rq_group(next));
+	if (rflags & SIO_RQ_QUEUED) {
+		if (ng < rg || (ng == rg && (nflags & SIO_RQ_QUEUED) &&
+				next->fifo_time < rq->fifo_time)) {
+			if (ng < rg && ng == SIO_G_SYNC_WRITE)
+				sd->sync_promoted++;
+			if (nflags & SIO_RQ_QUEUED)
+				list_move(&rq->queuelist, &next->queuelist);
+			else
+				sio_move_to_group(sd, rq, ng);
+			sio_rq_set_field(rq, SIO_RQ_GROUP_SHIFT, ng);
+		}
+		if (nflags & SIO_RQ_QUEUED)
+			rq->fifo_time = min(rq->fifo_time, next->fifo_time);
 		sio_rq_set_flags(rq, sio_rq_flags(rq) | (nflags & SIO_RQ_BOOSTED));
 	}
 	sio_remove_request(sd, next);
 	sio_rq_set_flags(next, sio_rq_flags(next) | SIO_RQ_MERGED);
 }
 
-/* Called by blk_mq_submit_bio() before a request is allocated. */
+/*
+ * Called by blk_mq_submit_bio() before a request is allocated, without the
+ * lock. A sync bio merged into a queued async write makes it sync; a write
+ * bio may be what a waiting task's pending hint was for.
+ */
 static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 			  unsigned int nr_segs)
 {
 	struct sio_data *sd = q->elevator->elevator_data;
-	struct request *free = NULL;
+	sector_t start = bio->bi_iter.bi_sector, end = bio_end_sector(bio);
+	bool sync = op_is_sync(bio->bi_opf), write = op_is_write(bio_op(bio));
+	enum sio_class c = sio_ioprio_class(bio->bi_ioprio);
+	struct request *free = NULL, *rq;
+	unsigned long irqflags;
 	bool ret;
 
-	spin_lock(&sd->lock);
+	spin_lock_irqsave(&sd->lock, irqflags);
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
-	if (ret)
+	if (ret) {
 		sd->bio_merged++;
-	spin_unlock(&sd->lock);
+		rq = write ? sio_rb_first_overlap(&sd->cls[c].sort[SIO_WRITE],
+						  start, end) : NULL;
+		if (rq && sync && (sio_rq_flags(rq) & SIO_RQ_QUEUED) &&
+		    sio_rq_group(rq) > SIO_G_SYNC_WRITE) {
+			sio_move_to_group(sd, rq, SIO_G_SYNC_WRITE);
+			sd->sync_promoted++;
+		}
+		if (rq)
+			sio_hints_retry(sd, start, end, ktime_get_ns());
+	}
+	spin_unlock_irqrestore(&sd->lock, irqflags);
 
 	if (free)
 		blk_mq_free_request(free);
@@ -976,6 +1508,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	struct sio_data *sd;
 	enum sio_class c;
 	enum sio_group g;
+	int i;
 
 	eq = elevator_alloc(q, e);
 	if (!eq)
@@ -988,7 +1521,6 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	eq->elevator_data = sd;
 
 	spin_lock_init(&sd->lock);
-	spin_lock_init(&sd->hint_lock);
 	sd->q = q;
 	INIT_LIST_HEAD(&sd->dispatch);
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -999,11 +1531,14 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	}
 	hrtimer_init(&sd->antic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	sd->antic_timer.function = sio_antic_timer_fn;
+	sd->phase = SIO_PH_READ;
 	sd->write_slice_ms = sio_default_write_slice_ms;
 	sd->write_window_ms = sio_default_write_window_ms;
 	sd->prio_aging_ms = sio_default_prio_aging_ms;
 	sd->read_anticipation_us = sio_default_read_anticipation_us;
 	sd->qasio_boost = sio_default_qasio_boost;
+	for (i = 0; i < SIO_NR_DEPS; i++)
+		sd->qasio_dep[i] = sio_default_qasio_dep;
 	sd->async_depth = q->nr_requests;
 
 	/* One queue-wide state, dispatched from any hardware queue. */
@@ -1011,6 +1546,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	q->elevator = eq;
 
 	mutex_lock(&sio_queues_mutex);
+	sio_kprobes_get();
 	list_add_rcu(&sd->node, &sio_queues);
 	mutex_unlock(&sio_queues_mutex);
 	return 0;
@@ -1028,6 +1564,7 @@ static void sio_exit_sched(struct elevator_queue *e)
 
 	mutex_lock(&sio_queues_mutex);
 	list_del_rcu(&sd->node);
+	sio_kprobes_put();
 	mutex_unlock(&sio_queues_mutex);
 	synchronize_rcu();	/* no kprobe handler still sees sd */
 	hrtimer_cancel(&sd->antic_timer);
@@ -1037,19 +1574,17 @@ static void sio_exit_sched(struct elevator_queue *e)
 		WARN_ON_ONCE(!sio_class_empty(&sd->cls[c]));
 		for (d = SIO_READ; d < SIO_NR_DIRS; d++) {
 			struct sio_stats *st = &sd->stats[c][d];
-			u64 completed = atomic64_read(&st->completed);
 
 			WARN_ONCE(st->inserted != st->merged + st->dispatched ||
-				  st->dispatched != completed,
+				  st->dispatched != st->completed,
 				  "smartio: %s %s unbalanced: inserted %llu merged %llu dispatched %llu completed %llu\n",
 				  sio_class_names[c], sio_dir_names[d],
 				  st->inserted, st->merged, st->dispatched,
-				  completed);
+				  st->completed);
 		}
 	}
-	WARN_ONCE(atomic64_read(&sd->dropped),
-		  "smartio: %lld requests freed without dispatch\n",
-		  (long long)atomic64_read(&sd->dropped));
+	WARN_ONCE(sd->dropped, "smartio: %llu requests freed without dispatch\n",
+		  sd->dropped);
 	kfree(sd);
 }
 
@@ -1086,6 +1621,9 @@ SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
 SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
 SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
+SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
+SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
+SIO_TUNABLE(qasio_sync, qasio_dep[SIO_DEP_SYNC], 0, 1);
 SIO_TUNABLE(dispatch_limit_seq_read, dispatch_limit[SIO_SEQ_READ], 0, 4096);
 SIO_TUNABLE(dispatch_limit_seq_write, dispatch_limit[SIO_SEQ_WRITE], 0, 4096);
 SIO_TUNABLE(dispatch_limit_rand_read, dispatch_limit[SIO_RAND_READ], 0, 4096);
@@ -1100,6 +1638,9 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(prio_aging_ms),
 	SIO_ATTR(read_anticipation_us),
 	SIO_ATTR(qasio_boost),
+	SIO_ATTR(qasio_meta),
+	SIO_ATTR(qasio_data),
+	SIO_ATTR(qasio_sync),
 	SIO_ATTR(dispatch_limit_seq_read),
 	SIO_ATTR(dispatch_limit_seq_write),
 	SIO_ATTR(dispatch_limit_rand_read),
@@ -1111,6 +1652,9 @@ static struct elv_fs_entry sio_attrs[] = {
 
 /* debugfs: /sys/kernel/debug/block/<dev>/sched/ */
 
+#ifdef CONFIG_BLK_DEBUG_FS
+static const char *const sio_phase_names[] = { "read", "anticipate", "window" };
+
 static int sio_stats_show(void *data, struct seq_file *m)
 {
 	struct request_queue *q = data;
@@ -1118,36 +1662,46 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	u64 tot[4] = { 0 };
 	enum sio_class c;
 	enum sio_dir d;
+	int i, pending;
 
-	spin_lock(&sd->lock);
+	spin_lock_irq(&sd->lock);
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
 		for (d = SIO_READ; d < SIO_NR_DIRS; d++) {
 			struct sio_stats *st = &sd->stats[c][d];
-			u64 done = atomic64_read(&st->completed);
 
 			seq_printf(m, "%s_%s inserted=%llu merged=%llu dispatched=%llu completed=%llu boosted=%llu\n",
 				   sio_class_names[c], sio_dir_names[d],
 				   st->inserted, st->merged, st->dispatched,
-				   done, st->boosted);
+				   st->completed, st->boosted);
 			tot[0] += st->inserted;
 			tot[1] += st->merged;
 			tot[2] += st->dispatched;
-			tot[3] += done;
+			tot[3] += st->completed;
 		}
 	}
 	seq_printf(m, "total inserted=%llu merged=%llu dispatched=%llu completed=%llu\n",
 		   tot[0], tot[1], tot[2], tot[3]);
-	seq_printf(m, "events requeued=%lld dropped=%lld bio_merged=%llu write_slice_expired=%llu write_windows=%llu prio_aged=%llu limit_blocked=%llu\n",
-		   (long long)atomic64_read(&sd->requeued),
-		   (long long)atomic64_read(&sd->dropped), sd->bio_merged,
-		   sd->write_slice_expired, sd->write_windows, sd->prio_aged,
-		   sd->limit_blocked);
-	seq_printf(m, "anticipation holds=%llu hits=%llu expired=%llu\n",
-		   sd->antic_holds, sd->antic_hits, sd->antic_expired);
-	seq_printf(m, "qasio hints=%lld hints_dropped=%lld\n",
-		   (long long)atomic64_read(&sd->hints_received),
-		   (long long)atomic64_read(&sd->hints_dropped));
-	spin_unlock(&sd->lock);
+	seq_printf(m, "events requeued=%llu requeue_merged=%llu dropped=%llu bio_merged=%llu sync_promoted=%llu write_slice_expired=%llu write_windows=%llu prio_aged=%llu limit_blocked=%llu\n",
+		   sd->requeued, sd->requeue_merged, sd->dropped, sd->bio_merged,
+		   sd->sync_promoted, sd->write_slice_expired, sd->write_windows,
+		   sd->prio_aged, sd->limit_blocked);
+	seq_printf(m, "anticipation holds=%llu hits=%llu expired=%llu lower_class_reads=%llu\n",
+		   sd->antic_holds, sd->antic_hits, sd->antic_expired,
+		   sd->antic_lower_reads);
+	for (i = 0; i < SIO_NR_DEPS; i++) {
+		struct sio_dep_stats *st = &sd->dep_stats[i];
+		int j;
+
+		pending = 0;
+		for (j = 0; j < SIO_NR_HINTS; j++)
+			pending += sd->hints[j].end && sd->hints[j].dep == i;
+		seq_printf(m, "qasio_%s detected=%llu found_queued=%llu found_dispatched=%llu not_found=%llu pending=%d boosted=%llu\n",
+			   sio_dep_names[i], st->detected, st->found_queued,
+			   st->found_dispatched, st->not_found, pending,
+			   st->boosted);
+	}
+	seq_printf(m, "qasio_discard async_inserted=%llu\n", sd->discard_async);
+	spin_unlock_irq(&sd->lock);
 	return 0;
 }
 
@@ -1157,11 +1711,22 @@ static int sio_inflight_show(void *data, struct seq_file *m)
 	struct sio_data *sd = q->elevator->elevator_data;
 	enum sio_kind k;
 
-	spin_lock(&sd->lock);
+	spin_lock_irq(&sd->lock);
 	for (k = 0; k < SIO_NR_KINDS; k++)
-		seq_printf(m, "%s queued=%u inflight=%d\n", sio_kind_names[k],
-			   sd->queued[k], atomic_read(&sd->inflight[k]));
-	spin_unlock(&sd->lock);
+		seq_printf(m, "%s queued=%u inflight=%u\n", sio_kind_names[k],
+			   sd->queued[k], sd->inflight[k]);
+	spin_unlock_irq(&sd->lock);
+	return 0;
+}
+
+static int sio_phase_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct sio_data *sd = q->elevator->elevator_data;
+
+	spin_lock_irq(&sd->lock);
+	seq_printf(m, "%s\n", sio_phase_names[sd->phase]);
+	spin_unlock_irq(&sd->lock);
 	return 0;
 }
 
@@ -1169,18 +1734,117 @@ static int sio_kprobes_show(void *data, struct seq_file *m)
 {
 	int i;
 
-	for (i = 0; i < ARRAY_SIZE(sio_kprobes); i++)
-		seq_printf(m, "%s %s\n", sio_kprobes[i].symbol_name,
-			   sio_kprobe_ok[i] ? "registered" : "unavailable");
+	mutex_lock(&sio_queues_mutex);
+	for (i = 0; i < SIO_NR_KPROBES; i++) {
+		if (!sio_kprobes_live)
+			seq_printf(m, "%s off\n", sio_kprobe_tmpl[i].symbol_name);
+		else if (sio_kprobe_err[i])
+			seq_printf(m, "%s unavailable %d\n",
+				   sio_kprobe_tmpl[i].symbol_name, sio_kprobe_err[i]);
+		else
+			seq_printf(m, "%s registered\n",
+				   sio_kprobe_tmpl[i].symbol_name);
+	}
+	mutex_unlock(&sio_queues_mutex);
 	return 0;
 }
+
+/* One line per queued request, as mq-deadline's *_fifo_list files. */
+static int sio_rq_show(struct seq_file *m, void *v)
+{
+	struct request *rq = list_entry(v, struct request, queuelist);
+	unsigned long flags = sio_rq_flags(rq);
+
+	seq_printf(m, "%p sector=%llu sectors=%u op=%s%s%s kind=%s group=%s%s\n",
+		   rq, (unsigned long long)blk_rq_pos(rq), blk_rq_sectors(rq),
+		   sio_dir_names[sio_rq_dir(rq)],
+		   op_is_sync(rq->cmd_flags) ? " sync" : "",
+		   flags & SIO_RQ_DISPATCHED ? " requeued" : "",
+		   sio_kind_names[sio_rq_kind(rq)],
+		   sio_group_names[sio_rq_group(rq)],
+		   flags & SIO_RQ_BOOSTED ? " boosted" : "");
+	return 0;
+}
+
+#define SIO_DEBUGFS_LIST(name, listexpr)				\
+static void *sio_##name##_start(struct seq_file *m, loff_t *pos)	\
+	__acquires(&sd->lock)						\
+{									\
+	struct request_queue *q = m->private;				\
+	struct sio_data *sd = q->elevator->elevator_data;		\
+									\
+	spin_lock_irq(&sd->lock);					\
+	return seq_list_start(&(listexpr), *pos);			\
+}									\
+									\
+static void *sio_##name##_next(struct seq_file *m, void *v, loff_t *pos) \
+{									\
+	struct request_queue *q = m->private;				\
+	struct sio_data *sd = q->elevator->elevator_data;		\
+									\
+	return seq_list_next(v, &(listexpr), pos);			\
+}									\
+									\
+static void sio_##name##_stop(struct seq_file *m, void *v)		\
+	__releases(&sd->lock)						\
+{									\
+	struct request_queue *q = m->private;				\
+	struct sio_data *sd = q->elevator->elevator_data;		\
+									\
+	spin_unlock_irq(&sd->lock);					\
+}									\
+									\
+static const struct seq_operations sio_##name##_seq_ops = {		\
+	.start	= sio_##name##_start,					\
+	.next	= sio_##name##_next,					\
+	.stop	= sio_##name##_stop,					\
+	.show	= sio_rq_show,						\
+}
+
+#define SIO_DEBUGFS_FIFO(c, g, name) \
+	SIO_DEBUGFS_LIST(name, sd->cls[c].fifo[g])
+
+SIO_DEBUGFS_LIST(dispatch, sd->dispatch);
+SIO_DEBUGFS_FIFO(SIO_RT, SIO_G_READ, rt_read);
+SIO_DEBUGFS_FIFO(SIO_RT, SIO_G_SYNC_WRITE, rt_sync_write);
+SIO_DEBUGFS_FIFO(SIO_RT, SIO_G_BOOSTED_WRITE, rt_boosted_write);
+SIO_DEBUGFS_FIFO(SIO_RT, SIO_G_ASYNC_WRITE, rt_async_write);
+SIO_DEBUGFS_FIFO(SIO_BE, SIO_G_READ, be_read);
+SIO_DEBUGFS_FIFO(SIO_BE, SIO_G_SYNC_WRITE, be_sync_write);
+SIO_DEBUGFS_FIFO(SIO_BE, SIO_G_BOOSTED_WRITE, be_boosted_write);
+SIO_DEBUGFS_FIFO(SIO_BE, SIO_G_ASYNC_WRITE, be_async_write);
+SIO_DEBUGFS_FIFO(SIO_IDLE, SIO_G_READ, idle_read);
+SIO_DEBUGFS_FIFO(SIO_IDLE, SIO_G_SYNC_WRITE, idle_sync_write);
+SIO_DEBUGFS_FIFO(SIO_IDLE, SIO_G_BOOSTED_WRITE, idle_boosted_write);
+SIO_DEBUGFS_FIFO(SIO_IDLE, SIO_G_ASYNC_WRITE, idle_async_write);
+#undef SIO_DEBUGFS_FIFO
+#undef SIO_DEBUGFS_LIST
+
+#define SIO_FIFO_ATTR(name) {#name "_fifo_list", 0400, .seq_ops = &sio_##name##_seq_ops}
 
 static const struct blk_mq_debugfs_attr sio_queue_debugfs_attrs[] = {
 	{"stats", 0400, sio_stats_show},
 	{"inflight", 0400, sio_inflight_show},
+	{"phase", 0400, sio_phase_show},
 	{"kprobes", 0400, sio_kprobes_show},
+	{"dispatch", 0400, .seq_ops = &sio_dispatch_seq_ops},
+	SIO_FIFO_ATTR(rt_read),
+	SIO_FIFO_ATTR(rt_sync_write),
+	SIO_FIFO_ATTR(rt_boosted_write),
+	SIO_FIFO_ATTR(rt_async_write),
+	SIO_FIFO_ATTR(be_read),
+	SIO_FIFO_ATTR(be_sync_write),
+	SIO_FIFO_ATTR(be_boosted_write),
+	SIO_FIFO_ATTR(be_async_write),
+	SIO_FIFO_ATTR(idle_read),
+	SIO_FIFO_ATTR(idle_sync_write),
+	SIO_FIFO_ATTR(idle_boosted_write),
+	SIO_FIFO_ATTR(idle_async_write),
 	{},
 };
+
+#undef SIO_FIFO_ATTR
+#endif /* CONFIG_BLK_DEBUG_FS */
 
 static struct elevator_type sio_iosched = {
 	.ops = {
@@ -1210,44 +1874,18 @@ static struct elevator_type sio_iosched = {
 	.elevator_owner = THIS_MODULE,
 };
 
-static void sio_unregister_kprobes(void)
-{
-	int i;
-
-	for (i = 0; i < ARRAY_SIZE(sio_kprobes); i++) {
-		if (sio_kprobe_ok[i])
-			unregister_kprobe(&sio_kprobes[i]);
-		sio_kprobe_ok[i] = false;
-	}
-}
-
+/* The probes live only while a queue uses smartio (sio_kprobes_get/put). */
 static int __init sio_init(void)
 {
-	int i, ret;
-
-	/* The boost is optional: without a probe its hints simply never come. */
-	for (i = 0; i < ARRAY_SIZE(sio_kprobes); i++) {
-		ret = register_kprobe(&sio_kprobes[i]);
-		sio_kprobe_ok[i] = !ret;
-		if (ret)
-			pr_warn("smartio: kprobe %s unavailable (%d), no QASIO boost from it\n",
-				sio_kprobes[i].symbol_name, ret);
-	}
-
-	ret = elv_register(&sio_iosched);
-	if (ret)
-		goto err_kprobes;
-	return 0;
-
-err_kprobes:
-	sio_unregister_kprobes();
-	return ret;
+	return elv_register(&sio_iosched);
 }
 
 static void __exit sio_exit(void)
 {
 	elv_unregister(&sio_iosched);
-	sio_unregister_kprobes();
+	mutex_lock(&sio_queues_mutex);
+	WARN_ON_ONCE(sio_kprobes_live);
+	mutex_unlock(&sio_queues_mutex);
 }
 
 module_init(sio_init);

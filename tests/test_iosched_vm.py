@@ -9,6 +9,8 @@ smartio), a hung task or an oops fails the run; every test also checks that the 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -118,7 +120,14 @@ class Stats:
 
 @pytest.fixture(scope="module")
 def module_ko() -> Path:
-    """The module, built (or brought up to date) now: these tests are about it, so a build failure fails them."""
+    """The module, built (or brought up to date) now: these tests are about it, so a build failure fails them.
+
+    SMARTIO_TEST_MODULE=/path/to/smartio-iosched.ko runs the tests against another build instead (e.g. an older
+    commit's, to show that a regression test fails there).
+    """
+    other = os.environ.get("SMARTIO_TEST_MODULE")
+    if other:
+        return Path(other)
     repo = vm.repo_root()
     assert repo is not None, "not running from the repository"
     p = subprocess.run(["make", "-C", str(repo / "kernel")], capture_output=True, text=True)
@@ -126,11 +135,11 @@ def module_ko() -> Path:
     return repo / vm.DEFAULT_MODULE
 
 
-def run_guest(tmp_path: Path, script: str, ko: Path, disk_mb: int = 256) -> vm.VmResult:
+def run_guest(tmp_path: Path, script: str, ko: Path, disk_mb: int = 256, profile: str | None = None) -> vm.VmResult:
     path = tmp_path / "guest.sh"
     path.write_text(PRELUDE + script)
     r = vm.run(["sh", str(path)], disks=1, disk_size=disk_mb << 20, modules=[ko], kernel_args=KERNEL_ARGS,
-               timeout=VM_TIMEOUT_S, artifacts=tmp_path / "art", stream=None, cwd=tmp_path)
+               timeout=VM_TIMEOUT_S, artifacts=tmp_path / "art", stream=None, cwd=tmp_path, profile=profile)
     assert r.failure is None, r.failure
     assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
     return r
@@ -278,3 +287,58 @@ rmmod smartio_iosched
     r = run_guest(tmp_path, script, module_ko, disk_mb=64)
     Stats.load(r.out_dir, "first").assert_balanced(min_dispatched=2000)
     Stats.load(r.out_dir, "second").assert_balanced(min_dispatched=500)
+
+
+def fio_ios(fio_json: Path, job: str, ddir: str = "read") -> int:
+    """Completed I/Os of one job in fio's JSON output."""
+    data = json.loads(fio_json.read_text())
+    return next(j[ddir]["total_ios"] for j in data["jobs"] if j["jobname"] == job)
+
+
+def test_issue11_clock_read_under_lock_no_false_slices(tmp_path: Path, module_ko: Path) -> None:
+    """Issue 11: `now` read before the lock let another CPU store a later fifo_time / last_write_ns, and the
+    unsigned `now - t` wrapped, opening write slices and priority aging that never happened.
+
+    With a 60 s write slice and 600 s aging, nothing may expire in a 15 s run; both vCPUs dispatch at once."""
+    jobs = [FioJob(f"{cls}-{rw}", rw, prio, True, off, 8, iodepth=4, verify=False,
+                   extra=("time_based=1", "runtime=15", "numjobs=2"))
+            for prio, cls, off in ((1, "rt", 0), (2, "be", 16), (3, "idle", 32))
+            for rw in ("randwrite", "randread")]
+    (tmp_path / "clock.fio").write_text(job_file(RAW_GLOBAL, jobs))
+    script = f"""
+use smartio
+echo 60000 > $Q/iosched/write_slice_ms
+echo 600000 > $Q/iosched/prio_aging_ms
+echo 0 > $Q/iosched/read_anticipation_us
+fio --output=$SMARTIO_OUT/fio.txt {tmp_path}/clock.fio || fail "fio: $(tail -20 $SMARTIO_OUT/fio.txt)"
+snap clock
+use none
+"""
+    r = run_guest(tmp_path, script, module_ko)
+    st = Stats.load(r.out_dir, "clock")
+    st.assert_balanced(min_dispatched=3000)
+    ev = st.rows["events"]
+    assert ev["write_slice_expired"] == 0 and ev["prio_aged"] == 0, f"events that cannot have happened: {ev}"
+
+
+def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: Path) -> None:
+    """Issue 11: while writes of a higher class were held for that class's reader, reads already queued in a lower
+    class waited too (until prio_aging_ms). Held writes must not stop another class's reads."""
+    jobs = [FioJob("rt-reader", "randread", 1, True, 0, 32, verify=False, extra=("time_based=1", "runtime=8")),
+            FioJob("rt-writer", "randwrite", 1, True, 32, 32, iodepth=4, verify=False,
+                   extra=("time_based=1", "runtime=8")),
+            FioJob("be-reader", "randread", 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=8"))]
+    (tmp_path / "antic.fio").write_text(job_file(RAW_GLOBAL, jobs))
+    script = f"""
+use smartio
+fio --output-format=json --output=$SMARTIO_OUT/fio.json {tmp_path}/antic.fio || fail "fio failed"
+snap antic
+use none
+"""
+    r = run_guest(tmp_path, script, module_ko)
+    st = Stats.load(r.out_dir, "antic")
+    st.assert_balanced(min_dispatched=500)
+    assert st.rows["anticipation"]["holds"] > 0, st.rows["anticipation"]
+    rt, be = fio_ios(r.out_dir / "fio.json", "rt-reader"), fio_ios(r.out_dir / "fio.json", "be-reader")
+    # prio_aging_ms (10 s) is longer than the run: a BE read held behind RT's anticipation never got through.
+    assert be >= 100 and be >= rt // 4, f"BE reader completed {be} reads beside the RT reader's {rt}"
