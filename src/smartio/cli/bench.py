@@ -7,16 +7,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from smartio.blockdev import write_tunables
+from smartio.blockdev import Device, is_root, read_scheduler, write_tunables
 from smartio.engine import Engine
 from smartio.engine.fake import RecordingEngine, ReplayEngine
 from smartio.engine.fio import FioEngine
-from smartio.errors import UsageError
+from smartio.errors import NeedsRootError, UsageError
 from smartio.experiments.options import EXPERIMENTS, OPTIONS, PATTERNS, Option, Settings
 from smartio.experiments.runner import check, command_line, run_bench
-from smartio.experiments.target import open_target
+from smartio.experiments.target import Target
+from smartio.outputs import check_output_dir, check_output_file
 from smartio.report import tables
 from smartio.results import Store
 
@@ -69,11 +70,19 @@ def make_engine() -> Engine:
     return RecordingEngine(engine, Path(record)) if record else engine
 
 
-def _execute(experiment: str, a: argparse.Namespace) -> dict[str, Any]:
+def _execute(experiment: str, a: argparse.Namespace,
+             preflight: Callable[[Target], object] | None = None) -> tuple[dict[str, Any], Target]:
+    """Check everything that can be checked, then run, store and write the outputs."""
     settings = Settings.from_args(a)
+    if a.json:
+        check_output_file("--json", a.json)
+    if a.plots:
+        check_output_dir("--plots", a.plots)
     engine = make_engine()                  # fails early (exit 2) when fio is missing
     target = check(experiment, a.target, settings, a.destroy_data)
     store = Store(a.db)                     # fails early on a bad --db, before anything runs
+    if preflight:
+        preflight(target)
     doc = run_bench(experiment, target, settings, engine, scheduler=a.scheduler, command=command_line())
     doc["id"] = store.add(doc)
     store.close()
@@ -87,29 +96,41 @@ def _execute(experiment: str, a: argparse.Namespace) -> dict[str, Any]:
 
         for path in write_plots(doc, Path(a.plots)):
             print(f"plot: {path}", file=sys.stderr)
-    return doc
+    return doc, target
 
 
 def bench(a: argparse.Namespace) -> int:
-    doc = _execute(a.experiment, a)
+    doc, _ = _execute(a.experiment, a)
     print(tables.render(doc))
     print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
     return 0
 
 
+def applicable_device(target: Target) -> Device:
+    """The device whose smartio scheduler `profile --apply` will tune, checked before anything is measured."""
+    dev = target.device
+    if dev is None:
+        raise UsageError("--target", target.path, "has no block device whose scheduler could take the parameters")
+    current, _ = read_scheduler(dev)
+    if current != "smartio":
+        raise UsageError("--apply", dev.disk, f"scheduler is {current}, not smartio; "
+                         f"echo smartio > {dev.queue / 'scheduler'} first")
+    missing = [t for t in TUNABLE.values() if not (dev.queue / "iosched" / t).exists()]
+    if missing:
+        raise UsageError("--apply", dev.disk, f"its smartio scheduler has no {', '.join(missing)} "
+                         "(an older module? rebuild it with make module)")
+    if not is_root():
+        raise NeedsRootError(f"writing the smartio scheduler's tunables of {dev.disk} (--apply)")
+    return dev
+
+
 def profile(a: argparse.Namespace) -> int:
-    doc = _execute("concurrency", a)
+    doc, target = _execute("concurrency", a, applicable_device if a.apply else None)
     params = doc["results"]["parameters"]
     for p, n in params.items():
         print(f"{p}={n}")
     if a.apply:
-        dev = open_target(a.target, writes=False, destroy_data=False).device
-        if dev is None:
-            raise UsageError("--target", a.target, "has no block device whose scheduler could take the parameters")
-        scheduler = doc["device"].get("scheduler")
-        if scheduler != "smartio":
-            raise UsageError("--apply", dev.disk, f"scheduler is {scheduler}, not smartio; "
-                             f"echo smartio > {dev.queue / 'scheduler'} first")
+        dev = applicable_device(target)
         write_tunables(dev, {TUNABLE[p]: n for p, n in params.items()})
         print(f"applied to {dev.queue / 'iosched'}")
     return 0

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          description="Run COMMAND as root in the VM; its output streams here and the exit code is "
                                      "returned. It can write files to $SMARTIO_OUT (/smartio/out), which land in "
                                      "<artifacts>/out. Exit codes: COMMAND's, or 1 if the VM failed (timeout, "
-                                     "kernel panic/oops/WARN), 2 for bad input.",
+                                     "kernel panic/oops/WARN), 2 for bad input, 3 when not run as root.",
                          epilog="example: smartio testbed run --profile s5-emmc -- smartio bench ...")
     _common(run)
     run.add_argument("--timeout", type=float, default=600.0, metavar="S",

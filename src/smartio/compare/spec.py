@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from smartio.errors import UsageError
+from smartio.experiments.options import parse_mixes
 from smartio.units import parse_size
 
 # The schedulers Linux 6.1's cloud kernel offers (kyber and bfq as modules) plus ours (kernel/smartio-iosched.c).
@@ -97,6 +98,8 @@ class Plan:
             n = parse_size("--size", self.size)
             if n % 4096:
                 raise UsageError("--size", self.size, "must be a multiple of 4 KiB (the request size)")
+        if self.mixes is not None:
+            parse_mixes(self.mixes)      # the guest's `smartio bench` would refuse it only after booting
         if not 1 <= self.nr_requests <= 4096:
             raise UsageError("--nr-requests", self.nr_requests, "must be between 1 and 4096")
 

@@ -68,6 +68,11 @@ def parse_int_list(flag: str, text: str, lo: int, hi: int) -> tuple[int, ...]:
     return values
 
 
+def parse_mixes(text: str) -> tuple[int, ...]:
+    """--mixes: the read percentages of the mixed sweep (also checked by `smartio compare` on the host)."""
+    return parse_int_list("--mixes", text, 0, 100)
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """What an experiment needs to know, validated."""
@@ -108,4 +113,4 @@ class Settings:
             raise UsageError("--iodepth", a.iodepth, "must be between 1 and 4096")
         return cls(quick=a.quick, repeats=repeats, size=size, bs=bs, streams=a.streams,
                    levels=parse_int_list("--levels", a.levels, 1, 256),
-                   mixes=parse_int_list("--mixes", a.mixes, 0, 100), iodepth=a.iodepth, read_only=a.read_only)
+                   mixes=parse_mixes(a.mixes), iodepth=a.iodepth, read_only=a.read_only)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import IO, Literal, Sequence
 
-from smartio.errors import MissingToolError, SmartioError, UsageError
+from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
 from smartio.flashdev import Profile, load_profile
 from smartio.testbed import disks as disks_mod
 from smartio.testbed import initramfs, kernelpkg, qemu
@@ -335,6 +335,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         raise UsageError("--disk-size", disk_size, "must be at least 1 MiB and a multiple of 4 KiB")
     if timeout is not None and timeout <= 0:
         raise UsageError("--timeout", timeout, "must be positive")
+    if os.geteuid() != 0:   # before fetching the kernel (132 MB) or making the artifacts directory
+        raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
     prof = _load_profile(profile)
     repo = repo_root()
     mods = resolve_modules(modules, repo)
