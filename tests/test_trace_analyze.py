@@ -13,7 +13,7 @@ import pytest
 from smartio.cli import main
 from smartio.trace import events as ev
 from smartio.trace import formats, native
-from smartio.trace.analyze import FLUSH, READ, analyze
+from smartio.trace.analyze import FLUSH, READ, analyze, without_final_completions
 from smartio.trace.events import EVENT_DTYPE, Trace
 from smartio.trace.files import attribute, file_type, fiemap
 from smartio.trace.formats import read_trace
@@ -45,13 +45,9 @@ def test_counts_and_bytes_match_blkparse(mode):
 
 
 def _btt_view(t: Trace) -> Trace:
-    """The trace without the final completions of flush sequences (0 bytes, no flush flag): btt measures a
-    preflush or FUA write to its data completion, we to its final completion; without those, ours stops at the
-    data completion too."""
-    e = t.events
-    final = ((e["action"] & 0xFFFF) == ev.COMPLETE) & (e["bytes"] == 0) & \
-        ((e["action"] >> ev.TC_SHIFT & ev.TC_FLUSH) == 0)
-    return Trace(e[~final], t.comms, t.meta)
+    # btt measures a preflush or FUA write to its data completion, we to its final completion; without the
+    # final completions ours stops at the data completion too.
+    return without_final_completions(t)
 
 
 @pytest.mark.parametrize("mode", MODES)

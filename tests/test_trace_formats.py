@@ -213,3 +213,124 @@ def test_issue15_bad_event_count_in_our_header(tmp_path, capsys, events):
     assert e.value.offset >= 0
     assert main(["trace", "analyze", str(p)]) == 2
     assert "offset" in capsys.readouterr().err
+
+
+# --- issue 15 item 10: tracefs text (trace-cmd report, cat trace) and compressed files ---------------------------
+
+# As Linux 6.1's include/trace/events/block.h prints them: block_bio ("%d,%d %s %llu + %u [%s]"), block_rq
+# ("%d,%d %s %u (%s) %llu + %u [%s]") and block_rq_completion ("%d,%d %s (%s) %llu + %u [%d]"). A write queued by
+# fio and issued by a kernel worker, a 16 KiB read, no block_getrq events.
+TRACE_CMD = """\
+cpus=2
+             fio-1234  [001]   100.000001: block_bio_queue:      254,0 W 2048 + 8 [fio]
+             fio-1234  [001]   100.000002: block_bio_queue:      254,0 W 2056 + 8 [fio]
+             fio-1234  [001]   100.000004: block_rq_insert:      254,0 W 8192 () 2048 + 16 [fio]
+    kworker/1:1H-44    [001]   100.000010: block_rq_issue:       254,0 W 8192 () 2048 + 16 [kworker/1:1H]
+          <idle>-0     [001]   100.000210: block_rq_complete:    254,0 W () 2048 + 16 [0]
+ systemd-journal-412   [000]   100.001000: block_bio_queue:      254,0 RA 4096 + 32 [systemd-journal]
+ systemd-journal-412   [000]   100.001005: block_rq_issue:       254,0 RA 16384 () 4096 + 32 [systemd-journal]
+          <idle>-0     [000]   100.001105: block_rq_complete:    254,0 RA () 4096 + 32 [0]
+             fio-1234  [001]   100.002000: sched_switch:         prev_comm=fio prev_pid=1234 prev_prio=120
+"""
+CAT_TRACE = """\
+# tracer: nop
+#
+# entries-in-buffer/entries-written: 8/8   #P:2
+#
+#                                _-----=> irqs-off/BH-disabled
+#                               / _----=> need-resched
+#                              | / _---=> hardirq/softirq
+#                              || / _--=> preempt-depth
+#                              ||| / _-=> migrate-disable
+#                              |||| /     delay
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
+#              | |         |   |||||     |         |
+             fio-1234    [001] .....   100.000001: block_bio_queue: 254,0 W 2048 + 8 [fio]
+             fio-1234    [001] .....   100.000002: block_bio_queue: 254,0 W 2056 + 8 [fio]
+             fio-1234    [001] ...1.   100.000004: block_rq_insert: 254,0 W 8192 () 2048 + 16 [fio]
+    kworker/1:1H-44      [001] ...1.   100.000010: block_rq_issue: 254,0 W 8192 () 2048 + 16 [kworker/1:1H]
+          <idle>-0       [001] d.h1.   100.000210: block_rq_complete: 254,0 W () 2048 + 16 [0]
+ systemd-journal-412     [000] .....   100.001000: block_bio_queue: 254,0 RA 4096 + 32 [systemd-journal]
+ systemd-journal-412     [000] ...1.   100.001005: block_rq_issue: 254,0 RA 16384 () 4096 + 32 [systemd-journal]
+          <idle>-0       [000] d.h1.   100.001105: block_rq_complete: 254,0 RA () 4096 + 32 [0]
+"""
+
+
+@pytest.mark.parametrize("text", [TRACE_CMD, CAT_TRACE], ids=["trace-cmd-report", "cat-trace"])
+def test_issue15_tracefs_text_is_read_and_paired_without_getrq(tmp_path, text):
+    from smartio.trace import events as ev
+    from smartio.trace.analyze import analyze
+
+    p = tmp_path / "block.txt"
+    p.write_text(text)
+    t = read_trace(p)
+    assert t.source_format == "tracefs" and len(t) == 8
+    e = t.events
+    assert e["time"][0] == 100_000_001_000 and e["device"][0] == ev.kdev(254, 0) and e["cpu"][0] == 1
+    assert [ev.ACTION_LETTER[int(a) & 0xFFFF] for a in e["action"]] == list("QQIDCQDC")
+    assert e["bytes"].tolist() == [4096, 4096, 8192, 8192, 8192, 16384, 16384, 16384]
+    assert t.comms[1234] == "fio" and t.comms[44] == "kworker/1:1H" and t.comms[412] == "systemd-journal"
+    mx = analyze(t)
+    # Both write bios reach the request that carried them (btt's Q2C), and the write is fio's, not the worker's.
+    assert mx["write"]["q2c_ms"]["n"] == 2 and mx["write"]["q2c_ms"]["max"] == pytest.approx(0.209)
+    assert mx["read"]["q2c_ms"]["n"] == 1 and mx["read"]["q2c_ms"]["max"] == pytest.approx(0.105)
+    assert mx["unmatched"] == {"bios_without_completion": 0, "completions_without_issue": 0}
+    procs = {p["comm"]: p for p in mx["processes"]}
+    assert procs["fio"]["writes"] == 1 and "kworker/1:1H" not in procs
+    assert procs["systemd-journal"]["reads"] == 1
+
+
+def test_issue15_tracefs_text_from_a_newer_kernel_with_ioprio(tmp_path):
+    # 6.x kernels after 6.1 print the I/O priority between the size and the command.
+    p = tmp_path / "new.txt"
+    p.write_text("  fio-7  [000] ..... 5.000000100: block_rq_issue: 8,0 WS 4096 () 64 + 8 be,0,4 [fio]\n"
+                 "  <idle>-0  [000] d.h1. 5.000000900: block_rq_complete: 8,0 WS () 64 + 8 be,0,4 [0]\n")
+    t = read_trace(p)
+    assert t.events["sector"].tolist() == [64, 64] and t.events["time"].tolist() == [5_000_000_100, 5_000_000_900]
+
+
+def test_issue15_malformed_tracefs_text_names_the_line(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_text(TRACE_CMD.replace("254,0 W () 2048 + 16 [0]", "254,0 W () 2048 + [0]"))
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    assert "line 6" in str(e.value) and e.value.offset == TRACE_CMD.index("          <idle>-0     [001]   100.000210")
+
+
+def _compress(kind: str, data: bytes) -> bytes:
+    import gzip
+    import lzma
+
+    import zstandard
+
+    return {"gz": gzip.compress, "xz": lzma.compress, "zst": zstandard.ZstdCompressor().compress}[kind](data)
+
+
+@pytest.mark.parametrize("kind", ["gz", "xz", "zst"])
+@pytest.mark.parametrize("name", ["sqlite-wal.blkparse.txt", "sqlite-wal.blktrace.0", "sqlite-delete.smtrace",
+                                  "tracefs"])
+def test_issue15_compressed_traces(tmp_path, kind, name):
+    plain = tmp_path / ("block.txt" if name == "tracefs" else name)   # alone: no sibling per-CPU files
+    plain.write_bytes(TRACE_CMD.encode() if name == "tracefs" else (DATA / name).read_bytes())
+    packed = tmp_path / f"{plain.name}.{kind}"
+    packed.write_bytes(_compress(kind, plain.read_bytes()))
+    want, got = read_trace(plain), read_trace(packed)
+    assert got.source_format == want.source_format
+    np.testing.assert_array_equal(got.events, want.events)
+    assert got.comms == want.comms
+
+
+def test_issue15_compressed_per_cpu_blktrace_files(tmp_path):
+    for cpu in (0, 1):
+        src = DATA / f"sqlite-wal.blktrace.{cpu}"
+        (tmp_path / f"w.blktrace.{cpu}.gz").write_bytes(_compress("gz", src.read_bytes()))
+    np.testing.assert_array_equal(read_trace(tmp_path / "w").events, read_trace(DATA / "sqlite-wal").events)
+
+
+@pytest.mark.parametrize("kind", ["gz", "xz", "zst"])
+def test_issue15_truncated_compressed_file_is_exit_2(tmp_path, capsys, kind):
+    packed = _compress(kind, (DATA / "sqlite-wal.blkparse.txt").read_bytes())
+    p = tmp_path / f"t.txt.{kind}"
+    p.write_bytes(packed[:len(packed) // 2])
+    assert main(["trace", "analyze", str(p)]) == 2
+    assert "compressed but cannot be decompressed" in capsys.readouterr().err

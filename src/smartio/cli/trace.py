@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="command to run while recording; without it, record until Ctrl-C")
     r.set_defaults(func=run_record)
 
-    a = sub.add_parser("analyze", help="characterise a trace (smartio, blktrace binary or blkparse text)",
+    a = sub.add_parser("analyze", help="characterise a trace (smartio, blktrace binary, blkparse or tracefs text; "
+                                       "also gzip, xz or zstd compressed)",
                        description="Per read and write: counts, R/W ratio, request sizes, Q2C/D2C percentiles, "
                                    "sync/async, flush behaviour, locality, share of time with I/O outstanding.")
     a.add_argument("file", type=Path, metavar="FILE")

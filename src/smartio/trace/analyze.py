@@ -36,6 +36,15 @@ PERCENTILES = (50, 90, 99)
 READ, WRITE, FLUSH, DISCARD, OTHER = range(5)  # request kinds, decided in C (kind_of in _native.c)
 
 
+def without_final_completions(trace: Trace) -> Trace:
+    """The trace as btt measures it: without the final completions of flush sequences (0 bytes, no flush flag),
+    so that a preflush or FUA write ends at its data completion. For cross-checks with btt."""
+    e = trace.events
+    final = ((e["action"] & 0xFFFF) == ev.COMPLETE) & (e["bytes"] == 0) & \
+        ((e["action"] >> ev.TC_SHIFT & ev.TC_FLUSH) == 0)
+    return Trace(e[~final], trace.comms, trace.meta, trace.source_format, in_order=True)
+
+
 def pct(values: np.ndarray, scale: float = 1.0) -> dict:
     """Percentiles (numpy's default linear interpolation), mean, max and 101 quantiles for the CDF."""
     n = len(values)

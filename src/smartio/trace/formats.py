@@ -8,6 +8,12 @@
   -d NAME.bin` merges for `btt -i NAME.bin`). Read: NAME (all its per-CPU files), one per-CPU file (its
   siblings are read too), or a merged stream. Either byte order is read, as blkparse does.
 - blkparse text: the default output of `blkparse -i`, up to its summary.
+- tracefs text: what `trace-cmd report` or `cat /sys/kernel/tracing/trace` prints for the block events
+  (block_bio_queue, block_bio_backmerge/frontmerge, block_getrq, block_rq_insert, block_rq_issue,
+  block_rq_merge, block_rq_requeue, block_rq_complete), in the formats of include/trace/events/block.h (Linux 6.1,
+  and the later ones that add the I/O priority); other events are skipped.
+
+Any of them may be compressed (gzip, xz, zstd; recognised by their magic bytes, whatever the file's name).
 
 The traces that matter are millions of events long, so blktrace files are checked and merged by the C
 helper (native.py) in one pass over each record, and our own format is decoded in place with numpy.
@@ -17,10 +23,14 @@ trace.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
+import lzma
 import mmap
 import os
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +47,9 @@ BLK_DTYPE_LE = EVENT_DTYPE
 BLK_DTYPE_BE = BLK_DTYPE_LE.newbyteorder(">")
 BLK_SIZE = BLK_DTYPE_LE.itemsize  # 48
 
-FORMATS = ("smartio", "blktrace", "blkparse")
+FORMATS = ("smartio", "blktrace", "blkparse", "tracefs")
+# Magic bytes of the compressed files we read, and how to open each.
+COMPRESSED = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 
 
 class TraceFormatError(UsageError):
@@ -49,8 +61,11 @@ class TraceFormatError(UsageError):
 
 
 def detect_format(path: Path) -> str:
-    with open(path, "rb") as f:
-        head = f.read(64)
+    return _detect(path, _map(path))
+
+
+def _detect(path: Path, data) -> str:
+    head = bytes(data[:4096])
     if not head:
         raise TraceFormatError(path, 0, "the file is empty")
     if head.startswith(OURS_MAGIC):
@@ -60,27 +75,36 @@ def detect_format(path: Path) -> str:
             magic = int(np.frombuffer(head[:4], dtype=f"{order}u4")[0])
             if magic & 0xFFFFFF00 == BLK_MAGIC:
                 return "blktrace"
-    try:
-        text = head.decode("ascii")
-    except UnicodeDecodeError:
-        text = ""
+    text = head.decode("utf-8", "replace")
     if re.match(r"\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s", text):
         return "blkparse"
+    lines = text.splitlines()[:-1] or text.splitlines()   # the last may be cut short
+    if any(_TF_EVENT.match(x) for x in lines) or (lines and re.match(r"# tracer:|cpus=\d+$", lines[0])):
+        return "tracefs"
     if OURS_MAGIC.startswith(head):
         raise TraceFormatError(path, 0, "truncated smartio trace header")
-    raise TraceFormatError(path, 0, "not a smartio trace, a blktrace file or blkparse text "
+    raise TraceFormatError(path, 0, "not a smartio trace, a blktrace file, blkparse or tracefs text "
                            f"(starts with {head[:16]!r})")
 
 
-_PER_CPU = re.compile(r"(.*)\.blktrace\.\d+$")
+_PER_CPU = re.compile(r"(.*)\.blktrace\.(\d+)(\.(?:gz|xz|zst))?$")
 
 
 def blktrace_cpu_files(path: Path) -> list[Path]:
-    """The per-CPU files of a blktrace recording named by NAME or by one of NAME.blktrace.<cpu>."""
+    """The per-CPU files of a blktrace recording named by NAME or by one of NAME.blktrace.<cpu>[.gz|.xz|.zst]
+    (a plain file wins over a compressed one of the same CPU)."""
     m = _PER_CPU.match(path.name)
     base = path.with_name(m.group(1)) if m else path
-    files = [p for p in base.parent.glob(base.name + ".blktrace.*") if _PER_CPU.match(p.name)]
-    return sorted(files, key=lambda p: int(p.name.rsplit(".", 1)[1]))
+    by_cpu: dict[int, Path] = {}
+    for p in base.parent.glob(glob_escape(base.name) + ".blktrace.*"):
+        pm = _PER_CPU.match(p.name)
+        if pm and pm.group(1) == base.name and (int(pm.group(2)) not in by_cpu or not pm.group(3)):
+            by_cpu[int(pm.group(2))] = p
+    return [by_cpu[c] for c in sorted(by_cpu)]
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
@@ -93,19 +117,55 @@ def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
         return trace
     if not path.is_file():
         raise UsageError(None, path, "no such trace file (nor NAME.blktrace.<cpu> files)")
-    fmt = fmt or detect_format(path)
-    reader = {"smartio": read_ours, "blktrace": read_blktrace, "blkparse": read_blkparse_text}[fmt]
-    trace = reader(path)
+    data = _map(path)
+    fmt = fmt or _detect(path, data)
+    reader = {"smartio": read_ours, "blktrace": read_blktrace, "blkparse": read_blkparse_text,
+              "tracefs": read_tracefs_text}[fmt]
+    trace = reader(path, data)
     trace.source_format = fmt
     return trace
 
 
 def _map(path: Path):
-    """The file's bytes, memory-mapped (no copy) when it is not empty."""
+    """The file's bytes: memory-mapped (no copy) when plain, decompressed into memory when gzip, xz or zstd
+    (byte offsets in errors are then offsets in the decompressed data)."""
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    kind = next((k for magic, k in COMPRESSED.items() if data[:len(magic)] == magic), None)
+    if kind is None:
+        return data
+    try:
+        if kind == "gzip":
+            return gzip.decompress(data)
+        if kind == "xz":
+            return lzma.decompress(data)
+        import zstandard
+
+        z = zstandard.ZstdDecompressor().decompressobj()
+        out = z.decompress(data)
+        if not z.eof:
+            raise EOFError("the compressed data end before the end of the frame (truncated?)")
+        return out
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as e:
+        raise TraceFormatError(path, 0, f"{path.name} is {kind}-compressed but cannot be decompressed: {e}") \
+            from None
+    except Exception as e:   # zstandard.ZstdError
+        if type(e).__name__ != "ZstdError":
+            raise
+        raise TraceFormatError(path, 0, f"{path.name} is zstd-compressed but cannot be decompressed: {e}") \
+            from None
+    finally:
+        data.close()
+
+
+def _lines(path: Path, data):
+    """The file's lines as bytes, with their ends: read from the file when plain, from memory when it was
+    decompressed."""
+    if isinstance(data, mmap.mmap) or not data:
+        return open(path, "rb")
+    return io.BytesIO(data)
 
 
 # --- ours -------------------------------------------------------------------------------------------
@@ -122,8 +182,8 @@ def write_ours(trace: Trace, path: Path | str) -> None:
         f.write(trace.events.tobytes())
 
 
-def read_ours(path: Path) -> Trace:
-    data = _map(path)
+def read_ours(path: Path, data=None) -> Trace:
+    data = _map(path) if data is None else data
     if len(data) < 12 or data[:8] != OURS_MAGIC:
         raise TraceFormatError(path, 0, "missing the SMIOTRC1 header")
     hlen = int.from_bytes(data[8:12], "little")
@@ -168,8 +228,8 @@ def _check_events(path: Path, events: np.ndarray, base: int, size: int) -> None:
 
 # --- blktrace binary --------------------------------------------------------------------------------
 
-def read_blktrace(path: Path) -> Trace:
-    data = _map(path)
+def read_blktrace(path: Path, data=None) -> Trace:
+    data = _map(path) if data is None else data
     order = _blk_byte_order(path, data)
     # One pass in C checks every record (magic, action, payload length) and finds the events.
     got = native.read_blktrace([data], [order == ">"])
@@ -195,7 +255,7 @@ def _read_cpu_files(files: list[Path]) -> Trace:
     if got is None or got.error or 0 in got.events_per_file:
         # A bad file, one without events, or one out of time order: read them one by one, so that the
         # first bad file raises its error; a stable sort keeps ties in the order of the files, as the merge does.
-        parts = [read_blktrace(p) for p in files]
+        parts = [read_blktrace(p, m) for p, m in zip(files, maps)]
         comms = {k: v for t in parts for k, v in t.comms.items()}
         return Trace(np.concatenate([t.events for t in parts]), comms, parts[0].meta)
     comms = {}
@@ -298,11 +358,11 @@ _FIELD_LIMITS = tuple(int(np.iinfo(EVENT_DTYPE[n]).max) for n in _FIELD_NAMES)
 _MAX_DIGITS = 40   # more than any field holds (2**64 has 20), far below Python's int() limit
 
 
-def read_blkparse_text(path: Path) -> Trace:
+def read_blkparse_text(path: Path, data=None) -> Trace:
     rows: list[tuple] = []
     comms: dict[int, str] = {}
     offset = 0
-    with open(path, "rb") as f:
+    with _lines(path, data) as f:
         for lineno, raw in enumerate(f, 1):
             line_off, offset = offset, offset + len(raw)
             try:
@@ -346,3 +406,78 @@ def read_blkparse_text(path: Path) -> Trace:
     if not rows:
         raise TraceFormatError(path, 0, "no blkparse event lines")
     return Trace(np.array(rows, dtype=EVENT_DTYPE), comms, {"clock": "relative"})
+
+
+# --- tracefs text -----------------------------------------------------------------------------------
+
+# "TASK-PID [CPU] FLAGS TIMESTAMP: EVENT: BODY": trace-cmd report leaves out the flags, `cat trace` prints them
+# (4 or 5 characters) and, with the record-tgid option, "(TGID)" before the CPU. Timestamps are seconds with 6
+# digits (µs, the default) or 9 (ns, trace-cmd report -t).
+_TF_EVENT = re.compile(r"\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*(?:\d+|-+)\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
+                       r"(?P<sec>\d+)\.(?P<frac>\d+):\s+(?P<event>\w+):\s*(?P<body>.*)$")
+# The bodies of include/trace/events/block.h: block_bio "%d,%d %s %llu + %u [%s]", block_rq
+# "%d,%d %s %u (%s) %llu + %u [%s]", block_rq_completion and block_rq_requeue "%d,%d %s (%s) %llu + %u [%d]"; after
+# 6.1 the I/O priority ("be,0,4") comes before the bracket.
+_TF_BODY = re.compile(r"(?P<maj>\d+),(?P<min>\d+)\s+(?P<rwbs>[A-Z]+)\s+(?:(?P<bytes>\d+)\s+)?(?:\((?P<cmd>[^)]*)\)\s+)?"
+                      r"(?P<sector>\d+)\s+\+\s+(?P<nsect>\d+)(?:\s+[^\[\s]+)?\s*\[(?P<tail>[^\]]*)\]\s*$")
+_TF_SKIP = re.compile(r"#|cpus=\d+\s*$|version = |CPU\s*\d+ is empty|CPU\d+ data recorded at offset|\s*$")
+_TF_LOST = re.compile(r".*\bLOST (\d+) EVENTS")
+
+
+def read_tracefs_text(path: Path, data=None) -> Trace:
+    from smartio.trace.tracefs import TRACEPOINTS
+
+    rows: list[tuple] = []
+    comms: dict[int, str] = {}
+    lost = 0
+    offset = 0
+    with _lines(path, data) as f:
+        for lineno, raw in enumerate(f, 1):
+            line_off, offset = offset, offset + len(raw)
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise TraceFormatError(path, line_off, f"line {lineno} is not text") from None
+            m = _TF_EVENT.match(line)
+            if not m:
+                lm = _TF_LOST.match(line)
+                if lm:
+                    lost += int(lm.group(1))
+                    continue
+                if _TF_SKIP.match(line):
+                    continue
+                raise TraceFormatError(path, line_off, f"line {lineno} is not a tracefs event line: {line[:80]!r}")
+            code = TRACEPOINTS.get(m.group("event"))
+            if code is None:
+                continue   # other events, and block events with nothing to analyse (plug, split, remap)
+            b = _TF_BODY.match(m.group("body"))
+            if not b:
+                raise TraceFormatError(path, line_off, f"line {lineno}: {m.group('event')} does not read "
+                                       f"'MAJOR,MINOR RWBS ... SECTOR + COUNT [..]': {line[:100]!r}")
+            numbers = (m.group("pid"), m.group("cpu"), m.group("sec"), *b.group("maj", "min", "sector", "nsect"))
+            if any(len(x) > _MAX_DIGITS for x in numbers):
+                raise TraceFormatError(path, line_off, f"line {lineno}: a number is too large for a block trace event")
+            pid, comm, tail = int(m.group("pid")), m.group("comm").strip(), b.group("tail")
+            error = 0
+            if code in (ev.COMPLETE, ev.REQUEUE):
+                error = abs(int(tail)) if tail.lstrip("-").isdigit() and len(tail) <= _MAX_DIGITS else 0
+            if pid > 0 and comm and comm != "<...>":
+                comms.setdefault(pid, comm)
+            ns = int(m.group("sec")) * 1_000_000_000 + int(m.group("frac")[:9].ljust(9, "0"))
+            major, minor = int(b.group("maj")), int(b.group("min"))
+            tc = ev.rwbs_to_categories(b.group("rwbs")) | ev.ACTION_CATEGORY[code]
+            row = (ev.MAGIC, 0, ns, int(b.group("sector")), int(b.group("nsect")) * 512, code | tc << ev.TC_SHIFT,
+                   pid, ev.kdev(major, minor) if major < 1 << (32 - ev.MINORBITS) and minor < 1 << ev.MINORBITS
+                   else 1 << 32, int(m.group("cpu")), error & 0xFFFF, 0)
+            too_large = next((name for name, v, lim in zip(_FIELD_NAMES, row, _FIELD_LIMITS) if v > lim), None)
+            if too_large:
+                raise TraceFormatError(path, line_off, f"line {lineno}: {too_large} is too large for a block "
+                                       "trace event")
+            rows.append(row)
+    if not rows:
+        raise TraceFormatError(path, 0, "no block events (block_bio_queue, block_rq_issue, block_rq_complete, ...) "
+                               "in the tracefs text")
+    meta: dict = {"clock": "tracefs"}
+    if lost:
+        meta["lost_events"] = lost
+    return Trace(np.array(rows, dtype=EVENT_DTYPE), comms, meta)
