@@ -1,4 +1,5 @@
-"""Debian's Linux 6.1 cloud kernel packages, fetched with `apt-get download` and cached by version.
+"""Debian's Linux 6.1 kernel packages (cloud flavour, and the generic one), fetched with `apt-get download` and
+cached by version.
 
 Layout of the cache (default ~/.cache/smartio/kernel, overridable with SMARTIO_CACHE):
 
@@ -9,9 +10,12 @@ Layout of the cache (default ~/.cache/smartio/kernel, overridable with SMARTIO_C
     <cache>/kernel/<abi>-<version>/.complete-<part>     stamp: that part was fetched and checked
 
 The version is what apt resolves `linux-image-cloud-amd64` to (e.g. abi 6.1.0-56, version 6.1.192-2); a part is
-re-fetched only when that version changes. Nothing is installed on the host. Usable as a script:
+re-fetched only when that version changes. Nothing is installed on the host. The generic flavour
+(`linux-image-6.1.0-*-amd64`, behind `linux-image-amd64`) has what the cloud one lacks, f2fs and nilfs2 among it;
+it is cached the same way in `<abi>-<version>-amd64/` and shares the private headers of its version. Usable as a
+script:
 
-    python -m smartio.testbed.kernelpkg {image,headers,source,all,info}
+    python -m smartio.testbed.kernelpkg [--flavour cloud-amd64|amd64] {image,headers,source,all,info}
 
 prints the directory of the part (e.g. the kernel build directory for `headers`).
 """
@@ -33,6 +37,10 @@ from smartio.errors import MissingToolError, SmartioError
 
 META_IMAGE = "linux-image-cloud-amd64"
 FLAVOUR = "cloud-amd64"
+GENERIC = "amd64"
+FLAVOURS = {FLAVOUR: META_IMAGE, GENERIC: "linux-image-amd64"}
+# Filesystems the cloud flavour lacks (DESIGN.md); testbed users pick the generic flavour for them.
+GENERIC_ONLY_FS = ("f2fs", "nilfs2")
 # Private block-layer headers an out-of-tree elevator needs; the headers package lacks them.
 PRIVATE_HEADERS = ("block/elevator.h", "block/blk.h", "block/blk-mq.h", "block/blk-mq-sched.h",
                    "block/blk-mq-tag.h", "block/blk-mq-debugfs.h", "block/blk-stat.h",
@@ -48,14 +56,16 @@ def cache_root() -> Path:
 class KernelRelease:
     abi: str        # "6.1.0-56"
     version: str    # Debian package version, "6.1.192-2"
+    flavour: str = FLAVOUR
 
     @property
     def uname(self) -> str:
-        return f"{self.abi}-{FLAVOUR}"
+        return f"{self.abi}-{self.flavour}"
 
     @property
     def dir(self) -> Path:
-        return cache_root() / "kernel" / f"{self.abi}-{self.version}"
+        suffix = "" if self.flavour == FLAVOUR else f"-{self.flavour}"
+        return cache_root() / "kernel" / f"{self.abi}-{self.version}{suffix}"
 
     @property
     def vmlinuz(self) -> Path:
@@ -72,7 +82,8 @@ class KernelRelease:
 
     @property
     def private_headers(self) -> Path:
-        return self.dir / "private-headers"
+        """Flavour-independent, so kept with the cloud flavour's files of the same version."""
+        return cache_root() / "kernel" / f"{self.abi}-{self.version}" / "private-headers"
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str:
@@ -85,25 +96,29 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str:
     return p.stdout
 
 
-def resolve(pinned: str | None = None) -> KernelRelease:
-    """The cloud kernel apt offers now, or the cached one if apt cannot tell (offline)."""
+def resolve(pinned: str | None = None, flavour: str = FLAVOUR) -> KernelRelease:
+    """The kernel of `flavour` apt offers now, or the cached one if apt cannot tell (offline)."""
     pinned = pinned or os.environ.get("SMARTIO_KERNEL_ABI")
+    if flavour not in FLAVOURS:
+        raise SmartioError(f"unknown kernel flavour {flavour!r}; known: {', '.join(FLAVOURS)}")
+    meta = FLAVOURS[flavour]
     try:
-        deps = _run(["apt-cache", "depends", META_IMAGE])
-        m = re.search(r"linux-image-(6\.1\.0-\d+)-" + FLAVOUR, deps)
+        deps = _run(["apt-cache", "depends", meta])
+        m = re.search(r"linux-image-(6\.1\.0-\d+)-" + re.escape(flavour) + r"\b", deps)
         if not m:
-            raise SmartioError(f"apt-cache knows no 6.1 kernel behind {META_IMAGE}; run apt-get update")
+            raise SmartioError(f"apt-cache knows no 6.1 kernel behind {meta}; run apt-get update")
         abi = pinned or m.group(1)
-        pol = _run(["apt-cache", "policy", f"linux-image-{abi}-{FLAVOUR}"])
+        pol = _run(["apt-cache", "policy", f"linux-image-{abi}-{flavour}"])
         vm = re.search(r"Candidate:\s*(\S+)", pol)
         if not vm or vm.group(1) == "(none)":
-            raise SmartioError(f"apt has no candidate for linux-image-{abi}-{FLAVOUR}; run apt-get update")
-        return KernelRelease(abi, vm.group(1))
+            raise SmartioError(f"apt has no candidate for linux-image-{abi}-{flavour}; run apt-get update")
+        return KernelRelease(abi, vm.group(1), flavour)
     except SmartioError:
         for d in sorted((cache_root() / "kernel").glob("6.1.0-*"), reverse=True):
-            if (d / ".complete-image").exists():
-                parts = d.name.split("-")
-                return KernelRelease("-".join(parts[:2]), "-".join(parts[2:]))
+            generic = d.name.endswith(f"-{GENERIC}")
+            if (d / ".complete-image").exists() and generic == (flavour == GENERIC):
+                parts = d.name.removesuffix(f"-{GENERIC}").split("-")
+                return KernelRelease("-".join(parts[:2]), "-".join(parts[2:]), flavour)
         raise
 
 
@@ -130,7 +145,7 @@ def _extract(debs: list[Path], dest: Path) -> None:
 def fetch_image(rel: KernelRelease) -> KernelRelease:
     stamp = rel.dir / ".complete-image"
     if not stamp.exists():
-        _extract(_download(rel, [f"linux-image-{rel.abi}-{FLAVOUR}"]), rel.dir / "image")
+        _extract(_download(rel, [f"linux-image-{rel.abi}-{rel.flavour}"]), rel.dir / "image")
         if not rel.vmlinuz.exists():
             raise SmartioError(f"{rel.vmlinuz} missing after unpacking the image package")
         _run(["depmod", "-b", str(rel.dir / "image"), rel.uname])
@@ -141,7 +156,7 @@ def fetch_image(rel: KernelRelease) -> KernelRelease:
 def fetch_headers(rel: KernelRelease) -> KernelRelease:
     stamp = rel.dir / ".complete-headers"
     if not stamp.exists():
-        pkgs = [f"linux-headers-{rel.abi}-{FLAVOUR}", f"linux-headers-{rel.abi}-common", "linux-kbuild-6.1"]
+        pkgs = [f"linux-headers-{rel.abi}-{rel.flavour}", f"linux-headers-{rel.abi}-common", "linux-kbuild-6.1"]
         dest = rel.dir / "headers"
         _extract(_download(rel, pkgs), dest)
         # The headers' Makefiles and symlinks name absolute /usr/src and /usr/lib paths: point them here.
@@ -162,10 +177,10 @@ def fetch_headers(rel: KernelRelease) -> KernelRelease:
 
 def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
     """Extract only the private block headers from linux-source-6.1; no kernel source is kept."""
-    stamp = rel.dir / ".complete-source"
+    stamp = rel.private_headers.parent / ".complete-source"
     if not stamp.exists():
         deb = _download(rel, ["linux-source-6.1"])[0]
-        tmp = rel.dir / "source-tmp"
+        tmp = rel.private_headers.parent / "source-tmp"
         _extract([deb], tmp)
         tarball = next(tmp.glob("usr/src/linux-source-6.1.tar.xz"))
         out = rel.private_headers
@@ -187,12 +202,19 @@ def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
     return rel
 
 
+def flavour_for(filesystems: "list[str] | tuple[str, ...]") -> str:
+    """The flavour whose modules have every one of these filesystems: the cloud one unless one needs the generic."""
+    return GENERIC if any(fs in GENERIC_ONLY_FS for fs in filesystems) else FLAVOUR
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m smartio.testbed.kernelpkg", description=__doc__.split("\n")[0])
+    ap.add_argument("--flavour", choices=list(FLAVOURS), default=FLAVOUR,
+                    help=f"{FLAVOUR} (default) or {GENERIC}, the generic flavour (f2fs, nilfs2)")
     ap.add_argument("part", choices=["image", "headers", "source", "all", "info"])
     a = ap.parse_args(argv)
     try:
-        rel = resolve()
+        rel = resolve(flavour=a.flavour)
         if a.part in ("image", "all"):
             fetch_image(rel)
         if a.part in ("headers", "all"):

@@ -35,6 +35,7 @@ from smartio.testbed import disks as disks_mod
 from smartio.testbed import initramfs, kernelpkg, qemu
 
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
+DEFAULT_MODULE_GENERIC = "kernel/amd64/smartio-iosched.ko"  # the same for the generic flavour (make -C kernel generic)
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SETUP_EXIT = 125  # command.sh: the working directory is not visible in the guest
 
@@ -163,10 +164,12 @@ def repo_root() -> Path | None:
     return root if (root / "pyproject.toml").exists() else None
 
 
-def resolve_modules(modules: Sequence[str | Path] | None, repo: Path | None) -> list[Path]:
-    """Absolute paths of the modules to insmod; None means the project's module if it is built."""
+def resolve_modules(modules: Sequence[str | Path] | None, repo: Path | None,
+                    flavour: str = kernelpkg.FLAVOUR) -> list[Path]:
+    """Absolute paths of the modules to insmod; None means the project's module (for that flavour) if it is built."""
     if modules is None:
-        default = repo / DEFAULT_MODULE if repo else None
+        rel_path = DEFAULT_MODULE if flavour == kernelpkg.FLAVOUR else DEFAULT_MODULE_GENERIC
+        default = repo / rel_path if repo else None
         return [default] if default and default.is_file() else []
     out = []
     for m in modules:
@@ -318,11 +321,12 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         modules: Sequence[str | Path] | None = None, kernel_args: Sequence[str] = (), cpus: int = 2,
         memory_mib: int = 2048, interactive: bool = False, accel: str | None = None,
         stream: IO[bytes] | None | Literal["stdout"] = "stdout", quiet: bool = False,
-        cwd: Path | None = None) -> VmResult:
+        cwd: Path | None = None, flavour: str = kernelpkg.FLAVOUR) -> VmResult:
     """Boot the testbed, run `command` as root in the guest, power off; see the module docstring.
 
     modules=None loads the project's kernel/smartio-iosched.ko if it is built; [] loads nothing.
     interactive=True connects the command to this terminal (for a shell) and ignores `stream`.
+    flavour: the Debian kernel flavour to boot, cloud-amd64 (default) or amd64 (generic: f2fs, nilfs2, ...).
     stream: where the command's output goes live (default this process's stdout; None: only output.log).
     """
     if stream == "stdout":
@@ -339,9 +343,9 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
     prof = _load_profile(profile)
     repo = repo_root()
-    mods = resolve_modules(modules, repo)
+    mods = resolve_modules(modules, repo, flavour)
     qemu_bin = qemu.find_qemu()
-    rel = kernelpkg.fetch_image(kernelpkg.resolve())
+    rel = kernelpkg.fetch_image(kernelpkg.resolve(flavour=flavour))
     accel = accel or choose_accel()
     transport = disks_mod.choose_transport() if disks else "nbd"
     art = new_artifacts_dir(artifacts)
