@@ -1,0 +1,70 @@
+"""The scripts in bench/ run as the README shows them, `bench/NAME ...`, without an activated venv (issue 15,
+item 13), and end with a message rather than a traceback on bad input (item 5). They are not run in full here:
+they are benchmarks, minutes long."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.name for p in (REPO / "bench").iterdir()
+                 if p.is_file() and os.access(p, os.X_OK) and p.read_bytes().startswith(b"#!/usr/bin/env python3"))
+
+
+@pytest.fixture
+def bare_env(tmp_path: Path) -> dict[str, str]:
+    """A shell with no venv: `python3` on PATH is the base interpreter without any site-packages (no numpy,
+    matplotlib or smartio), as on a machine where nothing but the repository's .venv has them."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    (bindir / "python3").write_text(f"#!/bin/sh\nexec {base} -S \"$@\"\n")
+    (bindir / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env["PATH"] = f"{bindir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+    assert subprocess.run(["python3", "-c", "import numpy"], env=env, capture_output=True).returncode != 0
+    return env
+
+
+def test_there_are_bench_scripts():
+    assert {"trace-throughput", "storebench-vs-fio", "compare-schedulers"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_issue15_bench_script_runs_without_an_activated_venv(script, bare_env):
+    p = subprocess.run([str(REPO / "bench" / script), "--help"], env=bare_env, capture_output=True, text=True,
+                       cwd=REPO, timeout=100)
+    assert p.returncode == 0, p.stderr
+    assert "usage:" in p.stdout and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("target", ["/nonexistent/place", "FILE"])
+def test_issue15_storebench_vs_fio_with_a_bad_target(target, bare_env, tmp_path):
+    if target == "FILE":
+        target = str(tmp_path / "a-file")
+        Path(target).write_text("not a directory\n")
+    p = subprocess.run([str(REPO / "bench" / "storebench-vs-fio"), "--target", target, "--size", "1M",
+                        "--conc-size", "256K", "--levels", "1,2", "--repeats", "1"],
+                       env=bare_env, capture_output=True, text=True, cwd=tmp_path, timeout=100)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and f"`--target {target}`" in p.stderr
+
+
+def test_issue15_storebench_vs_fio_passes_smartio_refusal_on(bare_env, tmp_path):
+    # A directory smartio refuses (memory-backed): its message and exit code, not a CalledProcessError.
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    p = subprocess.run([str(REPO / "bench" / "storebench-vs-fio"), "--target", str(shm), "--size", "256K",
+                        "--conc-size", "256K", "--levels", "1", "--repeats", "1"],
+                       env=bare_env, capture_output=True, text=True, cwd=tmp_path, timeout=100)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and "memory" in p.stderr
+    assert not [x for x in shm.iterdir() if x.name.startswith(".bench-")]
