@@ -12,8 +12,9 @@ from typing import Any
 from smartio.errors import SmartioError, UsageError
 
 CLASSES = ("seq_read", "seq_write", "rand_read", "rand_write")
-# The data file lives beside the C model in the source tree; SMARTIO_FLASHDEV_PROFILES points elsewhere.
-DEFAULT_FILE = Path(__file__).resolve().parents[3] / "flashdev" / "profiles.toml"
+# The data file lives beside the C model in flashdev/; the package's profiles.toml links to it, so that a wheel
+# (pip install .) carries a copy as package data. SMARTIO_FLASHDEV_PROFILES points elsewhere.
+DEFAULT_FILE = Path(__file__).with_name("profiles.toml")
 
 _SCALARS = {"description": str, "queue_depth": int, "parallel_units": int, "write_cache_pages": int,
             "time_scale": float, "guest_overhead_us": float, "flush_us": float, "trim_us": float}
