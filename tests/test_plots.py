@@ -81,3 +81,34 @@ def test_issue15_compare_plots_carry_provenance(tmp_path, closed_figures):
         assert "1 repeat(s)" in text and "6.1.0-56-cloud-amd64" in text
     mixed = closed_figures[1]
     assert all(ax.get_ylim()[0] == 0 for ax in mixed.axes)
+
+
+def test_issue15_bench_plot_names_the_emulated_profile(tmp_path, closed_figures, monkeypatch):
+    from smartio.engine.fake import ReplayEngine
+    from smartio.experiments.options import Settings
+    from smartio.experiments.runner import check, run_bench
+
+    # In the testbed, SMARTIO_PROFILE names the emulated device; bench records it in the document.
+    monkeypatch.setenv("SMARTIO_PROFILE", "s5-emmc")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    settings = Settings(repeats=2, size=1 << 20)
+    doc = run_bench("latency", check("latency", str(scratch), settings, False), settings,
+                    ReplayEngine(DATA / "latency"), scheduler=None, command="t", progress=False)
+    assert doc["profile"] == "s5-emmc"
+    plots.write_plots(doc, tmp_path)
+    assert "(emulated s5-emmc)" in _texts(closed_figures[0])
+
+
+def test_issue15_trace_report_figures_carry_provenance(tmp_path, closed_figures):
+    from smartio.trace.analyze import analyze
+    from smartio.trace.formats import read_trace
+    from smartio.trace.report import write_html
+
+    src = Path(__file__).parent / "data" / "traces" / "sqlite-delete.smtrace"
+    t = read_trace(src)
+    write_html(analyze(t), t, tmp_path / "r.html", source=str(src))
+    assert len(closed_figures) >= 4
+    for fig in closed_figures:
+        text = _texts(fig)
+        assert f"trace {src}" in text and "devices 7,0" in text and "command sh" in text

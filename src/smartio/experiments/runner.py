@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import platform
 import shlex
 import sys
@@ -94,6 +95,8 @@ def _document(name: str, target: Target, settings: Settings, engine: Engine, com
         "device": dev,
         "scheduler": dev.get("scheduler"),
         "tunables": dev.get("tunables", {}),
+        # The emulated flash profile when run in the testbed (its disks are that device), for plots and tables.
+        **({"profile": os.environ["SMARTIO_PROFILE"]} if os.environ.get("SMARTIO_PROFILE") else {}),
         "kernel": platform.release(),
         "host": platform.node(),
         "fio_version": engine.version(),
