@@ -131,3 +131,24 @@ def test_issue15_testbed_run_as_non_root_exits_3_before_downloading(tmp_path):
         assert sorted(x.name for x in home.iterdir()) == []             # no cache, no artifacts directory
     finally:
         shutil.rmtree(work)
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", "--timeout", "nan"],
+    ["compare", "--timeout", "inf"],
+    ["testbed", "run", "--timeout", "nan", "--", "true"],
+    ["testbed", "run", "--timeout", "inf", "--", "true"],
+    ["testbed", "run", "--disk-size", "99999999999999999999T", "--", "true"],
+])
+def test_issue15_testbed_limits_checked_before_booting(monkeypatch, capsys, tmp_path, argv):
+    def fetch(*args, **kwargs):
+        raise AssertionError(f"{' '.join(argv)} went on to fetch the kernel and boot")
+
+    monkeypatch.setattr("smartio.testbed.kernelpkg.resolve", fetch)
+    monkeypatch.setattr("smartio.testbed.kernelpkg.fetch_image", fetch)
+    monkeypatch.setattr("os.geteuid", lambda: 0)       # as root, so the run would go ahead
+    monkeypatch.chdir(tmp_path)                         # where an artifacts directory would appear
+    flag = argv[argv.index("--timeout") if "--timeout" in argv else argv.index("--disk-size")]
+    assert main(argv) == 2
+    assert f"`{flag} " in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

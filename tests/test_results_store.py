@@ -143,3 +143,20 @@ def test_issue15_show_json_into_a_closed_pipe(tmp_path):
     err = (tmp_path / "err").read_text()
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
     assert (tmp_path / "rc").read_text().strip() == "141"     # as a program killed by SIGPIPE
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "99999999999999999999999"],     # beyond SQLite's integers (OverflowError)
+    ["list", "--limit", "99999999999999999999999"],   # (sqlite3.IntegrityError)
+    ["list", "--limit", "0"],
+])
+def test_issue15_numbers_beyond_sqlite_are_bad_input(tmp_path, capsys, argv):
+    assert main(["results", *argv, "--db", str(tmp_path / "r.db")]) == 2
+    err = capsys.readouterr().err
+    assert argv[-1] in err and ("`ID " in err or "`--limit " in err)
+
+
+def test_issue15_device_file_as_database_is_refused_clearly(capsys):
+    assert main(["results", "list", "--db", "/dev/null"]) == 2
+    err = capsys.readouterr().err
+    assert "`--db /dev/null`" in err and "rollback" not in err

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import sys
 import time
@@ -149,8 +150,8 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     from smartio.flashdev import load_profile
 
     prof = load_profile(profile)             # UsageError naming --profile for an unknown one
-    if timeout <= 0:
-        raise UsageError("--timeout", timeout, "must be positive")
+    if not 0 < timeout < math.inf:      # also refuses nan
+        raise UsageError("--timeout", timeout, "must be a positive number of seconds")
     modules = module_for(plan)
     if os.geteuid() != 0:
         raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")

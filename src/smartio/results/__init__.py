@@ -31,6 +31,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+SQLITE_MAX_INT = (1 << 63) - 1     # run ids and limits beyond this cannot be SQLite integers
 RUNS_COLUMNS = ("id", "started", "experiment", "target", "device", "scheduler", "kernel", "command", "document")
 
 
@@ -87,7 +88,8 @@ class Store:
                 self._check()
                 self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
                 raise
         finally:
             self.db.isolation_level = ""
@@ -124,11 +126,15 @@ class Store:
         return int(cur.lastrowid)
 
     def list(self, limit: int | None = None) -> list[Row]:
+        if limit is not None and not 1 <= limit <= SQLITE_MAX_INT:
+            raise UsageError("--limit", limit, "must be at least 1")
         q = "SELECT id, started, experiment, target, device, scheduler, kernel, command FROM runs ORDER BY id DESC"
         rows = self.db.execute(q + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
         return [Row(*r) for r in rows]
 
     def get(self, run_id: int) -> dict[str, Any]:
+        if not 1 <= run_id <= SQLITE_MAX_INT:
+            raise UsageError("ID", run_id, f"no such run in {self.path} (see `smartio results list`)")
         row = self.db.execute("SELECT document FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise UsageError("ID", run_id, f"no such run in {self.path} (see `smartio results list`)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import platform
 import re
@@ -223,6 +224,10 @@ def command_script(command: Sequence[str], cwd: Path) -> str:
             f"exit {SETUP_EXIT}; }}\nexec {shlex.join(command)}\n")
 
 
+# nbdkit's largest export (INT64_MAX), rounded down to whole 4 KiB blocks; the disks live in host RAM, sparse.
+MAX_DISK_SIZE = (1 << 63) - 4096
+
+
 def _load_profile(profile: Profile | str | None) -> Profile | None:
     return load_profile(profile) if isinstance(profile, str) else profile
 
@@ -335,10 +340,10 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         raise UsageError(None, "COMMAND", "missing: give the command to run after --")
     if disks < 0 or disks > 20:
         raise UsageError("--disks", disks, "must be between 0 and 20")
-    if disk_size < 1 << 20 or disk_size % 4096:
-        raise UsageError("--disk-size", disk_size, "must be at least 1 MiB and a multiple of 4 KiB")
-    if timeout is not None and timeout <= 0:
-        raise UsageError("--timeout", timeout, "must be positive")
+    if disk_size < 1 << 20 or disk_size > MAX_DISK_SIZE or disk_size % 4096:
+        raise UsageError("--disk-size", disk_size, "must be a multiple of 4 KiB from 1 MiB to 8 EiB")
+    if timeout is not None and not 0 < timeout < math.inf:      # also refuses nan
+        raise UsageError("--timeout", timeout, "must be a positive number of seconds")
     if os.geteuid() != 0:   # before fetching the kernel (132 MB) or making the artifacts directory
         raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
     prof = _load_profile(profile)
