@@ -334,3 +334,14 @@ def test_issue15_truncated_compressed_file_is_exit_2(tmp_path, capsys, kind):
     p.write_bytes(packed[:len(packed) // 2])
     assert main(["trace", "analyze", str(p)]) == 2
     assert "compressed but cannot be decompressed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--html", "--json"])
+@pytest.mark.parametrize("where", ["afile/out", "adir"])
+def test_issue15_analyze_output_paths_checked_before_reading(tmp_path, capsys, flag, where):
+    (tmp_path / "afile").write_text("a regular file\n")
+    (tmp_path / "adir").mkdir()
+    out = tmp_path / where
+    assert main(["trace", "analyze", str(DATA / "sqlite-delete.smtrace"), flag, str(out)]) == 2
+    captured = capsys.readouterr()
+    assert f"`{flag} {out}`" in captured.err and captured.out == ""

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from smartio.errors import UsageError
+from smartio.outputs import check_output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,8 +72,8 @@ def run_analyze(args: argparse.Namespace) -> int:
     if args.files is not None and not args.files.is_dir():
         raise UsageError("--files", args.files, "not a directory")
     for flag, out in (("--html", args.html), ("--json", args.json)):
-        if out is not None and str(out) != "-" and not out.parent.exists():
-            raise UsageError(flag, out, f"directory {out.parent} does not exist")
+        if out is not None and str(out) != "-":
+            check_output_file(flag, out)
     trace = read_trace(args.file)
     attribution = None
     if args.files is not None:
