@@ -57,7 +57,7 @@ def test_issue15_output_paths_checked_before_measuring(scratch, tmp_path, flag, 
     assert list(scratch.iterdir()) == []
 
 
-def test_issue15_plots_directory_is_made_when_its_parent_exists(scratch, tmp_path):
+def test_plots_directory_is_made_when_its_parent_exists(scratch, tmp_path):
     # The check does not refuse what works: a new plots directory (and its parents) under a writable directory.
     p = smartio("bench", "latency", "--target", str(scratch), *SMALL, "--plots", str(tmp_path / "new" / "plots"),
                 "--json", str(tmp_path / "out.json"), db=tmp_path / "r.db")

@@ -95,7 +95,7 @@ def test_issue15_database_of_a_newer_smartio_is_refused(tmp_path, capsys):
     assert f"`--db {db}`" in err and f"schema version {SCHEMA_VERSION + 1}" in err
 
 
-def test_issue15_file_that_is_not_sqlite_is_refused(tmp_path, capsys):
+def test_file_that_is_not_sqlite_is_refused(tmp_path, capsys):
     db = tmp_path / "notes.txt"
     db.write_text("this is not a database, but it is long enough to have a header of sorts\n" * 10)
     assert main(["results", "--db", str(db), "list"]) == 2
