@@ -49,9 +49,10 @@ OPTIONS = (
     Option("--mixes", "read percentages of the mixed sweep", "10,20,30,40,50,60,70,80,90,100", "%", kind="list"),
     Option("--iodepth", "queue depth of the mixed sweep (libaio)", 128, "requests", kind="int"),
     Option("--scheduler", "switch the device's I/O scheduler for the run and restore it afterwards (root)"),
-    Option("--destroy-data", "allow writing to a block device that holds data (partition table, filesystem, "
-           "mount)", False, kind="flag"),
-    Option("--read-only", "run only the read patterns (allowed on a device that holds data)", False, kind="flag"),
+    Option("--destroy-data", "allow writing to a block device that holds data (partition table, filesystem); "
+           "never to one that is mounted, used as swap or held by another device", False, kind="flag"),
+    Option("--read-only", "run only the read patterns, leaving the target unchanged (allowed on a device that "
+           "holds data, or a file that holds the regions read)", False, kind="flag"),
     Option("--json", "write the result document to this file"),
     Option("--plots", "write PNG plots into this directory"),
     Option("--db", "results database (default: ~/.local/share/smartio/results.db or $SMARTIO_DB)"),
