@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from smartio.compare import sqlite as sq
 from smartio.compare.report import render
 from smartio.compare.run import run_compare
 from smartio.compare.spec import (DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, EXPERIMENTS, STREAMS, VM_REPEATS,
@@ -27,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS, metavar="LIST",
                    help=f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets tunables after "
                         f"switching (default {DEFAULT_SCHEDULERS})")
-    p.add_argument("--experiment", default="slowdown", choices=EXPERIMENTS,
-                   help="slowdown (Figure 11), mixed (Figure 12) or both (default slowdown)")
+    p.add_argument("--experiment", default="slowdown", choices=(*EXPERIMENTS, "sqlite"),
+                   help="slowdown (Figure 11), mixed (Figure 12), both, or sqlite (seed 002's Table 2 and "
+                        "Figure 4 per filesystem and optimisation; see the options below) (default slowdown)")
     p.add_argument("--streams", type=int, default=1, choices=STREAMS,
                    help="readers and writers of the slowdown experiment (4 = 4R4W; default 1)")
     p.add_argument("--quick", action="store_true",
@@ -48,7 +50,35 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default ./artifacts/compare-<timestamp>)")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
                    help="kill the VM after S seconds (default 3600)")
+    q = p.add_argument_group("--experiment sqlite")
+    q.add_argument("--filesystems", default=",".join(sq.FILESYSTEMS), metavar="LIST",
+                   help=f"filesystems, in order (default {','.join(sq.FILESYSTEMS)}; f2fs and nilfs2 boot the "
+                        "generic kernel flavour)")
+    q.add_argument("--optimisations", default=",".join(sq.OPTIMISATIONS), metavar="LIST",
+                   help=f"of {','.join(sq.OPTIMISATIONS)} (default all)")
+    q.add_argument("--ops", default=",".join(sq.OPS), metavar="LIST", help="insert,update (default both)")
+    q.add_argument("--journal-modes", default=",".join(sq.FIG4_MODES), metavar="LIST",
+                   help="journal modes of the Figure 4 table, inserts with fsync on every filesystem "
+                        f"(default {','.join(sq.FIG4_MODES)}; empty for none)")
+    q.add_argument("--sync", default="full", choices=("off", "normal", "full"),
+                   help="PRAGMA synchronous of every run (default full, SQLite's default)")
+    q.add_argument("--transactions", type=int, metavar="N",
+                   help=f"transactions per repeat (default {sq.VM_TX[0]}, --quick {sq.VM_TX[1]})")
+    q.add_argument("--time-scale", type=float, default=sq.DEFAULT_TIME_SCALE, metavar="X",
+                   help=f"the profile's time scale for this experiment (default {sq.DEFAULT_TIME_SCALE:g}; "
+                        "see README)")
     p.set_defaults(func=compare)
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def sqlite_plan_from_args(a: argparse.Namespace) -> sq.SqlitePlan:
+    return sq.SqlitePlan(filesystems=_list(a.filesystems), optimisations=_list(a.optimisations), ops=_list(a.ops),
+                         fig4_modes=_list(a.journal_modes), sync=a.sync,
+                         transactions=a.transactions or sq.VM_TX[a.quick],
+                         repeats=a.repeats or sq.VM_REPEATS[a.quick])
 
 
 def plan_from_args(a: argparse.Namespace) -> Plan:
@@ -57,6 +87,15 @@ def plan_from_args(a: argparse.Namespace) -> Plan:
 
 
 def compare(a: argparse.Namespace) -> int:
+    if a.experiment == "sqlite":
+        from smartio.compare.sqlite_report import render as render_sqlite
+
+        doc, out = sq.run_sqlite_compare(sqlite_plan_from_args(a), profile=a.profile, time_scale=a.time_scale,
+                                         out=a.out, timeout=a.timeout, command=command_line(),
+                                         stream=sys.stderr.buffer)
+        print(render_sqlite(doc))
+        print(f"\ncompare.json in {out}", file=sys.stderr)
+        return 0
     doc, out = run_compare(plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
                            command=command_line(), stream=sys.stderr.buffer)   # progress apart from the tables
     print(render(doc))
