@@ -152,7 +152,7 @@ def make_fs(fs: str, external: bool) -> list[str]:
     if fs == "ext4":
         e = ["-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"]
         if external:
-            _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", "-O", "journal_dev", "-E", "nodiscard", j])
+            _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", "-O", "journal_dev", "-E", "lazy_journal_init=1,nodiscard", j])
             _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", "-J", f"device={j}", *e, d])
         else:
             _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", *e, d])
