@@ -1,0 +1,158 @@
+"""QASIO boost of the smartio module in the VM, on the emulated s5-emmc (issue 12; issue 11's merge defect).
+
+One guest run on ext4 (mount option discard) over `--profile s5-emmc`: a paced buffered writer keeps async writeback
+queued in the scheduler (24 random pages every 2 s, then sync_file_range(SYNC_FILE_RANGE_WRITE); dirty pages
+expire after 1 s), while a foreground task writes small files, starts their writeback asynchronously, fsyncs them
+and creates files. fsync then waits on async writes still queued in the scheduler (D_sync), which the module must
+boost. Before that, O_DIRECT (sync) writes land right behind queued async writes of the same file (sync/async
+merges). Writeback throttling is off (wbt_lat_usec=0): it holds async writes above the scheduler, where neither a
+boost nor a merge can reach them.
+The tests read the debugfs counters and the kprobe list the guest saved.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from smartio.testbed import vm
+
+from test_iosched_vm import KERNEL_ARGS, PRELUDE, Stats, module_ko  # noqa: F401  (module_ko is a fixture)
+
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(600), pytest.mark.usefixtures("testbed_ready")]
+
+LOAD_PY = r'''
+import ctypes, json, mmap, os, random, sys, time
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+SYNC_FILE_RANGE_WRITE = 2
+root, out, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+BULK = 8 << 20
+
+
+def start_writeback(fd, off, n):
+    if libc.sync_file_range(fd, off, n, SYNC_FILE_RANGE_WRITE):
+        raise OSError(ctypes.get_errno(), "sync_file_range")
+
+
+fd = os.open(f"{root}/bulk", os.O_WRONLY | os.O_CREAT, 0o644)
+os.posix_fallocate(fd, 0, BULK)    # blocks laid out now: random pages become separate requests
+pid = os.fork()
+if pid == 0:                       # the background writer: 24 random pages every 2 s, writeback started at once
+    rnd, page, end = random.Random(1), os.urandom(4096), time.monotonic() + seconds
+    while time.monotonic() < end:
+        for off in rnd.sample(range(0, BULK, 4096), 24):
+            os.pwrite(fd, page, off)
+        start_writeback(fd, 0, BULK)
+        time.sleep(2)
+    os._exit(0)
+os.close(fd)
+
+time.sleep(1)                      # let the writer's writeback queue up
+lat = {"fsync": [], "creat": []}
+# An async write queued behind two others, and a sync (O_DIRECT) write of the blocks right after it: 6.1 merges the
+# sync bio into the queued async request. The file is written out first: writes into unwritten (fallocated) extents
+# make ext4 zero the rest of the extent synchronously, which serialises everything.
+mfd = os.open(f"{root}/merge", os.O_RDWR | os.O_CREAT, 0o644)
+os.write(mfd, os.urandom(512 << 10))
+os.fsync(mfd)
+dfd = os.open(f"{root}/merge", os.O_WRONLY | os.O_DIRECT)
+dbuf = mmap.mmap(-1, 16 << 10)
+dbuf.write(os.urandom(16 << 10))
+for k in range(8):
+    base = k * (64 << 10)
+    for off in (base + (40 << 10), base + (52 << 10)):   # two requests that keep the device busy
+        os.pwrite(mfd, os.urandom(4096), off)
+        start_writeback(mfd, off, 4096)
+    os.pwrite(mfd, os.urandom(16 << 10), base)
+    start_writeback(mfd, base, 16 << 10)
+    os.pwritev(dfd, [dbuf], base + (16 << 10))
+end, i = time.monotonic() + seconds - 3, 0
+while time.monotonic() < end:
+    fd = os.open(f"{root}/small.{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, os.urandom(32 << 10))
+    start_writeback(fd, 0, 32 << 10)      # all of it async: fsync only waits (D_sync)
+    t = time.monotonic()
+    os.fsync(fd)
+    lat["fsync"].append(time.monotonic() - t)
+    os.close(fd)
+    t = time.monotonic()
+    os.close(os.open(f"{root}/new.{i}", os.O_WRONLY | os.O_CREAT, 0o644))
+    lat["creat"].append(time.monotonic() - t)
+    if i >= 8:
+        os.unlink(f"{root}/small.{i - 8}")
+    i += 1
+os.waitpid(pid, 0)
+json.dump(lat, open(out, "w"))
+'''
+
+GUEST = r"""
+use smartio
+echo 64 > $Q/nr_requests                           # s5-emmc's queue depth 2 leaves the scheduler 4 requests
+cat $Q/wbt_lat_usec > $SMARTIO_OUT/wbt_lat_usec
+echo 0 > $Q/wbt_lat_usec                           # writeback throttling would hold async writes above the scheduler
+grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-live || true
+mkfs.ext4 -q -F -E nodiscard /dev/vda
+mkdir -p /mnt/t
+mount -o discard /dev/vda /mnt/t
+echo 100 > /proc/sys/vm/dirty_expire_centisecs     # seconds, not the default 30 s: writeback runs in the background
+echo 50 > /proc/sys/vm/dirty_writeback_centisecs
+python3 {load} /mnt/t $SMARTIO_OUT/lat.json 20 || fail "load failed"
+for f in $D/*_fifo_list $D/dispatch; do echo "== $f"; cat $f; done > $SMARTIO_OUT/queues 2>&1
+umount /mnt/t
+e2fsck -fn /dev/vda > $SMARTIO_OUT/e2fsck.txt 2>&1 || fail "e2fsck: $(cat $SMARTIO_OUT/e2fsck.txt)"
+snap qasio
+use none
+grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-after-none || true
+rmmod smartio_iosched
+"""
+
+
+@pytest.fixture(scope="module")
+def qasio_run(tmp_path_factory: pytest.TempPathFactory, module_ko: Path) -> Path:  # noqa: F811
+    tmp = tmp_path_factory.mktemp("qasio")
+    (tmp / "load.py").write_text(LOAD_PY)
+    (tmp / "guest.sh").write_text(PRELUDE + GUEST.format(load=tmp / "load.py"))
+    r = vm.run(["sh", str(tmp / "guest.sh")], profile="s5-emmc", disks=1, disk_size=128 << 20, modules=[module_ko],
+               kernel_args=KERNEL_ARGS, timeout=540, artifacts=tmp / "art", stream=None, cwd=tmp)
+    assert r.failure is None, r.failure
+    assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
+    return r.out_dir
+
+
+def qasio_rows(st: Stats) -> dict[str, dict[str, int]]:
+    return {name[len("qasio_"):]: row for name, row in st.rows.items()
+            if name.startswith("qasio_") and "detected" in row}
+
+
+def test_issue12_boost_fires_on_s5emmc(qasio_run: Path) -> None:
+    st = Stats.load(qasio_run, "qasio")
+    st.assert_balanced(min_dispatched=200)
+    rows = qasio_rows(st)
+    assert rows["sync"]["boosted"] > 0, f"fsync waited on queued async writes but nothing was boosted: {rows}"
+    boosted = sum(st.rows[f"{c}_write"]["boosted"] for c in ("rt", "be", "idle"))
+    assert boosted == sum(r["boosted"] for r in rows.values()), (boosted, rows)
+    lat = json.loads((qasio_run / "lat.json").read_text())
+    assert len(lat["fsync"]) >= 5, lat
+
+
+def test_issue12_dependency_counters_balance(qasio_run: Path) -> None:
+    """detected = found_queued + found_dispatched + not_found + pending, per dependency type."""
+    for dep, r in qasio_rows(Stats.load(qasio_run, "qasio")).items():
+        assert r["detected"] == r["found_queued"] + r["found_dispatched"] + r["not_found"] + r["pending"], (dep, r)
+
+
+def test_issue12_kprobes_only_while_a_queue_uses_smartio(qasio_run: Path) -> None:
+    live = (qasio_run / "kprobes-live").read_text()
+    for sym in ("__lock_buffer", "__wait_on_buffer", "folio_wait_writeback"):
+        assert sym in live, f"{sym} not probed while vda used smartio:\n{live}"
+    assert (qasio_run / "kprobes-after-none").read_text().strip() == "", "probes left after vda left smartio"
+
+
+def test_issue11_sync_bio_merged_into_async_write_is_sync(qasio_run: Path) -> None:
+    """6.1 merges a sync bio into a queued async request; the request then counts as sync (sync_promoted)."""
+    ev = Stats.load(qasio_run, "qasio").rows["events"]
+    assert ev["sync_promoted"] > 0, ev
