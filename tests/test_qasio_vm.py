@@ -2,11 +2,11 @@
 
 One guest run on ext4 (mount option discard) over `--profile s5-emmc`: a paced buffered writer keeps async writeback
 queued in the scheduler (24 random pages every 2 s, then sync_file_range(SYNC_FILE_RANGE_WRITE); dirty pages
-expire after 1 s), while a foreground task writes small files, starts their writeback asynchronously, fsyncs them
-and creates files. fsync then waits on async writes still queued in the scheduler (D_sync), which the module must
-boost. Before that, O_DIRECT (sync) writes land right behind queued async writes of the same file (sync/async
-merges). Writeback throttling is off (wbt_lat_usec=0): it holds async writes above the scheduler, where neither a
-boost nor a merge can reach them.
+expire after 1 s). Meanwhile a foreground task writes small files, starts their writeback asynchronously and fsyncs
+them, creates files, and truncates a file under async writeback. fsync waits on async writes still queued in the
+scheduler (D_sync), which the module must boost; truncate waits on them too (D_data). Before that, O_DIRECT (sync)
+writes land right behind queued async writes of the same file (sync/async merges). Writeback throttling is off
+(wbt_lat_usec=0): it holds async writes above the scheduler, where neither a boost nor a merge can reach them.
 The tests read the debugfs counters and the kprobe list the guest saved.
 """
 
@@ -52,7 +52,7 @@ if pid == 0:                       # the background writer: 24 random pages ever
 os.close(fd)
 
 time.sleep(1)                      # let the writer's writeback queue up
-lat = {"fsync": [], "creat": []}
+lat = {"fsync": [], "creat": [], "truncate": []}
 # An async write queued behind two others, and a sync (O_DIRECT) write of the blocks right after it: 6.1 merges the
 # sync bio into the queued async request. The file is written out first: writes into unwritten (fallocated) extents
 # make ext4 zero the rest of the extent synchronously, which serialises everything.
@@ -84,6 +84,13 @@ while time.monotonic() < end:
     lat["creat"].append(time.monotonic() - t)
     if i >= 8:
         os.unlink(f"{root}/small.{i - 8}")
+    fd = os.open(f"{root}/trunc", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, os.urandom(32 << 10))
+    start_writeback(fd, 0, 32 << 10)
+    t = time.monotonic()
+    os.ftruncate(fd, 0)                   # waits for the pages' writeback outside any sync (D_data)
+    lat["truncate"].append(time.monotonic() - t)
+    os.close(fd)
     i += 1
 os.waitpid(pid, 0)
 json.dump(lat, open(out, "w"))
@@ -133,6 +140,7 @@ def test_issue12_boost_fires_on_s5emmc(qasio_run: Path) -> None:
     st.assert_balanced(min_dispatched=200)
     rows = qasio_rows(st)
     assert rows["sync"]["boosted"] > 0, f"fsync waited on queued async writes but nothing was boosted: {rows}"
+    assert rows["data"]["detected"] > 0, f"truncate's writeback waits were not told from fsync's: {rows}"
     boosted = sum(st.rows[f"{c}_write"]["boosted"] for c in ("rt", "be", "idle"))
     assert boosted == sum(r["boosted"] for r in rows.values()), (boosted, rows)
     lat = json.loads((qasio_run / "lat.json").read_text())
