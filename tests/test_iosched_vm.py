@@ -243,10 +243,16 @@ use smartio
 dd if=/dev/vda of=/dev/null bs=4k count=2000 iflag=direct 2>/dev/null
 dd if=/dev/zero of=/dev/vda bs=4k seek=20000 count=500 oflag=direct 2>/dev/null
 snap final
+# Leave smartio and unload it while writes are still going: no kprobe may stay behind (issue 12).
+dd if=/dev/zero of=/dev/vda bs=64k seek=100 count=2000 2>/dev/null & dd=$!
+sleep 0.5
 use none
 rmmod smartio_iosched
+wait $dd
+grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-left || true
 """
     r = run_guest(tmp_path, script, module_ko)
+    assert (r.out_dir / "kprobes-left").read_text() == "", "kprobes left after rmmod"
     switches = int((r.out_dir / "switches").read_text())
     assert switches >= 8, f"only {switches} scheduler switches happened during the load"
     Stats.load(r.out_dir, "final").assert_balanced(min_dispatched=2500)
