@@ -269,9 +269,11 @@ static const char *const sio_dir_names[SIO_NR_DIRS] = { "read", "write" };
 static const char *const sio_kind_names[SIO_NR_KINDS] = {
 	"seq_read", "seq_write", "rand_read", "rand_write",
 };
+
 static const char *const sio_group_names[SIO_NR_GROUPS] = {
 	"read", "sync_write", "boosted_write", "async_write",
 };
+
 static const char *const sio_dep_names[SIO_NR_DEPS] = { "meta", "data", "sync" };
 
 /* Helpers. */

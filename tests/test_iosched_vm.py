@@ -337,7 +337,12 @@ def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, mo
     (tmp_path / "antic.fio").write_text(job_file(RAW_GLOBAL, jobs))
     script = f"""
 use smartio
-fio --output-format=json --output=$SMARTIO_OUT/fio.json {tmp_path}/antic.fio || fail "fio failed"
+fio --output-format=json --output=$SMARTIO_OUT/fio.json {tmp_path}/antic.fio & fio=$!
+# Mid-run, the held RT writes (O_DIRECT: sync) show in the queue dumps.
+sleep 4
+for i in 1 2 3 4 5; do cat $D/rt_sync_write_fifo_list $D/phase; sleep 0.2; done > $SMARTIO_OUT/dumps
+for f in $D/*_fifo_list $D/dispatch; do cat $f > /dev/null; done
+wait $fio || fail "fio failed"
 snap antic
 use none
 """
@@ -345,6 +350,8 @@ use none
     st = Stats.load(r.out_dir, "antic")
     st.assert_balanced(min_dispatched=500)
     assert st.rows["anticipation"]["holds"] > 0, st.rows["anticipation"]
+    dumps = (r.out_dir / "dumps").read_text()
+    assert "group=sync_write" in dumps and " op=write sync " in dumps, f"no queued RT write in the dumps:\n{dumps}"
     rt, be = fio_ios(r.out_dir / "fio.json", "rt-reader"), fio_ios(r.out_dir / "fio.json", "be-reader")
     # prio_aging_ms (10 s) is longer than the run: a BE read held behind RT's anticipation never got through.
     assert be >= 100 and be >= rt // 4, f"BE reader completed {be} reads beside the RT reader's {rt}"
