@@ -2,29 +2,43 @@
  *
  * flashdev: an nbdkit filter that makes the plugin below it (memory) behave like a phone's flash device in time.
  *
- * The model (all times in microseconds, already multiplied by the profile's time scale by the caller):
+ * The device is an eMMC 5.0 without a command queue (Samsung Galaxy S5, seed 000), seen as four parts. All times
+ * are microseconds of the real device, multiplied by the profile's time scale by the caller:
  *
- *   - Every request is classified by direction (read / write) and pattern: sequential when it continues a
- *     stream of the same direction, random otherwise. A small table remembers the ends of the last FD_STREAMS
- *     streams, so that interleaved sequential streams all stay sequential. A stream is established once it has
- *     been continued: the request that continues a brand-new entry is still random. Without that, a random
- *     workload over a small region would often land by chance on one of the remembered ends and look cheap.
- *   - A request first spends cmd_us[class] in the front end (command decode, transfer, host-side stack). Front
- *     ends of different requests overlap: this is what lets a second outstanding request hide part of the
- *     first one's time, and it is the source of the concurrency speedup of a device without a command queue.
- *   - Then it needs the media: page_us[class] per 4 KiB page on one of `units` parallel units. The media is
- *     first come, first served in arrival order: the schedule of each request is fixed when it arrives, so a
- *     read that arrives behind writes waits for them.
- *   - Writes go through a write cache of `write_cache` 4 KiB pages: a write completes to the host as soon as its
- *     front end is done and its pages fit in the cache; the media programs it afterwards, and its pages are
- *     freed when that programming ends. Writes larger than the cache, FUA writes, and all writes when
- *     write_cache=0 complete when programmed. A flush waits until every accepted write is programmed, then
- *     costs flush_us on all units.
+ *   - Classes. Every request is classified by direction and pattern: sequential when it continues an
+ *     established recent stream of its direction (FD_STREAMS stream ends are remembered; a stream is
+ *     established once it has been continued, so random I/O over a small region does not look sequential).
+ *   - Front end, cmd_us[class]: the host's and the card's per-command work (the phone's I/O stack, command,
+ *     data transfer). Front ends overlap each other and the flash: the host prepares the next request while the
+ *     card executes the current one. With the guest's queue depth of 2 this is where Figure 7's speedups come
+ *     from: a second outstanding request hides the first one's front end behind the flash time.
+ *   - Write buffer, write_cache_pages 4 KiB slots. A write completes to the host once its front end is done and it
+ *     has a place in the buffer; the flash programs it afterwards. A random write takes nand_page_slots slots (it
+ *     fills a whole NAND page buffer on its own), a sequential write one. FUA writes and writes larger than the
+ *     buffer complete when programmed.
+ *   - One flash die, page_us[class] per 4 KiB page. Reads go before programming: a read suspends the program under
+ *     way (which resumes afterwards, suspend_us later), unless the buffer is full when the read is ready. Then the
+ *     firmware must make room first: the read waits until everything buffered at that moment is programmed, and
+ *     the program that follows that read costs switch_us[class] more (the firmware closed the open block to serve
+ *     the read and reopens it). A suspended program resumes without it, and back-to-back programs never pay it, so a
+ *     writer alone never does.
  *
- * The data itself is read and written by the plugin immediately; the filter then sleeps to the request's
- * completion deadline with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME), so oversleep does not accumulate.
- * With flash-log=FILE every request is logged (arrival, media start, media finish, completion deadline and the
- * actual return time, ns since the filter loaded) as ground truth for tests and calibration.
+ * Why this shape (the numbers are in flashdev/profiles.toml and src/smartio/flashdev/model.py):
+ *   - A read that waits for the full buffer and then for the program after-switch is what makes a reader beside a
+ *     writer slow (Figure 4b: 6.15 seq, 3.18 rand) while the writer keeps most of its speed (1.13, 1.6): the writer
+ *     refills the buffer while the read waits, so it gets more turns than the reader, which a device that simply
+ *     alternated could not give (its slowdown ratio would be the alone-latency ratio, 2.6).
+ *   - The same reads going first, suspending programs, are what lets a read-first scheduler that keeps the buffer
+ *     from filling (releases writes no faster than the die programs them between reads, and briefly holds reads
+ *     after a write) reach Figure 11a's SmartIO point (1.72 / 1.51 seq): the writer's front ends overlap the reads,
+ *     and no switch is paid.
+ *   - Flushes wait until the buffer is empty, then take flush_us of the die. Trims take trim_us, no die time.
+ *
+ * The model is a discrete-event simulation in virtual time, advanced lazily: each request thread, under fd_lock,
+ * processes every event that is due, sleeps to the next one, and once its own completion is known sleeps to it,
+ * all with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME), so wake-up latency never accumulates. With flash-log=FILE every
+ * request is logged (arrival, die start, die finish, completion deadline and the actual return time, ns since
+ * the filter loaded) as ground truth for tests and for src/smartio/flashdev/model.py.
  */
 
 #include <errno.h>
@@ -42,35 +56,67 @@
 #include <nbdkit-filter.h>
 
 #define FD_PAGE		4096
-#define FD_MAX_UNITS	64	/* parallel units */
-#define FD_MAX_CACHE	4096	/* write cache pages */
+#define FD_MAX_CACHE	4096	/* write buffer slots */
 #define FD_STREAMS	8	/* stream ends remembered per direction for sequential detection */
+#define FD_NEVER	INT64_MAX
 
 enum fd_class { FD_SEQ_READ, FD_SEQ_WRITE, FD_RAND_READ, FD_RAND_WRITE, FD_NCLASS };
 static const char *const fd_class_name[FD_NCLASS] = { "seq_read", "seq_write", "rand_read", "rand_write" };
 
 /* Configuration, in ns once parsed. */
 static int64_t fd_cmd_ns[FD_NCLASS];	/* front-end time per request */
-static int64_t fd_page_ns[FD_NCLASS];	/* media time per 4 KiB page */
-static int fd_units = 1;		/* parallel media units */
-static int fd_write_cache;		/* write cache size in 4 KiB pages; 0 = write-through */
-static int64_t fd_flush_ns;		/* media time of a flush, after the cache drained */
-static int64_t fd_trim_ns;		/* front-end time of a trim (no media time) */
+static int64_t fd_page_ns[FD_NCLASS];	/* die time per 4 KiB page */
+static int64_t fd_switch_ns[FD_NCLASS];	/* extra die time of a program that follows a read */
+static int64_t fd_suspend_ns;		/* added to a program each time a read suspends it */
+static int fd_write_cache;		/* write buffer slots (4 KiB); 0 = write-through */
+static int fd_nand_page_slots = 1;	/* slots a random write takes */
+static int64_t fd_flush_ns;		/* die time of a flush, after the buffer drained */
+static int64_t fd_trim_ns;		/* time of a trim (no die time) */
 static const char *fd_log_path;
 
-/* Device state, under fd_lock. */
+enum fd_kind { FD_READ, FD_WRITE, FD_FLUSH };
+
+/* One request. Allocated by its nbdkit thread; a buffered write outlives the thread's call (the host has its
+ * completion before the die programs it), so whoever finishes last, the thread or the program, logs and frees it.
+ */
+struct fd_req {
+  uint64_t seqno;
+  const char *op;		/* for the log */
+  uint64_t offset;
+  uint32_t count;
+  int64_t returned;		/* when the thread returned to nbdkit; -1 until then */
+  enum fd_kind kind;
+  int cls;			/* enum fd_class, or -1 for flush/trim */
+  int64_t pages, slots;		/* 4 KiB pages; buffer slots it takes */
+  bool through;			/* write that completes when programmed */
+  int64_t arrival, ready;	/* ready = arrival + front end */
+  int64_t start, finish;	/* first and last die time (reads, programs, flush) */
+  int64_t complete;		/* when the host sees it done; FD_NEVER until known */
+  int64_t remaining;		/* programs: die time still needed */
+  bool started;			/* programs: has had die time (switch cost paid or not due) */
+  int barrier;			/* reads: buffered programs that must finish first */
+  bool waited;			/* reads: found the buffer full */
+  struct fd_req *next;		/* in whichever list holds it */
+};
+
+/* Device state, under fd_lock. Lists are FIFO, linked through fd_req.next. */
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
-static int64_t fd_unit_free[FD_MAX_UNITS];	/* when each unit becomes free */
-struct fd_cached { int64_t done; int64_t pages; };	/* a write in the cache: programmed at .done */
-static struct fd_cached fd_cache[FD_MAX_CACHE];
-static int fd_ncached;
-static int64_t fd_last_program_end;		/* latest programming end of any accepted write */
+static int64_t fd_vnow;			/* virtual time processed so far */
+static struct fd_req *fd_front;		/* in their front end, by ready time */
+static struct fd_req *fd_reads;		/* ready reads waiting for the die */
+static struct fd_req *fd_writes;	/* ready writes waiting for buffer room */
+static struct fd_req *fd_buffer;	/* programs not yet finished, in order */
+static struct fd_req *fd_flushes;	/* flushes waiting for the buffer to drain */
+static int64_t fd_buffer_used;		/* slots held by fd_buffer */
+static struct fd_req *fd_die_op;	/* on the die, or NULL */
+static int64_t fd_die_end;		/* when fd_die_op's current stint ends */
+static int64_t fd_die_began;		/* when that stint began */
+static bool fd_after_wait;		/* the die's last op was a read that found the buffer full */
 static uint64_t fd_stream_end[2][FD_STREAMS];	/* [0] reads, [1] writes */
-static bool fd_stream_established[2][FD_STREAMS];	/* continued at least once */
+static bool fd_stream_established[2][FD_STREAMS];
 static int fd_stream_next[2];
 static uint64_t fd_seqno;
 
-static pthread_mutex_t fd_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *fd_log;
 static int64_t fd_t0;
 
@@ -83,11 +129,17 @@ fd_now (void)
   return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static struct timespec
+fd_ts (int64_t t)
+{
+  return (struct timespec) { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
+}
+
 /* Sleep until the absolute CLOCK_MONOTONIC time t (ns); EINTR resumes the same deadline. */
 static void
 fd_sleep_until (int64_t t)
 {
-  struct timespec ts = { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
+  struct timespec ts = fd_ts (t);
 
   while (clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
     ;
@@ -146,34 +198,36 @@ fd_parse_us (const char *key, const char *value, int64_t *out)
 }
 
 static int
+fd_parse_range (const char *key, const char *value, int *out, int lo, int hi)
+{
+  if (nbdkit_parse_int (key, value, out) == -1)
+    return -1;
+  if (*out < lo || *out > hi) {
+    nbdkit_error ("%s=%s: must be %d..%d", key, value, lo, hi);
+    return -1;
+  }
+  return 0;
+}
+
+static int
 fd_config (nbdkit_next_config *next, nbdkit_backend *nxdata, const char *key, const char *value)
 {
   if (strcmp (key, "flash-cmd-us") == 0)
     return fd_parse_four (key, value, fd_cmd_ns);
   if (strcmp (key, "flash-page-us") == 0)
     return fd_parse_four (key, value, fd_page_ns);
+  if (strcmp (key, "flash-switch-us") == 0)
+    return fd_parse_four (key, value, fd_switch_ns);
+  if (strcmp (key, "flash-suspend-us") == 0)
+    return fd_parse_us (key, value, &fd_suspend_ns);
   if (strcmp (key, "flash-flush-us") == 0)
     return fd_parse_us (key, value, &fd_flush_ns);
   if (strcmp (key, "flash-trim-us") == 0)
     return fd_parse_us (key, value, &fd_trim_ns);
-  if (strcmp (key, "flash-units") == 0) {
-    if (nbdkit_parse_int (key, value, &fd_units) == -1)
-      return -1;
-    if (fd_units < 1 || fd_units > FD_MAX_UNITS) {
-      nbdkit_error ("flash-units=%s: must be 1..%d", value, FD_MAX_UNITS);
-      return -1;
-    }
-    return 0;
-  }
-  if (strcmp (key, "flash-write-cache") == 0) {
-    if (nbdkit_parse_int (key, value, &fd_write_cache) == -1)
-      return -1;
-    if (fd_write_cache < 0 || fd_write_cache > FD_MAX_CACHE) {
-      nbdkit_error ("flash-write-cache=%s: must be 0..%d pages", value, FD_MAX_CACHE);
-      return -1;
-    }
-    return 0;
-  }
+  if (strcmp (key, "flash-write-cache") == 0)
+    return fd_parse_range (key, value, &fd_write_cache, 0, FD_MAX_CACHE);
+  if (strcmp (key, "flash-nand-page-slots") == 0)
+    return fd_parse_range (key, value, &fd_nand_page_slots, 1, FD_MAX_CACHE);
   if (strcmp (key, "flash-log") == 0) {
     fd_log_path = value;
     return 0;
@@ -182,22 +236,22 @@ fd_config (nbdkit_next_config *next, nbdkit_backend *nxdata, const char *key, co
 }
 
 #define fd_config_help \
-  "flash-cmd-us=SR,SW,RR,RW  front-end time per request (us) for seq/rand read/write\n" \
-  "flash-page-us=SR,SW,RR,RW media time per 4 KiB page (us)\n" \
-  "flash-units=N             parallel media units (default 1)\n" \
-  "flash-write-cache=N       write cache size in 4 KiB pages, 0 = write-through (default 0)\n" \
-  "flash-flush-us=US         media time of a flush after the cache drained\n" \
-  "flash-trim-us=US          time of a trim\n" \
-  "flash-log=FILE            log every request's timing (CSV)"
+  "flash-cmd-us=SR,SW,RR,RW    front-end time per request (us) for seq/rand read/write\n" \
+  "flash-page-us=SR,SW,RR,RW   die time per 4 KiB page (us)\n" \
+  "flash-switch-us=SR,SW,RR,RW extra die time of a program that follows a read (us; read entries unused)\n" \
+  "flash-suspend-us=US         added to a program each time a read suspends it\n" \
+  "flash-write-cache=N         write buffer in 4 KiB slots, 0 = write-through (default 0)\n" \
+  "flash-nand-page-slots=N     slots a random write takes (default 1)\n" \
+  "flash-flush-us=US           die time of a flush after the buffer drained\n" \
+  "flash-trim-us=US            time of a trim\n" \
+  "flash-log=FILE              log every request's timing (CSV)"
 
 static int
 fd_get_ready (int thread_model)
 {
   int i;
 
-  fd_t0 = fd_now ();
-  for (i = 0; i < FD_MAX_UNITS; i++)
-    fd_unit_free[i] = 0;
+  fd_t0 = fd_vnow = fd_now ();
   for (i = 0; i < 2; i++)
     memset (fd_stream_end[i], 0xff, sizeof fd_stream_end[i]);	/* no stream yet */
   if (fd_log_path) {
@@ -240,128 +294,287 @@ fd_is_sequential (int dir, uint64_t offset, uint64_t end)
   return false;
 }
 
-/* The unit that becomes free first. Caller holds fd_lock. */
-static int
-fd_first_free_unit (void)
+static void
+fd_append (struct fd_req **list, struct fd_req *r)
 {
-  int i, best = 0;
-
-  for (i = 1; i < fd_units; i++)
-    if (fd_unit_free[i] < fd_unit_free[best])
-      best = i;
-  return best;
+  r->next = NULL;
+  while (*list)
+    list = &(*list)->next;
+  *list = r;
 }
 
-/* The earliest time >= ready at which `pages` more pages fit in the write cache; forgets the writes programmed
- * by then. Caller holds fd_lock and has checked pages <= fd_write_cache.
- */
-static int64_t
-fd_cache_accept (int64_t ready, int64_t pages)
+static struct fd_req *
+fd_pop (struct fd_req **list)
 {
-  int64_t t = ready;
-  int i, n;
+  struct fd_req *r = *list;
 
-  for (;;) {
-    int64_t used = 0, next = INT64_MAX;
+  *list = r->next;
+  r->next = NULL;
+  return r;
+}
 
-    for (i = 0; i < fd_ncached; i++) {
-      if (fd_cache[i].done > t) {
-        used += fd_cache[i].pages;
-        if (fd_cache[i].done < next)
-          next = fd_cache[i].done;
-      }
+/* Writes r's log line. Caller holds fd_lock. */
+static void
+fd_log_req (const struct fd_req *r)
+{
+  if (!fd_log)
+    return;
+  fprintf (fd_log, "%" PRIu64 ",%s,%s,%" PRIu64 ",%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+           ",%" PRId64 "\n", r->seqno, r->op, r->cls >= 0 ? fd_class_name[r->cls] : "-", r->offset, r->count,
+           r->arrival - fd_t0, r->start - fd_t0, r->finish - fd_t0, r->complete - fd_t0, r->returned - fd_t0);
+  fflush (fd_log);
+}
+
+/* Puts r on the die from fd_vnow for its (remaining) time. Caller holds fd_lock. */
+static void
+fd_die_run (struct fd_req *r)
+{
+  int64_t d;
+
+  if (r->kind == FD_READ)
+    d = r->pages * fd_page_ns[r->cls];
+  else if (r->kind == FD_FLUSH)
+    d = fd_flush_ns;
+  else {
+    d = r->remaining;
+    if (!r->started) {
+      if (fd_after_wait)
+        d += fd_switch_ns[r->cls];
+      r->start = fd_vnow;
+      r->started = true;
     }
-    if (used + pages <= fd_write_cache)
-      break;
-    t = next;	/* wait for the next write to be programmed */
   }
-  for (i = n = 0; i < fd_ncached; i++)
-    if (fd_cache[i].done > t)
-      fd_cache[n++] = fd_cache[i];
-  fd_ncached = n;
-  return t;
+  if (r->kind != FD_WRITE)
+    r->start = fd_vnow;
+  fd_die_op = r;
+  fd_die_began = fd_vnow;
+  fd_die_end = fd_vnow + d;
 }
 
-struct fd_plan {
-  uint64_t seqno;
-  int cls;		/* enum fd_class, or -1 for flush/trim */
-  int64_t arrival, start, finish, complete;
-};
-
-/* Fixes the schedule of a read or write arriving now. FCFS: the media slot is reserved here, in arrival
- * order, so later arrivals queue behind it whatever their class.
+/* The die is idle at fd_vnow: a read that need not wait goes first, then a flush whose buffer drained, then the
+ * oldest buffered program. Caller holds fd_lock.
  */
-static struct fd_plan
-fd_plan_rw (bool write, uint64_t offset, uint32_t count, bool fua)
+static void
+fd_die_pick (void)
 {
-  struct fd_plan p;
-  int64_t pages = (count + FD_PAGE - 1) / FD_PAGE, ready, accept = 0;
-  bool cached;
-  int u;
-
-  if (pages < 1)
-    pages = 1;
-  p.arrival = fd_now ();
-  pthread_mutex_lock (&fd_lock);
-  p.seqno = fd_seqno++;
-  if (fd_is_sequential (write, offset, offset + count))
-    p.cls = write ? FD_SEQ_WRITE : FD_SEQ_READ;
-  else
-    p.cls = write ? FD_RAND_WRITE : FD_RAND_READ;
-  ready = p.arrival + fd_cmd_ns[p.cls];
-  cached = write && !fua && pages <= fd_write_cache;
-  if (cached)
-    ready = accept = fd_cache_accept (ready, pages);
-  u = fd_first_free_unit ();
-  p.start = fd_max (ready, fd_unit_free[u]);
-  p.finish = p.start + pages * fd_page_ns[p.cls];
-  fd_unit_free[u] = p.finish;
-  if (cached)
-    fd_cache[fd_ncached++] = (struct fd_cached) { .done = p.finish, .pages = pages };
-  if (write)
-    fd_last_program_end = fd_max (fd_last_program_end, p.finish);
-  pthread_mutex_unlock (&fd_lock);
-  p.complete = cached ? accept : p.finish;
-  return p;
+  if (fd_die_op)
+    return;
+  if (fd_reads && fd_reads->barrier == 0)
+    fd_die_run (fd_pop (&fd_reads));
+  else if (fd_flushes && !fd_buffer)
+    fd_die_run (fd_pop (&fd_flushes));
+  else if (fd_buffer)
+    fd_die_run (fd_buffer);
 }
 
-/* A flush: every accepted write must be programmed, then flush_ns on all units. */
-static struct fd_plan
-fd_plan_flush (void)
+/* A read that need not wait suspends the program on the die. Caller holds fd_lock. */
+static void
+fd_die_preempt (void)
 {
-  struct fd_plan p;
-  int i;
+  struct fd_req *p = fd_die_op;
 
-  p.arrival = fd_now ();
-  p.cls = -1;
-  pthread_mutex_lock (&fd_lock);
-  p.seqno = fd_seqno++;
-  p.start = fd_max (p.arrival, fd_last_program_end);
-  for (i = 0; i < fd_units; i++)
-    p.start = fd_max (p.start, fd_unit_free[i]);
-  p.finish = p.start + fd_flush_ns;
-  for (i = 0; i < fd_units; i++)
-    fd_unit_free[i] = p.finish;
-  pthread_mutex_unlock (&fd_lock);
-  p.complete = p.finish;
-  return p;
+  if (!p || p->kind != FD_WRITE || !fd_reads || fd_reads->barrier != 0)
+    return;
+  p->remaining = fd_die_end - fd_vnow + fd_suspend_ns;
+  fd_die_op = NULL;
+  fd_die_pick ();
+}
+
+/* Writes waiting for room take it in order. Caller holds fd_lock. */
+static void
+fd_buffer_admit (void)
+{
+  while (fd_writes && fd_buffer_used + fd_writes->slots <= fd_write_cache) {
+    struct fd_req *w = fd_pop (&fd_writes);
+
+    w->remaining = w->pages * fd_page_ns[w->cls];
+    w->started = false;
+    fd_buffer_used += w->slots;
+    fd_append (&fd_buffer, w);
+    if (!w->through)
+      w->complete = fd_vnow;
+  }
 }
 
 static void
-fd_finish (const struct fd_plan *p, const char *op, uint64_t offset, uint32_t count)
+fd_ready (struct fd_req *r)
 {
-  int64_t returned;
+  if (r->kind == FD_WRITE) {
+    fd_append (&fd_writes, r);
+    fd_buffer_admit ();
+  }
+  else if (r->kind == FD_READ) {
+    r->barrier = 0;
+    if (fd_buffer && fd_buffer_used >= fd_write_cache) {
+      struct fd_req *p;
 
-  fd_sleep_until (p->complete);
-  if (!fd_log)
-    return;
-  returned = fd_now ();
-  pthread_mutex_lock (&fd_log_lock);
-  fprintf (fd_log, "%" PRIu64 ",%s,%s,%" PRIu64 ",%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
-           ",%" PRId64 "\n", p->seqno, op, p->cls >= 0 ? fd_class_name[p->cls] : "-", offset, count,
-           p->arrival - fd_t0, p->start - fd_t0, p->finish - fd_t0, p->complete - fd_t0, returned - fd_t0);
-  fflush (fd_log);
-  pthread_mutex_unlock (&fd_log_lock);
+      for (p = fd_buffer; p; p = p->next)
+        r->barrier++;
+    }
+    r->waited = r->barrier > 0;
+    fd_append (&fd_reads, r);
+  }
+  else
+    fd_append (&fd_flushes, r);
+  fd_die_pick ();
+  fd_die_preempt ();
+}
+
+static void
+fd_die_done (void)
+{
+  struct fd_req *r = fd_die_op, *q;
+
+  fd_die_op = NULL;
+  r->finish = fd_vnow;
+  fd_after_wait = r->kind == FD_READ && r->waited;
+  if (r->kind == FD_WRITE) {
+    fd_pop (&fd_buffer);
+    fd_buffer_used -= r->slots;
+    if (r->through)
+      r->complete = fd_vnow;
+    for (q = fd_reads; q; q = q->next)
+      if (q->barrier > 0)
+        q->barrier--;
+    if (r->returned >= 0) {
+      fd_log_req (r);
+      free (r);
+    }
+    fd_buffer_admit ();
+  }
+  else
+    r->complete = fd_vnow;
+  fd_die_pick ();
+}
+
+/* Processes every event up to time `until`, in time order. Caller holds fd_lock. */
+static void
+fd_advance (int64_t until)
+{
+  for (;;) {
+    int64_t t = fd_die_op ? fd_die_end : FD_NEVER;
+
+    if (fd_front && fd_front->ready < t)
+      t = fd_front->ready;
+    if (t > until)
+      break;
+    fd_vnow = fd_max (fd_vnow, t);
+    if (fd_die_op && fd_die_end == t)
+      fd_die_done ();
+    else
+      fd_ready (fd_pop (&fd_front));
+  }
+  fd_vnow = fd_max (fd_vnow, until);
+}
+
+/* The next time the model changes, or FD_NEVER. Caller holds fd_lock. */
+static int64_t
+fd_next_event (void)
+{
+  int64_t t = fd_die_op ? fd_die_end : FD_NEVER;
+
+  if (fd_front && fd_front->ready < t)
+    t = fd_front->ready;
+  return t;
+}
+
+/* Runs a request through the model and returns once the host may see it done. */
+static void
+fd_submit (struct fd_req *r)
+{
+  struct fd_req **p;
+
+  r->arrival = fd_now ();
+  r->complete = FD_NEVER;
+  r->start = r->finish = -1;
+  pthread_mutex_lock (&fd_lock);
+  fd_advance (r->arrival);
+  r->seqno = fd_seqno++;
+  r->ready = fd_max (r->arrival + (r->cls >= 0 ? fd_cmd_ns[r->cls] : 0), fd_vnow);
+  for (p = &fd_front; *p && (*p)->ready <= r->ready; p = &(*p)->next)
+    ;
+  r->next = *p;
+  *p = r;
+  /* Every thread waiting here sleeps until the model's next event as it stands, then processes what is due. An
+   * event added later is either the arriving request's own (its thread is awake) or lies after the event being
+   * processed, which every sleeper wakes for; so each event is processed on time by some thread. Sleeps are
+   * clock_nanosleep to absolute times: timed condition waits overslept by milliseconds here.
+   */
+  while (r->complete == FD_NEVER) {
+    int64_t t = fd_next_event ();
+
+    if (t <= fd_now ()) {
+      fd_advance (t);
+      continue;
+    }
+    pthread_mutex_unlock (&fd_lock);
+    fd_sleep_until (t == FD_NEVER ? fd_now () + 1000000 : t);
+    pthread_mutex_lock (&fd_lock);
+  }
+  pthread_mutex_unlock (&fd_lock);
+  fd_sleep_until (r->complete);
+}
+
+/* Classifies a read or write and sizes it. */
+static void
+fd_rw_init (struct fd_req *r, bool fua)
+{
+  bool write = r->kind == FD_WRITE, seq;
+
+  r->pages = (r->count + FD_PAGE - 1) / FD_PAGE;
+  if (r->pages < 1)
+    r->pages = 1;
+  pthread_mutex_lock (&fd_lock);
+  seq = fd_is_sequential (write, r->offset, r->offset + r->count);
+  pthread_mutex_unlock (&fd_lock);
+  r->cls = write ? (seq ? FD_SEQ_WRITE : FD_RAND_WRITE) : (seq ? FD_SEQ_READ : FD_RAND_READ);
+  if (write) {
+    r->slots = seq ? r->pages : fd_max (r->pages, fd_nand_page_slots);
+    r->through = fua || r->slots > fd_write_cache;
+    if (r->slots > fd_write_cache)
+      r->slots = fd_write_cache;	/* write-through: it holds the whole buffer while it programs */
+  }
+}
+
+/* A write still waiting to be programmed is released by fd_die_done. Caller holds fd_lock. */
+static bool
+fd_in_model (const struct fd_req *r)
+{
+  return r->kind == FD_WRITE && r->finish < 0;
+}
+
+/* The thread is done with r: log and free it unless its program is still to come. */
+static void
+fd_release (struct fd_req *r)
+{
+  int64_t returned = fd_now ();
+
+  pthread_mutex_lock (&fd_lock);
+  r->returned = returned;
+  if (!fd_in_model (r)) {
+    fd_log_req (r);
+    free (r);
+  }
+  pthread_mutex_unlock (&fd_lock);
+}
+
+static struct fd_req *
+fd_new_req (enum fd_kind kind, const char *op, uint64_t offset, uint32_t count, int *err)
+{
+  struct fd_req *r = calloc (1, sizeof *r);
+
+  if (!r) {
+    *err = ENOMEM;
+    nbdkit_error ("flashdev: out of memory");
+    return NULL;
+  }
+  r->kind = kind;
+  r->op = op;
+  r->offset = offset;
+  r->count = count;
+  r->cls = -1;
+  r->returned = -1;
+  return r;
 }
 
 /* How the plugin below handles FUA; it is the same plugin for every connection. */
@@ -389,14 +602,40 @@ fd_next_flags (uint32_t flags, bool *flush_after)
   return *flush_after ? flags & ~NBDKIT_FLAG_FUA : flags;
 }
 
+/* Runs one read, write or flush through the model; `io` is the plugin call, made first. */
+#define FD_RUN(kind, op, offset, count, fua, io) \
+  do { \
+    struct fd_req *q = fd_new_req ((kind), (op), (offset), (count), err); \
+    int r; \
+    \
+    if (!q) \
+      return -1; \
+    if ((kind) != FD_FLUSH) \
+      fd_rw_init (q, (fua)); \
+    r = (io); \
+    fd_submit (q); \
+    fd_release (q); \
+    return r; \
+  } while (0)
+
 static int
 fd_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count, uint64_t offset, uint32_t flags,
           int *err)
 {
-  struct fd_plan p = fd_plan_rw (false, offset, count, false);
-  int r = next->pread (next, buf, count, offset, flags, err);
+  FD_RUN (FD_READ, "read", offset, count, false, next->pread (next, buf, count, offset, flags, err));
+}
 
-  fd_finish (&p, "read", offset, count);
+/* A write or zero for the plugin below, with a flush after it where FUA must be emulated. */
+static int
+fd_write_through_plugin (nbdkit_next *next, const void *buf, uint32_t count, uint64_t offset, uint32_t flags,
+                         int *err)
+{
+  bool flush_after;
+  uint32_t f = fd_next_flags (flags, &flush_after);
+  int r = buf ? next->pwrite (next, buf, count, offset, f, err) : next->zero (next, count, offset, f, err);
+
+  if (r == 0 && flush_after)
+    r = next->flush (next, 0, err);
   return r;
 }
 
@@ -404,67 +643,48 @@ static int
 fd_pwrite (nbdkit_next *next, void *handle, const void *buf, uint32_t count, uint64_t offset,
            uint32_t flags, int *err)
 {
-  struct fd_plan p = fd_plan_rw (true, offset, count, flags & NBDKIT_FLAG_FUA);
-  bool flush_after;
-  int r = next->pwrite (next, buf, count, offset, fd_next_flags (flags, &flush_after), err);
+  bool fua = flags & NBDKIT_FLAG_FUA;
 
-  if (r == 0 && flush_after)
-    r = next->flush (next, 0, err);
-
-  fd_finish (&p, (flags & NBDKIT_FLAG_FUA) ? "write_fua" : "write", offset, count);
-  return r;
+  FD_RUN (FD_WRITE, fua ? "write_fua" : "write", offset, count, fua,
+          fd_write_through_plugin (next, buf, count, offset, flags, err));
 }
 
 static int
 fd_zero (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
   /* Zeroing is programming like a write. */
-  struct fd_plan p = fd_plan_rw (true, offset, count, flags & NBDKIT_FLAG_FUA);
-  bool flush_after;
-  int r = next->zero (next, count, offset, fd_next_flags (flags, &flush_after), err);
-
-  if (r == 0 && flush_after)
-    r = next->flush (next, 0, err);
-
-  fd_finish (&p, "zero", offset, count);
-  return r;
+  FD_RUN (FD_WRITE, "zero", offset, count, flags & NBDKIT_FLAG_FUA,
+          fd_write_through_plugin (next, NULL, count, offset, flags, err));
 }
 
 static int
 fd_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
 {
-  struct fd_plan p = fd_plan_flush ();
-  int r = next->flush (next, flags, err);
-
-  fd_finish (&p, "flush", 0, 0);
-  return r;
+  FD_RUN (FD_FLUSH, "flush", 0, 0, false, next->flush (next, flags, err));
 }
 
 static int
 fd_trim (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
-  /* A trim only updates the mapping table: front-end time, no media time, no queueing. */
-  struct fd_plan p;
+  /* A trim only updates the mapping table: trim_us, no die time, no queueing. */
+  struct fd_req *q = fd_new_req (FD_FLUSH, "trim", offset, count, err);
+  bool flush_after;
   int r;
 
-  p.arrival = fd_now ();
-  p.cls = -1;
+  if (!q)
+    return -1;
+  q->arrival = fd_now ();
   pthread_mutex_lock (&fd_lock);
-  p.seqno = fd_seqno++;
+  q->seqno = fd_seqno++;
   pthread_mutex_unlock (&fd_lock);
-  p.start = p.finish = p.complete = p.arrival + fd_trim_ns;
-  {
-    bool flush_after;
-
-    r = next->trim (next, count, offset, fd_next_flags (flags, &flush_after), err);
-    if (r == 0 && flush_after)
-      r = next->flush (next, 0, err);
-  }
-  fd_finish (&p, "trim", offset, count);
+  q->start = q->finish = q->complete = q->arrival + fd_trim_ns;
+  r = next->trim (next, count, offset, fd_next_flags (flags, &flush_after), err);
+  if (r == 0 && flush_after)
+    r = next->flush (next, 0, err);
+  fd_sleep_until (q->complete);
+  fd_release (q);
   return r;
 }
-
-
 
 static int
 fd_can_multi_conn (nbdkit_next *next, void *handle)

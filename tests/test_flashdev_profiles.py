@@ -16,10 +16,11 @@ GOOD = """
 [tiny]
 description = "test device"
 queue_depth = 1
-parallel_units = 1
 write_cache_pages = 0
+nand_page_slots = 1
 time_scale = 2.0
 guest_overhead_us = 100.0
+suspend_us = 0.0
 flush_us = 10.0
 trim_us = 1.0
 [tiny.cmd_us]
@@ -32,6 +33,11 @@ seq_read = 1.0
 seq_write = 2.0
 rand_read = 3.0
 rand_write = 4.0
+[tiny.switch_us]
+seq_read = 0.0
+seq_write = 5.0
+rand_read = 0.0
+rand_write = 6.0
 """
 
 
@@ -42,10 +48,12 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 @pytest.mark.timeout(10)
-def test_shipped_profiles_are_valid_and_include_s5_and_a_queued_device() -> None:
+def test_shipped_profiles_are_valid_and_all_calibrated() -> None:
+    # issue 10: an uncalibrated profile (ufs-modern was one) must not be offered as if it were calibrated.
     profiles = all_profiles()
     assert "s5-emmc" in profiles
-    assert any(p.queue_depth > 1 and p.parallel_units > 1 for p in profiles.values())
+    for p in profiles.values():
+        assert {"latency_ms", "speedup", "read_slowdown", "write_slowdown"} <= set(p.targets), p.name
 
 
 @pytest.mark.timeout(10)
@@ -63,6 +71,7 @@ def test_filter_args_scale_times_and_take_the_guest_overhead_off_the_front_end(t
     # cmd 10 us x 2 - 100 us overhead clamps at 0; 40 x 2 - 100 also 0; page times only scaled.
     assert args["flash-cmd-us"] == "0.000,0.000,0.000,0.000"
     assert args["flash-page-us"] == "2.000,4.000,6.000,8.000"
+    assert args["flash-switch-us"] == "0.000,10.000,0.000,12.000"
     args = dict(a.split("=", 1) for a in p.filter_args(time_scale=10, guest_overhead_us=50))
     assert args["flash-cmd-us"] == "50.000,150.000,250.000,350.000"
     assert args["flash-flush-us"] == "100.000"
@@ -81,8 +90,9 @@ def test_unknown_profile_names_the_flag_and_lists_known_ones(tmp_path: Path) -> 
     (("flush_us = 10.0", "flush_us = -1.0"), "flush_us"),
     (("time_scale = 2.0", "time_scale = \"fast\""), "time_scale"),
     (("rand_write = 4.0\n", ""), "page_us"),
+    (("rand_write = 6.0\n", ""), "switch_us"),
     (("trim_us = 1.0", "trim_us = 1.0\nturbo = true"), "unknown key(s) turbo"),
-    (("parallel_units = 1\n", ""), "missing key parallel_units"),
+    (("nand_page_slots = 1\n", ""), "missing key nand_page_slots"),
     (("[tiny]", "[tiny"), "not valid TOML"),
 ])
 @pytest.mark.timeout(10)

@@ -68,11 +68,11 @@ def serve(args: argparse.Namespace) -> int:
 
 def profiles(args: argparse.Namespace) -> int:
     rows = all_profiles().values()
-    print(f"{'name':<12} {'qd':>3} {'units':>5} {'cache':>5} {'scale':>6}  alone 4K latency ms (seq r/w, rand r/w)")
+    print(f"{'name':<12} {'qd':>3} {'cache':>5} {'scale':>6}  alone 4K latency ms (seq r/w, rand r/w)")
     for p in rows:
         lat = " ".join(f"{p.alone_latency_us(c) / 1000:.3f}" for c in ("seq_read", "seq_write", "rand_read",
                                                                         "rand_write"))
-        print(f"{p.name:<12} {p.queue_depth:>3} {p.parallel_units:>5} {p.write_cache_pages:>5} "
+        print(f"{p.name:<12} {p.queue_depth:>3} {p.write_cache_pages:>5} "
               f"{p.time_scale:>6g}  {lat}")
         print(f"{'':<12} {p.description}")
     return 0

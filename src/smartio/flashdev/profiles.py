@@ -16,10 +16,11 @@ CLASSES = ("seq_read", "seq_write", "rand_read", "rand_write")
 # (pip install .) carries a copy as package data. SMARTIO_FLASHDEV_PROFILES points elsewhere.
 DEFAULT_FILE = Path(__file__).with_name("profiles.toml")
 
-_SCALARS = {"description": str, "queue_depth": int, "parallel_units": int, "write_cache_pages": int,
-            "time_scale": float, "guest_overhead_us": float, "flush_us": float, "trim_us": float}
-_TABLES = ("cmd_us", "page_us")
-_LIMITS = {"queue_depth": (1, 1024), "parallel_units": (1, 64), "write_cache_pages": (0, 4096)}
+_SCALARS = {"description": str, "queue_depth": int, "write_cache_pages": int, "nand_page_slots": int,
+            "time_scale": float, "guest_overhead_us": float, "suspend_us": float, "flush_us": float,
+            "trim_us": float}
+_TABLES = ("cmd_us", "page_us", "switch_us")
+_LIMITS = {"queue_depth": (1, 1024), "write_cache_pages": (0, 4096), "nand_page_slots": (1, 4096)}
 
 
 class ProfileError(SmartioError):
@@ -33,12 +34,14 @@ class Profile:
     name: str
     description: str
     queue_depth: int            # device queue depth the guest must see (virtio_blk.queue_depth)
-    parallel_units: int         # media units working in parallel
-    write_cache_pages: int      # 4 KiB pages the write cache holds before a write must wait; 0 = write-through
+    write_cache_pages: int      # 4 KiB slots of the write buffer; 0 = write-through
+    nand_page_slots: int        # slots a random write takes (it fills a NAND page buffer on its own)
     time_scale: float           # multiplies every time, so TCG's per-I/O overhead stays small beside them
     guest_overhead_us: float    # real us the guest's own I/O path adds to each request; taken off the front end
     cmd_us: dict[str, float]    # front-end time per request, by class
-    page_us: dict[str, float]   # media time per 4 KiB page, by class
+    page_us: dict[str, float]   # die time per 4 KiB page, by class
+    switch_us: dict[str, float]  # extra die time of a program that follows a read, by (write) class
+    suspend_us: float           # added to a program each time a read suspends it
     flush_us: float
     trim_us: float
     targets: dict[str, Any] = dataclasses.field(default_factory=dict)   # published figures it is calibrated to
@@ -63,7 +66,8 @@ class Profile:
             return ",".join(f"{max(0.0, table[c] * k - minus):.3f}" for c in CLASSES)
 
         return [f"flash-cmd-us={four(self.cmd_us, o)}", f"flash-page-us={four(self.page_us)}",
-                f"flash-units={self.parallel_units}", f"flash-write-cache={self.write_cache_pages}",
+                f"flash-switch-us={four(self.switch_us)}", f"flash-suspend-us={self.suspend_us * k:.3f}",
+                f"flash-write-cache={self.write_cache_pages}", f"flash-nand-page-slots={self.nand_page_slots}",
                 f"flash-flush-us={self.flush_us * k:.3f}", f"flash-trim-us={self.trim_us * k:.3f}"]
 
 

@@ -1,0 +1,327 @@
+"""The flashdev timing model in Python: the same discrete-event device as flashdev/flashdev.c, plus the host side
+(QD1 fio streams, the device queue depth, a FIFO or read-first dispatch policy) so that a profile's solo latencies,
+concurrency speedups and 1R1W / 4R4W slowdowns can be predicted and fitted without booting the testbed.
+
+The device (times in µs of the real device, unscaled):
+  - a request spends cmd[class] in its front end (overlapping everything else);
+  - a write then needs a place in the write buffer (`cache` 4 KiB slots; a random write takes `nand_page_slots`)
+    and completes when it has one, unless it is FUA or larger than the buffer (then when programmed);
+  - one die: reads go first and suspend a program under way (which gets `suspend` added), unless the buffer is
+    full when the read is ready: then the read waits until everything buffered then is programmed;
+  - the program that follows a read which found the buffer full costs switch[class] more (a suspended program
+    resumes without it); a flush waits for an empty buffer, then takes `flush`.
+
+`Engine.replay()` takes a request log (arrival, op, class, pages) and returns completion times: the tests feed it
+the filter's own request log and compare (tests/test_flashdev_model.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import math
+import random
+from collections import deque
+from typing import Iterable
+
+from smartio.flashdev.profiles import CLASSES, Profile
+
+NEVER = math.inf
+READ, WRITE, FLUSH = "read", "write", "flush"
+WAITED = "waited read"   # the die's last op was a read that had to wait for a full buffer
+
+
+@dataclasses.dataclass
+class Device:
+    cmd: dict[str, float]
+    page: dict[str, float]
+    switch: dict[str, float]
+    suspend: float = 0.0
+    cache: int = 2
+    nand_page_slots: int = 1
+    flush: float = 0.0
+    queue_depth: int = 2
+
+    @classmethod
+    def from_profile(cls, p: Profile, guest_overhead_us: float = 0.0) -> "Device":
+        """The profile's device in phone µs; guest_overhead_us (real µs) is taken off the front end as the
+        testbed does, scaled back to phone µs."""
+        o = guest_overhead_us / p.time_scale
+        return cls(cmd={c: max(0.0, p.cmd_us[c] - o) for c in CLASSES}, page=dict(p.page_us),
+                   switch=dict(p.switch_us), suspend=p.suspend_us, cache=p.write_cache_pages,
+                   nand_page_slots=p.nand_page_slots, flush=p.flush_us, queue_depth=p.queue_depth)
+
+    def replace(self, **kw) -> "Device":
+        return dataclasses.replace(self, **kw)
+
+
+@dataclasses.dataclass(eq=False)
+class Request:
+    kind: str                  # read, write, flush
+    cls: str | None            # one of CLASSES; None for a flush
+    pages: int = 1
+    fua: bool = False
+    tag: object = None         # the caller's
+    arrival: float = 0.0
+    ready: float = 0.0
+    start: float = -1.0
+    finish: float = -1.0
+    complete: float = NEVER
+    slots: int = 0
+    through: bool = False
+    remaining: float = 0.0
+    started: bool = False
+    barrier: int = 0
+    waited: bool = False       # a read that found the buffer full
+
+
+class Engine:
+    """The device's state and its events, processed in time order (as flashdev.c's fd_advance)."""
+
+    def __init__(self, dev: Device) -> None:
+        self.dev = dev
+        self.now = 0.0
+        self.front: list[tuple[float, int, Request]] = []
+        self.seq = itertools.count()
+        self.reads: deque[Request] = deque()
+        self.writes: deque[Request] = deque()
+        self.buffer: deque[Request] = deque()
+        self.flushes: deque[Request] = deque()
+        self.used = 0
+        self.op: Request | None = None
+        self.op_end = NEVER
+        self.last = WRITE
+        self.completed: list[Request] = []
+
+    # -- the host's side
+    def submit(self, t: float, r: Request) -> None:
+        self.advance(t)
+        d = self.dev
+        r.arrival = t
+        if r.kind == WRITE:
+            seq = r.cls == "seq_write"
+            r.slots = r.pages if seq else max(r.pages, d.nand_page_slots)
+            r.through = r.fua or r.slots > d.cache
+            r.slots = min(r.slots, d.cache)
+        r.ready = max(t + (d.cmd[r.cls] if r.cls else 0.0), self.now)
+        heapq.heappush(self.front, (r.ready, next(self.seq), r))
+
+    def next_event(self) -> float:
+        t = self.op_end if self.op else NEVER
+        if self.front:
+            t = min(t, self.front[0][0])
+        return t
+
+    def advance(self, until: float) -> None:
+        while True:
+            t = self.next_event()
+            if t > until or t == NEVER:
+                break
+            self.now = max(self.now, t)
+            if self.op is not None and self.op_end == t:
+                self._die_done()
+            else:
+                self._ready(heapq.heappop(self.front)[2])
+        self.now = max(self.now, until)
+
+    # -- the device's side
+    def _run(self, r: Request) -> None:
+        d = self.dev
+        if r.kind == READ:
+            dur = r.pages * d.page[r.cls]
+            r.start = self.now
+        elif r.kind == FLUSH:
+            dur = d.flush
+            r.start = self.now
+        else:
+            dur = r.remaining
+            if not r.started:
+                if self.last == WAITED:
+                    dur += d.switch[r.cls]
+                r.start, r.started = self.now, True
+        self.op, self.op_end = r, self.now + dur
+
+    def _pick(self) -> None:
+        if self.op is not None:
+            return
+        if self.reads and self.reads[0].barrier == 0:
+            self._run(self.reads.popleft())
+        elif self.flushes and not self.buffer:
+            self._run(self.flushes.popleft())
+        elif self.buffer:
+            self._run(self.buffer[0])
+
+    def _preempt(self) -> None:
+        p = self.op
+        if p is None or p.kind != WRITE or not self.reads or self.reads[0].barrier != 0:
+            return
+        p.remaining = self.op_end - self.now + self.dev.suspend
+        self.op = None
+        self._pick()
+
+    def _admit(self) -> None:
+        while self.writes and self.used + self.writes[0].slots <= self.dev.cache:
+            w = self.writes.popleft()
+            w.remaining, w.started = w.pages * self.dev.page[w.cls], False
+            self.used += w.slots
+            self.buffer.append(w)
+            if not w.through:
+                self._complete(w)
+
+    def _ready(self, r: Request) -> None:
+        if r.kind == WRITE:
+            self.writes.append(r)
+            self._admit()
+        elif r.kind == READ:
+            r.barrier = len(self.buffer) if self.buffer and self.used >= self.dev.cache else 0
+            r.waited = r.barrier > 0
+            self.reads.append(r)
+        else:
+            self.flushes.append(r)
+        self._pick()
+        self._preempt()
+
+    def _die_done(self) -> None:
+        r, self.op = self.op, None
+        r.finish = self.now
+        self.last = WAITED if r.kind == READ and r.waited else r.kind
+        if r.kind == WRITE:
+            self.buffer.popleft()
+            self.used -= r.slots
+            if r.through:
+                self._complete(r)
+            for q in self.reads:
+                if q.barrier > 0:
+                    q.barrier -= 1
+            self._admit()
+        else:
+            self._complete(r)
+        self._pick()
+
+    def _complete(self, r: Request) -> None:
+        r.complete = self.now
+        self.completed.append(r)
+
+    def replay(self, requests: Iterable[Request]) -> list[Request]:
+        """Submits requests at their .arrival times (in order) and runs the device until all are done."""
+        reqs = sorted(requests, key=lambda r: r.arrival)
+        for r in reqs:
+            self.submit(r.arrival, r)
+        self.advance(NEVER)
+        return reqs
+
+
+# -- the host: QD1 streams, the device's queue depth, and a dispatch policy
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """none: dispatch in arrival order. read_first: reads go first, except for `hold` µs after a write completed
+    (the die programs it undisturbed); a write goes only when at least `pace` µs passed since the last write was
+    dispatched, so the host keeps the device's write buffer from filling."""
+
+    name: str = "none"
+    pace: float = 0.0
+    hold: float = 0.0
+
+
+def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios: int = 2000, think: float = 0.0,
+                seed: int = 1) -> list[float]:
+    """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream."""
+    rng = random.Random(seed)
+    eng = Engine(dev)
+    host: list[tuple[float, int, int]] = []          # (time, seq, stream) submissions
+    seq = itertools.count()
+    waiting: deque[tuple[float, int]] = deque()      # (submitted, stream), in the host scheduler
+    inflight: dict[int, tuple[float, Request]] = {}
+    lat: list[list[float]] = [[] for _ in streams]
+    last_write = -NEVER
+    write_done = -NEVER
+    for i in range(len(streams)):
+        heapq.heappush(host, (rng.uniform(0, 1), next(seq), i))
+
+    def writes(i: int) -> bool:
+        return streams[i].endswith("write")
+
+    def dispatch(now: float) -> float:
+        """Dispatches what the policy allows; returns when it should be asked again (pacing), or NEVER."""
+        nonlocal last_write
+        retry = NEVER
+        while waiting and len(inflight) < dev.queue_depth:
+            if policy.name == "none":
+                pick = waiting[0]
+            else:
+                reads = [w for w in waiting if not writes(w[1])]
+                if reads and now < write_done + policy.hold:
+                    retry = min(retry, write_done + policy.hold)
+                    reads = []
+                if reads:
+                    pick = reads[0]
+                elif now >= last_write + policy.pace:
+                    pick = waiting[0]
+                else:
+                    retry = min(retry, last_write + policy.pace)
+                    break
+            waiting.remove(pick)
+            sub, i = pick
+            if writes(i):
+                last_write = now
+            r = Request(WRITE if writes(i) else READ, streams[i], tag=i)
+            eng.submit(now, r)
+            inflight[i] = (sub, r)
+        return retry
+
+    retry = NEVER
+    while min(len(x) for x in lat) < ios:
+        t = min(host[0][0] if host else NEVER, eng.next_event(), retry)
+        if t == NEVER:
+            raise RuntimeError("model stalled")
+        eng.advance(t)
+        for r in eng.completed:
+            if r.kind == WRITE:
+                write_done = r.complete
+            sub, _ = inflight.pop(r.tag)
+            lat[r.tag].append(r.complete - sub)
+            heapq.heappush(host, (r.complete + think, next(seq), r.tag))
+        eng.completed.clear()
+        while host and host[0][0] <= t:
+            _, _, i = heapq.heappop(host)
+            waiting.append((t, i))
+        retry = dispatch(t)
+    skip = ios // 10
+    return [sum(x[skip:ios]) / len(x[skip:ios]) for x in lat]
+
+
+def solo(dev: Device, cls: str, ios: int = 1500) -> float:
+    return run_streams(dev, [cls], ios=ios)[0]
+
+
+def speedup(dev: Device, cls: str, n: int, ios: int = 600) -> float:
+    """N concurrent QD1 streams over N serial ones (seed 000, Figure 7)."""
+    conc = run_streams(dev, [cls] * n, ios=ios)
+    return n * solo(dev, cls) / (sum(conc) / n)
+
+
+def slowdown(dev: Device, mode: str, policy: Policy = Policy(), streams: int = 1,
+             ios: int = 2000) -> tuple[float, float]:
+    """(read slowdown, write slowdown) of `streams` readers beside as many writers (1R1W, 4R4W)."""
+    r, w = ("seq_read", "seq_write") if mode == "seq" else ("rand_read", "rand_write")
+    lat = run_streams(dev, [r] * streams + [w] * streams, policy, ios=ios)
+    alone_r = sum(run_streams(dev, [r] * streams, ios=ios)) / streams
+    alone_w = sum(run_streams(dev, [w] * streams, ios=ios)) / streams
+    return sum(lat[:streams]) / streams / alone_r, sum(lat[streams:]) / streams / alone_w
+
+
+def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: float, ios: int = 1500) -> dict:
+    """Searches the read-first policy (write pacing x read hold after a write) for the point that meets both bounds
+    with the most margin (or, if none does, comes nearest). Returns every point tried, the best and `feasible`."""
+    w = "seq_write" if mode == "seq" else "rand_write"
+    w_alone, page = solo(dev, w), dev.page[w]
+    points = []
+    for pace in (w_alone * f for f in (1.4, 1.45, 1.5, 1.55, 1.6, 1.7)):
+        for hold in (0.0, page * 0.8, page * 0.9, page * 1.0):
+            r, wr = slowdown(dev, mode, Policy("read_first", pace, hold), ios=ios)
+            points.append({"pace_us": round(pace, 1), "hold_us": round(hold, 1), "read": r, "write": wr,
+                           "efficiency": 1 / r + 1 / wr, "margin": min(read_bound / r, write_bound / wr)})
+    best = max(points, key=lambda p: p["margin"])
+    return {"points": points, "best": best, "feasible": best["margin"] >= 1.0}
