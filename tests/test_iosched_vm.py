@@ -275,6 +275,11 @@ echo 7 > $T/dispatch_limit_rand_write; check dispatch_limit_rand_write 7
 if echo abc > $T/prio_aging_ms 2>/dev/null; then fail "prio_aging_ms accepted abc"; fi
 check prio_aging_ms 10000
 echo 2 > $T/qasio_boost; check qasio_boost 1
+for d in meta data sync; do check qasio_$d 1; done
+echo 0 > $T/qasio_data; check qasio_data 0
+echo -3 > $T/qasio_sync; check qasio_sync 0
+echo 9 > $T/qasio_meta; check qasio_meta 1
+grep -q '^folio_wait_writeback registered$' $D/kprobes || fail "kprobes: $(cat $D/kprobes)"
 dd if=/dev/zero of=/dev/vda bs=4k count=1000 oflag=direct 2>/dev/null
 dd if=/dev/vda of=/dev/null bs=4k count=1000 iflag=direct 2>/dev/null
 snap first
