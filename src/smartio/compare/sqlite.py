@@ -141,7 +141,7 @@ def run_file(fs: str, cfg: Config, op: str) -> str:
 def _sh(cmd: list[str]) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
-        raise SmartioError(f"{' '.join(cmd)} failed ({res.returncode}): {(res.stderr or res.stdout).strip()[-500:]}")
+        raise SmartioError(f"{' '.join(cmd)} failed ({res.returncode}): {(res.stderr or res.stdout).strip()[:300]}")
 
 
 def make_fs(fs: str, external: bool) -> list[str]:
@@ -158,7 +158,7 @@ def make_fs(fs: str, external: bool) -> list[str]:
             _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", *e, d])
         return ["noatime", "data=ordered", "noauto_da_alloc", "noinit_itable"]
     if fs == "xfs":
-        _sh(["mkfs.xfs", "-q", "-f", "-K", *(["-l", f"logdev={j},size=32m"] if external else []), d])
+        _sh(["mkfs.xfs", "-q", "-f", "-K", *(["-l", f"logdev={j},size=64m"] if external else []), d])  # 64 MiB: its minimum
         return ["noatime", *([f"logdev={j}"] if external else [])]
     if fs == "btrfs":
         _sh(["mkfs.btrfs", "-q", "-f", "-K", d])
