@@ -60,6 +60,7 @@ def test_issue15_one_plotting_module():
     # Every figure is drawn with report/plots.py's helpers and saved by its save().
     pyplot = [mod for mod, tree in _modules().items() for node in ast.walk(tree)
               if isinstance(node, (ast.Import, ast.ImportFrom))
-              and any("pyplot" in (a.name or "") for a in node.names) | ("pyplot" in (getattr(node, "module", "") or ""))]
+              and (any("pyplot" in (a.name or "") for a in node.names)
+                   or "pyplot" in (getattr(node, "module", "") or ""))]
     assert pyplot == ["report/plots.py"]
     assert _calls("savefig") == ["report/plots.py"]

@@ -62,7 +62,7 @@ def test_issue15_mixed_plot_has_error_bars_from_zero(tmp_path, closed_figures):
     # The bars reach the 95 % CI of each point, and none goes below zero.
     seq = doc["results"]["detail"]["seq"]
     segments = bars[0].lines[2][0].get_segments()
-    for (x0, lo), (x1, hi) in segments:
+    for (x0, lo), (_x1, hi) in segments:
         stat = seq[str(int(x0))]
         assert (lo, hi) == pytest.approx(tuple(stat["ci95"]), abs=1e-9)
         assert lo >= 0
@@ -70,6 +70,7 @@ def test_issue15_mixed_plot_has_error_bars_from_zero(tmp_path, closed_figures):
 
 def test_issue15_compare_plots_carry_provenance(tmp_path, closed_figures):
     import test_compare_units as cu
+
     from smartio.compare import report
 
     doc = cu._doc()

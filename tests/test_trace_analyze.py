@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 
 from smartio.cli import main
-from smartio.trace import events as ev
-from smartio.trace import formats, native
+from smartio.trace import events as ev, formats, native
 from smartio.trace.analyze import FLUSH, READ, analyze, without_final_completions
 from smartio.trace.events import EVENT_DTYPE, Trace
-from smartio.trace.files import attribute, file_type, fiemap
+from smartio.trace.files import attribute, fiemap, file_type
 from smartio.trace.formats import read_trace
 from smartio.trace.native import match
 
@@ -81,7 +80,7 @@ def test_latencies_match_btt(mode):
 def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
     """Length of the union of [start, end), the slow obvious way: sort, then sweep."""
     total, reach, begin = 0, None, None
-    for s, e in sorted(zip(start.tolist(), end.tolist())):
+    for s, e in sorted(zip(start.tolist(), end.tolist(), strict=True)):
         if reach is None or s > reach:
             total += 0 if reach is None else reach - begin
             begin, reach = s, e
@@ -139,7 +138,8 @@ def _ev(time, code, sector, nbytes, rwbs, pid=100):
 
 
 def _hand_trace() -> Trace:
-    Q, M, F, G, I, D, C = ev.QUEUE, ev.BACKMERGE, ev.FRONTMERGE, ev.GETRQ, ev.INSERT, ev.ISSUE, ev.COMPLETE
+    # blkparse's action letters, I = insert
+    Q, M, F, G, I, D, C = ev.QUEUE, ev.BACKMERGE, ev.FRONTMERGE, ev.GETRQ, ev.INSERT, ev.ISSUE, ev.COMPLETE  # noqa: E741
     rows = [
         # a 4 KiB read: Q2C 102 us, D2C 100 us
         _ev(0, Q, 800, 4096, "RS"), _ev(1_000, G, 800, 4096, "RS"), _ev(2_000, D, 800, 4096, "RS"),
@@ -260,7 +260,8 @@ def test_issue15_without_getrq_events_bios_still_pair(mode):
 
 
 def test_issue15_without_getrq_merged_bios_pair_by_sector_range():
-    Q, M, F, I, D, C = ev.QUEUE, ev.BACKMERGE, ev.FRONTMERGE, ev.INSERT, ev.ISSUE, ev.COMPLETE
+    # blkparse's action letters, I = insert
+    Q, M, F, I, D, C = ev.QUEUE, ev.BACKMERGE, ev.FRONTMERGE, ev.INSERT, ev.ISSUE, ev.COMPLETE  # noqa: E741
     t = _trace([
         # three 4 KiB writes of pid 100 end up in one 12 KiB request, issued by a worker: a back merge, a front
         # merge (both seen with M/F but no request to merge into, as in a trace without G), and no merge event
@@ -313,7 +314,8 @@ def test_issue15_two_flushes_in_flight_are_not_mixed_up():
 def _fua_write(final: bool):
     """A journal commit block as ext4 writes it on a device without FUA (recorded in sqlite-wal): preflush,
     the data, a post-flush, then the request's final completion (0 bytes at its sector)."""
-    Q, G, I, D, C = ev.QUEUE, ev.GETRQ, ev.INSERT, ev.ISSUE, ev.COMPLETE
+    # blkparse's action letters, I = insert
+    Q, G, I, D, C = ev.QUEUE, ev.GETRQ, ev.INSERT, ev.ISSUE, ev.COMPLETE  # noqa: E741
     nosect = 2**64 - 1
     rows = [
         _ev(0, Q, 32790, 1024, "FWFSM"), _ev(400, G, 32790, 1024, "FWFSM"),

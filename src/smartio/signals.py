@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 

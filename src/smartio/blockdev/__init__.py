@@ -242,7 +242,7 @@ def write_tunables(dev: Device, values: dict[str, int | str]) -> dict[str, str]:
         try:
             f.write_text(f"{v}\n")
         except OSError as e:
-            raise UsageError(None, f"{k}={v}", f"rejected by the kernel: {e.strerror}")
+            raise UsageError(None, f"{k}={v}", f"rejected by the kernel: {e.strerror}") from e
     return old
 
 
@@ -253,7 +253,7 @@ class SchedulerSwitch:
         self.dev, self.name = dev, name
         self.previous: str | None = None
 
-    def __enter__(self) -> "SchedulerSwitch":
+    def __enter__(self) -> SchedulerSwitch:
         current, available = read_scheduler(self.dev)
         if self.name == current:
             return self
@@ -264,7 +264,7 @@ class SchedulerSwitch:
             (self.dev.queue / "scheduler").write_text(self.name)
         except OSError as e:
             raise UsageError("--scheduler", self.name, f"not accepted by {self.dev.disk} ({e.strerror}); "
-                             f"available: {', '.join(available)}")
+                             f"available: {', '.join(available)}") from e
         self.previous = current
         return self
 

@@ -6,8 +6,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from smartio.blockdev import Device, is_root, read_scheduler, write_tunables
 from smartio.engine import Engine
@@ -90,7 +91,7 @@ def _execute(experiment: str, a: argparse.Namespace,
         try:
             Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
         except OSError as e:
-            raise UsageError("--json", a.json, f"cannot write: {e.strerror}")
+            raise UsageError("--json", a.json, f"cannot write: {e.strerror}") from e
     if a.plots:
         from smartio.report.plots import write_plots
 

@@ -9,8 +9,16 @@ from pathlib import Path
 from smartio.compare import sqlite as sq
 from smartio.compare.report import render
 from smartio.compare.run import run_compare
-from smartio.compare.spec import (DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, EXPERIMENTS, STREAMS, VM_REPEATS,
-                                  VM_SIZES, Plan, parse_schedulers)
+from smartio.compare.spec import (
+    DEFAULT_NR_REQUESTS,
+    DEFAULT_SCHEDULERS,
+    EXPERIMENTS,
+    STREAMS,
+    VM_REPEATS,
+    VM_SIZES,
+    Plan,
+    parse_schedulers,
+)
 from smartio.experiments.runner import command_line
 
 

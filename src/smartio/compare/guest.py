@@ -41,7 +41,7 @@ def _write(path: Path, value: str | int) -> None:
     try:
         path.write_text(f"{value}\n")
     except OSError as e:
-        raise SmartioError(f"writing {value} to {path} failed: {e.strerror}")
+        raise SmartioError(f"writing {value} to {path} failed: {e.strerror}") from e
 
 
 def switch(dev: Device, spec: SchedulerSpec, nr_requests: int) -> None:
@@ -57,7 +57,7 @@ def switch(dev: Device, spec: SchedulerSpec, nr_requests: int) -> None:
             hint = (" (the testbed loads kernel/smartio-iosched.ko; build it with `make module`)"
                     if spec.name == "smartio" else "")
             raise UsageError("--schedulers", spec.label, f"{dev.disk} refused it: {e.strerror}; available: "
-                             f"{', '.join(read_scheduler(dev)[1])}{hint}")
+                             f"{', '.join(read_scheduler(dev)[1])}{hint}") from e
         # Only below the target: with a deep device queue, blk-mq's own default may be higher already.
         if int((dev.queue / "nr_requests").read_text()) < nr_requests:
             _write(dev.queue / "nr_requests", nr_requests)

@@ -119,7 +119,7 @@ def plot_slowdown(doc: dict[str, Any], path: Path) -> Path:
 
     labels = [x for x in doc["schedulers"] if _slowdown_detail(doc, x)]
     fig, axes = plots.figure(ncols=2, width=11, sharey=True)
-    for ax, mode in zip(axes, MODES):
+    for ax, mode in zip(axes, MODES, strict=True):
         plots.bars(ax, labels, {kind.replace("_", " "): [_slowdown_detail(doc, x)[mode][kind] for x in labels]
                                 for kind in ("read_slowdown", "write_slowdown")},
                    "response time beside the other kind / alone" if mode == MODES[0] else "", baseline=1)
@@ -136,7 +136,7 @@ def plot_mixed(doc: dict[str, Any], path: Path) -> Path:
     from smartio.report import plots
 
     fig, axes = plots.figure(ncols=2, width=11, sharey=True)
-    for ax, mode in zip(axes, MODES):
+    for ax, mode in zip(axes, MODES, strict=True):
         series = {}
         for label in doc["schedulers"]:
             run = doc["runs"].get(label, {}).get("mixed")

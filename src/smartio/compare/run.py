@@ -22,8 +22,8 @@ from typing import IO, Any
 from smartio.compare import guest
 from smartio.compare.spec import Plan
 from smartio.errors import NeedsRootError, SmartioError, UsageError
-from smartio.units import parse_size
 from smartio.testbed import initramfs, vm
+from smartio.units import parse_size
 
 DOCUMENT = "compare.json"
 MIN_DISK = 256 << 20
@@ -159,7 +159,7 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     if reason:
         raise SmartioError(f"the testbed cannot run here: {reason}")
     out_dir = new_out_dir(out)
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
     try:
         result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,

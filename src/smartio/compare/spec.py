@@ -46,7 +46,7 @@ class SchedulerSpec:
         return ":".join([self.name, *(f"{k}={v}" for k, v in self.tunables)])
 
     @classmethod
-    def parse(cls, text: str, flag: str = "--schedulers") -> "SchedulerSpec":
+    def parse(cls, text: str, flag: str = "--schedulers") -> SchedulerSpec:
         name, *settings = text.strip().split(":")
         if name not in KNOWN_SCHEDULERS:
             raise UsageError(flag, text, f"unknown scheduler {name!r}; known: {', '.join(KNOWN_SCHEDULERS)}")
@@ -130,7 +130,7 @@ class Plan:
         return json.dumps(d)
 
     @classmethod
-    def from_json(cls, text: str) -> "Plan":
+    def from_json(cls, text: str) -> Plan:
         d: dict[str, Any] = json.loads(text)
         d["schedulers"] = parse_schedulers(",".join(d["schedulers"]))
         return cls(**d)

@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from smartio.engine import Engine, Job, JobSet, RunResult, parse_fio_json
 from smartio.errors import SmartioError

@@ -54,5 +54,5 @@ class FioEngine:
                 # fio may print notes before the JSON document.
                 raw = json.loads(text[text.index("{"):])
             except (OSError, ValueError) as e:
-                raise SmartioError(f"fio wrote no readable JSON in {label}: {e}")
+                raise SmartioError(f"fio wrote no readable JSON in {label}: {e}") from e
         return parse_fio_json(raw, jobset)

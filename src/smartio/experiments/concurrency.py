@@ -12,7 +12,7 @@ made `--quick` take minutes.
 
 from __future__ import annotations
 
-from smartio.engine import Job, JobSet, JobResult
+from smartio.engine import Job, JobResult, JobSet
 from smartio.experiments.context import RunContext
 from smartio.experiments.options import FIO_RW, Settings
 from smartio.experiments.stats import Stat

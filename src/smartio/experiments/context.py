@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from smartio.engine import Engine, JobSet, RunResult
 from smartio.experiments.options import Settings

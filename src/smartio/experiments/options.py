@@ -63,7 +63,7 @@ def parse_int_list(flag: str, text: str, lo: int, hi: int) -> tuple[int, ...]:
     try:
         values = tuple(int(x) for x in str(text).split(",") if x.strip())
     except ValueError:
-        raise UsageError(flag, text, "expected comma-separated integers, e.g. 1,2,4")
+        raise UsageError(flag, text, "expected comma-separated integers, e.g. 1,2,4") from None
     if not values or any(not lo <= v <= hi for v in values):
         raise UsageError(flag, text, f"each value must be between {lo} and {hi}")
     return values
@@ -98,7 +98,7 @@ class Settings:
         return tuple(p for p in PATTERNS if not (self.read_only and p.endswith("write")))
 
     @classmethod
-    def from_args(cls, a: Any) -> "Settings":
+    def from_args(cls, a: Any) -> Settings:
         repeats = a.repeats if a.repeats is not None else REPEATS[1 if a.quick else 0]
         if repeats < 1:
             raise UsageError("--repeats", repeats, "must be at least 1")

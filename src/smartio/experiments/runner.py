@@ -83,7 +83,7 @@ def run_bench(experiment: str, target: Target, settings: Settings, engine: Engin
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def _document(name: str, target: Target, settings: Settings, engine: Engine, command: str, started: str,

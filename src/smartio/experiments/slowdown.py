@@ -79,12 +79,12 @@ def run(ctx: RunContext) -> dict:
     detail, read_sd, write_sd = {}, {}, {}
     for mode in MODES:
         m = samples[mode]
-        rs = [c / a for c, a in zip(m["read_with_writer_ms"], m["read_alone_ms"])]
-        ws = [c / a for c, a in zip(m["write_with_reader_ms"], m["write_alone_ms"])]
+        rs = [c / a for c, a in zip(m["read_with_writer_ms"], m["read_alone_ms"], strict=True)]
+        ws = [c / a for c, a in zip(m["write_with_reader_ms"], m["write_alone_ms"], strict=True)]
         detail[mode] = {k: Stat.of(v).to_json() for k, v in m.items()}
         detail[mode]["read_slowdown"] = Stat.of(rs).to_json()
         detail[mode]["write_slowdown"] = Stat.of(ws).to_json()
-        detail[mode]["efficiency"] = Stat.of(1 / r + 1 / w for r, w in zip(rs, ws)).to_json()
+        detail[mode]["efficiency"] = Stat.of(1 / r + 1 / w for r, w in zip(rs, ws, strict=True)).to_json()
         read_sd[mode] = detail[mode]["read_slowdown"]["mean"]
         write_sd[mode] = detail[mode]["write_slowdown"]["mean"]
     return {"streams": s.streams, "size_bytes": s.size_for(NAME), "bs": s.bs,

@@ -7,15 +7,17 @@ taken on the log scale: Student's t interval of the logarithms of the values, tu
 `[g / f, g · f]` with g the geometric mean and f = exp(t · s_log / √n): it is never below zero, it is asymmetric
 around the mean (wider above), and it is the usual interval for ratios such as slowdown and speedup. When a value
 is 0 (an idle CPU's iowait share) the logarithm does not exist, and the interval is Student's t on the values
-themselves, its lower end raised to 0. `positive=False`, or a negative value, gives the plain t interval. The t quantiles come from scipy.
+themselves, its lower end raised to 0. `positive=False`, or a negative value, gives the plain t interval. The t
+quantiles come from scipy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 CI_LOG, CI_T, CI_T_CLIPPED = "log-t", "t", "t, clipped at 0"
 
@@ -23,7 +25,7 @@ CI_LOG, CI_T, CI_T_CLIPPED = "log-t", "t", "t, clipped at 0"
 @lru_cache(maxsize=256)
 def t95(df: int) -> float:
     """Two-sided 95 % quantile of Student's t with `df` degrees of freedom."""
-    from scipy.stats import t   # scipy takes ~0.3 s to import: only when an interval is computed
+    from scipy.stats import t  # scipy takes ~0.3 s to import: only when an interval is computed
 
     return float(t.ppf(0.975, df))
 
@@ -39,7 +41,7 @@ class Stat:
     method: str = CI_LOG       # how the interval was taken: CI_LOG, CI_T or CI_T_CLIPPED
 
     @classmethod
-    def of(cls, values: Iterable[float], positive: bool = True) -> "Stat":
+    def of(cls, values: Iterable[float], positive: bool = True) -> Stat:
         """`positive`: the quantity cannot be negative, so its interval is taken on the log scale."""
         v = tuple(float(x) for x in values)
         if not v:
@@ -72,7 +74,7 @@ class Stat:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Stat":
+    def from_json(cls, d: dict[str, Any]) -> Stat:
         nan = float("nan")
         lo, hi = d.get("ci95") or [None, None]
         return cls(d["mean"], nan if d["std"] is None else d["std"], nan if lo is None else lo,

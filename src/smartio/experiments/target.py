@@ -13,7 +13,6 @@ import errno
 import os
 import secrets
 import stat
-
 from collections.abc import Sequence
 
 from smartio.blockdev import Backing, Device, backing_of, device_of_node, memory_backed, write_hazards
@@ -167,8 +166,8 @@ def _check_direct_io(directory: str) -> None:
     except OSError as e:
         if e.errno == errno.EINVAL:
             raise UsageError("--target", directory, "its filesystem does not support direct I/O; "
-                             "choose a directory on a disk")
-        raise UsageError("--target", directory, f"cannot create files: {e.strerror}")
+                             "choose a directory on a disk") from e
+        raise UsageError("--target", directory, f"cannot create files: {e.strerror}") from e
     finally:
         if os.path.exists(probe):
             os.unlink(probe)

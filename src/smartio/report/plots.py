@@ -10,8 +10,9 @@ quantities that cannot be negative start at zero.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
 
 import matplotlib
 

@@ -7,7 +7,8 @@ every report uses (compare, sqlite).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from smartio.units import mib
 
@@ -37,7 +38,10 @@ def pm(stat: dict[str, Any], fmt: str = "{:.3f}") -> str:
 
 def grid(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    def line(r: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 

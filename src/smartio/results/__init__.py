@@ -61,12 +61,12 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path)
         except (OSError, sqlite3.Error) as e:
-            raise UsageError("--db", self.path, f"cannot open the results database: {e}")
+            raise UsageError("--db", self.path, f"cannot open the results database: {e}") from e
         try:
             self._migrate()
         except sqlite3.DatabaseError as e:
             self.db.close()
-            raise UsageError("--db", self.path, f"not a usable SQLite database: {e}")
+            raise UsageError("--db", self.path, f"not a usable SQLite database: {e}") from e
         except UsageError:
             self.db.close()
             raise

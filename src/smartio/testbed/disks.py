@@ -15,8 +15,8 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from smartio.errors import MissingToolError, SmartioError, UsageError
 from smartio.flashdev import FlashServer, Profile

@@ -90,7 +90,7 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str:
     try:
         p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     except FileNotFoundError:
-        raise MissingToolError(cmd[0], "install Debian's apt and dpkg (this needs a Debian 12 host)")
+        raise MissingToolError(cmd[0], "install Debian's apt and dpkg (this needs a Debian 12 host)") from None
     if p.returncode != 0:
         raise SmartioError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
     return p.stdout
@@ -127,7 +127,7 @@ def _download(rel: KernelRelease, packages: list[str]) -> list[Path]:
     debs.mkdir(parents=True, exist_ok=True)
     want = [f"{p}={rel.version}" for p in packages]
     have = {p for p in packages if any(debs.glob(f"{p}_{rel.version.replace(':', '%3a')}_*.deb"))}
-    todo = [w for w, p in zip(want, packages) if p not in have]
+    todo = [w for w, p in zip(want, packages, strict=True) if p not in have]
     if todo:
         print(f"smartio: downloading {' '.join(todo)}", file=sys.stderr)
         _run(["apt-get", "download", "-q", *todo], cwd=debs)
@@ -202,7 +202,7 @@ def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
     return rel
 
 
-def flavour_for(filesystems: "list[str] | tuple[str, ...]") -> str:
+def flavour_for(filesystems: list[str] | tuple[str, ...]) -> str:
     """The flavour whose modules have every one of these filesystems: the cloud one unless one needs the generic."""
     return GENERIC if any(fs in GENERIC_ONLY_FS for fs in filesystems) else FLAVOUR
 

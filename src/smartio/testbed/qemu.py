@@ -24,12 +24,13 @@ import contextlib
 import ctypes
 import dataclasses
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError
 

@@ -27,13 +27,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Literal, Sequence
+from typing import IO, Literal
 
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
 from smartio.flashdev import Profile, load_profile
-from smartio.testbed import disks as disks_mod
-from smartio.testbed import initramfs, kernelpkg, qemu
+from smartio.testbed import disks as disks_mod, initramfs, kernelpkg, qemu
 
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
 DEFAULT_MODULE_GENERIC = "kernel/amd64/smartio-iosched.ko"  # the same for the generic flavour (make -C kernel generic)

@@ -126,7 +126,7 @@ def size_stats(sizes: np.ndarray) -> dict:
     out = {f"share_le_{k}k": int(np.searchsorted(v, k * 1024, side="right")) / n for k in SIZE_LIMITS_KIB}
     out["mean_kib"] = float(sizes.mean()) / 1024
     out["p50_kib"] = median(v) / 1024
-    out["cdf"] = [[float(s) / 1024, float(c)] for s, c in zip(v[last].tolist(), ((last + 1) / n).tolist())]
+    out["cdf"] = [[float(s) / 1024, float(c)] for s, c in zip(v[last].tolist(), ((last + 1) / n).tolist(), strict=True)]
     return out
 
 
@@ -179,7 +179,8 @@ def flush_stats(reqs: Requests, fig: KindFigures, wall: int) -> dict:
 def process_table(reqs: Requests, comms: dict[int, str], top_n: int) -> list[dict]:
     p = by_pid(reqs)
     rows = [{"pid": pid, "comm": comms.get(pid, "?"), "reads": r, "writes": w, "kib": b / 1024}
-            for pid, r, w, b in zip(p["pid"].tolist(), p["reads"].tolist(), p["writes"].tolist(), p["bytes"].tolist())]
+            for pid, r, w, b in zip(p["pid"].tolist(), p["reads"].tolist(), p["writes"].tolist(), p["bytes"].tolist(),
+                                    strict=True)]
     rows.sort(key=lambda r: -(r["reads"] + r["writes"]))
     return rows[:top_n]
 

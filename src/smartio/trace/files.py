@@ -101,8 +101,9 @@ class Attribution:
 
         data = (reqs.kind == READ) | (reqs.kind == WRITE)
         if self.disk not in set(np.unique(trace.events["device"]).tolist()):
+            seen = ", ".join(ev.dev_name(int(d)) for d in np.unique(trace.events["device"]))
             raise UsageError("--files", self.root, f"lives on device {ev.dev_name(self.disk)}, which the trace "
-                             f"does not contain ({', '.join(ev.dev_name(int(d)) for d in np.unique(trace.events['device']))})")
+                             f"does not contain ({seen})")
         sel = np.flatnonzero(data)
         owner = self.lookup(reqs.sector[sel])
         write = reqs.kind[sel] == WRITE
@@ -138,7 +139,7 @@ def attribute(trace, root: Path) -> Attribution:
     disk, offset = _disk_of(st.st_dev)
     att = Attribution(root, disk)
     starts, ends, owners = [], [], []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             p = Path(dirpath) / name
             try:

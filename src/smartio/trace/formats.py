@@ -36,8 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from smartio.errors import UsageError
-from smartio.trace import events as ev
-from smartio.trace import native
+from smartio.trace import events as ev, native
 from smartio.trace.events import EVENT_DTYPE, Trace
 
 OURS_MAGIC = b"SMIOTRC1"
@@ -248,18 +247,18 @@ def _read_cpu_files(files: list[Path]) -> Trace:
     files = [p for p in files if p.stat().st_size] or files
     maps = [_map(p) for p in files]
     try:
-        orders = [_blk_byte_order(p, m) for p, m in zip(files, maps)]
+        orders = [_blk_byte_order(p, m) for p, m in zip(files, maps, strict=True)]
     except TraceFormatError:
         orders = []
     got = native.read_blktrace(maps, [o == ">" for o in orders]) if orders else None
     if got is None or got.error or 0 in got.events_per_file:
         # A bad file, one without events, or one out of time order: read them one by one, so that the
         # first bad file raises its error; a stable sort keeps ties in the order of the files, as the merge does.
-        parts = [read_blktrace(p, m) for p, m in zip(files, maps)]
+        parts = [read_blktrace(p, m) for p, m in zip(files, maps, strict=True)]
         comms = {k: v for t in parts for k, v in t.comms.items()}
         return Trace(np.concatenate([t.events for t in parts]), comms, parts[0].meta)
     comms = {}
-    for data, order, notes in zip(maps, orders, got.notes):
+    for data, order, notes in zip(maps, orders, got.notes, strict=True):
         comms.update(_process_names(data, order, notes))
     return Trace(got.events, comms, {"clock": "relative"}, in_order=True)
 
@@ -358,6 +357,11 @@ _FIELD_LIMITS = tuple(int(np.iinfo(EVENT_DTYPE[n]).max) for n in _FIELD_NAMES)
 _MAX_DIGITS = 40   # more than any field holds (2**64 has 20), far below Python's int() limit
 
 
+def _too_large(row: tuple[int, ...]) -> str | None:
+    """The name of the first field of an event row whose value does not fit its column, if any."""
+    return next((name for name, v, lim in zip(_FIELD_NAMES, row, _FIELD_LIMITS, strict=True) if v > lim), None)
+
+
 def read_blkparse_text(path: Path, data=None) -> Trace:
     rows: list[tuple] = []
     comms: dict[int, str] = {}
@@ -398,7 +402,7 @@ def read_blkparse_text(path: Path, data=None) -> Trace:
             row = (ev.MAGIC, 0, int(sec) * 1_000_000_000 + int(nsec), sector, nsect * 512,
                    code | tc << ev.TC_SHIFT, int(pid), ev.kdev(int(major), int(minor)), int(cpu),
                    abs(error) & 0xFFFF, 0)
-            too_large = next((name for name, v, lim in zip(_FIELD_NAMES, row, _FIELD_LIMITS) if v > lim), None)
+            too_large = _too_large(row)
             if too_large or int(major) >= 1 << (32 - ev.MINORBITS) or int(minor) >= 1 << ev.MINORBITS:
                 raise TraceFormatError(path, line_off, f"line {lineno}: {too_large or 'device number'} is too "
                                        "large for a block trace event")
@@ -469,7 +473,7 @@ def read_tracefs_text(path: Path, data=None) -> Trace:
             row = (ev.MAGIC, 0, ns, int(b.group("sector")), int(b.group("nsect")) * 512, code | tc << ev.TC_SHIFT,
                    pid, ev.kdev(major, minor) if major < 1 << (32 - ev.MINORBITS) and minor < 1 << ev.MINORBITS
                    else 1 << 32, int(m.group("cpu")), error & 0xFFFF, 0)
-            too_large = next((name for name, v, lim in zip(_FIELD_NAMES, row, _FIELD_LIMITS) if v > lim), None)
+            too_large = _too_large(row)
             if too_large:
                 raise TraceFormatError(path, line_off, f"line {lineno}: {too_large} is too large for a block "
                                        "trace event")

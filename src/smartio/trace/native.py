@@ -128,7 +128,8 @@ def read_blktrace(buffers: list, swaps: list[bool]) -> Scanned:
     elif out is None:
         out = np.empty(nout.value, dtype=EVENT_DTYPE)
         run(out)
-    return Scanned(out[:nout.value], [n[:c] for n, c in zip(notes, nnotes)], list(nevents), bool(in_order.value))
+    return Scanned(out[:nout.value], [n[:c] for n, c in zip(notes, nnotes, strict=True)], list(nevents),
+                   bool(in_order.value))
 
 
 # --- matching -----------------------------------------------------------------------------------------
@@ -213,7 +214,7 @@ def match(events: np.ndarray) -> Matched:
     return Matched(Bios(**{k: v[:nbio.value] for k, v in bios.items()}),
                    Requests(**{k: v[:nreq.value] for k, v in reqs.items()}),
                    np.array(s.counts[:], dtype=np.int64), s.busy_ns, s.outstanding_ns,
-                   dict(zip(CLASSES, s.class_ns[:])), devices)
+                   dict(zip(CLASSES, s.class_ns[:], strict=True)), devices)
 
 
 # --- locality -----------------------------------------------------------------------------------------
@@ -300,8 +301,12 @@ def kind_figures(m: Matched) -> KindFigures:
     _library().sio_kind_figures(req_ptrs, n, bio_ptrs, nbio, SORTED_KINDS, *ptrs, ctypes.byref(c))
     del req_cols, bio_cols
     return KindFigures(list(c.requests), list(c.bytes), list(c.sync), list(c.meta), list(c.bios),
-                       [a[:k] for a, k in zip(sizes, c.requests)], [a[:k] for a, k in zip(d2c, c.nd2c)],
-                       [a[:k] for a, k in zip(q2c, c.nq2c)], c.no_issue, c.no_completion)
+                       _cut(sizes, c.requests), _cut(d2c, c.nd2c), _cut(q2c, c.nq2c), c.no_issue, c.no_completion)
+
+
+def _cut(arrays: list[np.ndarray], counts: ctypes.Array) -> list[np.ndarray]:
+    """Each of the sorted kinds' arrays cut to the count C filled in; `counts` has a slot for every kind."""
+    return [a[:k] for a, k in zip(arrays, counts[:SORTED_KINDS], strict=True)]
 
 
 # --- between flushes, per process ---------------------------------------------------------------------

@@ -65,7 +65,7 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
         "devices": names,
         "kernel": platform.release(),
         "host": platform.node(),
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "clock": "mono",
     }
     rc: int | None = None

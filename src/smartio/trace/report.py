@@ -72,7 +72,7 @@ def _flush_plot(mx: dict, prov: str) -> str | None:
     if not series or not series["requests"]:
         return None
     fig, axes = plots.figure(ncols=3, width=11, height=3.3)
-    for ax, (key, label) in zip(axes, (("requests", "requests"), ("kib", "KiB"), ("seconds", "seconds"))):
+    for ax, (key, label) in zip(axes, (("requests", "requests"), ("kib", "KiB"), ("seconds", "seconds")), strict=True):
         v = sorted(series[key])
         ax.plot(v, [(i + 1) / len(v) for i in range(len(v))])
         ax.set(xlabel=f"{label} between successive flushes", ylabel="share of flushes")
@@ -160,7 +160,8 @@ def write_html(mx: dict, trace, out: Path, source: str) -> None:
 td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}} img{{margin:4px}}</style></head><body>
 <h1>Block trace {html.escape(source)}</h1>
 <p>{mx['events']} events ({mx['format']} format), {mx['wall_s']:.3f} s, devices {', '.join(mx['devices'])}.
-Command: <code>{html.escape(' '.join(src.get('command', [])) or '-')}</code>; kernel {html.escape(str(src.get('kernel', '?')))}.
+Command: <code>{html.escape(' '.join(src.get('command', [])) or '-')}</code>;
+kernel {html.escape(str(src.get('kernel', '?')))}.
 R/W ratio {mx['rw_ratio']['text']}.</p>
 {_table(rows)}
 <h2>Flushes</h2>{flush_html}

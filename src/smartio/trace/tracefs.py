@@ -19,10 +19,10 @@ import re
 import struct
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -86,7 +86,7 @@ class EventFormat:
     fields: dict[str, tuple[int, int]]  # name -> (offset, size)
 
     @classmethod
-    def load(cls, events_dir: Path, name: str) -> "EventFormat":
+    def load(cls, events_dir: Path, name: str) -> EventFormat:
         d = events_dir / "block" / name
         fields = {}
         for m in re.finditer(r"field:[^;]*?(\w+)(?:\[\d+\])?;\s*offset:(\d+);\s*size:(\d+);",
@@ -112,7 +112,7 @@ class GlobalState:
     FILES = ("tracing_on", "buffer_size_kb", "trace_clock", "current_tracer", "set_event")
 
     @classmethod
-    def read(cls, root: Path) -> "GlobalState":
+    def read(cls, root: Path) -> GlobalState:
         return cls({f: (root / f).read_text() for f in cls.FILES if (root / f).exists()})
 
 
@@ -130,7 +130,7 @@ class Recorder:
     page_size: int = 4096
     _fds: dict[int, int] = field(default_factory=dict)
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         if os.geteuid() != 0:
             raise NeedsRootError("recording block events (tracefs)")
         base = self.root / "instances"
