@@ -97,14 +97,14 @@ def test_issue15_tmpfs_target_refused(tmp_path):
     assert p.returncode == 2, p.stderr
     assert "`--target /dev/shm`" in p.stderr and "tmpfs" in p.stderr and "memory" in p.stderr
     assert "stored as run" not in p.stdout
-    f = Path("/dev/shm") / f"smartio-test-{os.getpid()}"
-    f.write_bytes(b"\0" * (256 << 10))
+    shm_file = Path("/dev/shm") / f"smartio-test-{os.getpid()}"
+    shm_file.write_bytes(b"\0" * (256 << 10))
     try:
         with pytest.raises(UsageError, match="tmpfs") as e:
-            check("latency", str(f), SMALL, destroy_data=False)
+            check("latency", str(shm_file), SMALL, destroy_data=False)
         assert e.value.flag == "--target" and e.value.exit_code == 2
     finally:
-        f.unlink()
+        shm_file.unlink()
 
 
 @needs_root

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from smartio.report import plots
 
@@ -48,7 +48,9 @@ def test_issue15_every_bench_plot_carries_its_provenance(experiment, tmp_path, c
     for words in ("device vda", "scheduler mq-deadline", "1 MiB", "2 runs", doc["started"], doc["kernel"]):
         assert words in text, (words, text)
     # The PNG read on its own says it too.
-    assert doc["started"] in Image.open(path).text.get("Description", "")
+    png = Image.open(path)
+    assert isinstance(png, PngImagePlugin.PngImageFile)
+    assert doc["started"] in png.text.get("Description", "")
 
 
 def test_issue15_mixed_plot_has_error_bars_from_zero(tmp_path, closed_figures):

@@ -56,7 +56,9 @@ def test_initramfs_holds_busybox_init_console_and_modules(tmp_path: Path) -> Non
     assert (extract / "modules/b.ko").read_bytes() == b"module b"
     init = (extract / "init").read_text()
     assert "@" not in init and "/dev/ttyS1" in init and "VMTEST_%s" in init
-    assert (extract / "bin/busybox").read_bytes() == Path(shutil.which("busybox")).read_bytes()
+    busybox = shutil.which("busybox")
+    assert busybox is not None
+    assert (extract / "bin/busybox").read_bytes() == Path(busybox).read_bytes()
     # The kernel needs the same bytes every time for the same inputs (no timestamps).
     assert initramfs.build(mods, tmp_path / "again.cpio", wanted=("c",)).read_bytes() == cpio.read_bytes()
 

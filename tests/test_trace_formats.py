@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -303,7 +304,9 @@ def _compress(kind: str, data: bytes) -> bytes:
 
     import zstandard
 
-    return {"gz": gzip.compress, "xz": lzma.compress, "zst": zstandard.ZstdCompressor().compress}[kind](data)
+    compress: dict[str, Callable[[bytes], bytes]] = {
+        "gz": gzip.compress, "xz": lzma.compress, "zst": zstandard.ZstdCompressor().compress}
+    return compress[kind](data)
 
 
 @pytest.mark.parametrize("kind", ["gz", "xz", "zst"])

@@ -117,10 +117,11 @@ def plot_slowdown(doc: dict[str, Any], path: Path) -> Path:
     """Figure 11: read and write slowdown per scheduler, seq and rand side by side."""
     from smartio.report import plots
 
-    labels = [x for x in doc["schedulers"] if _slowdown_detail(doc, x)]
+    details = {x: d for x in doc["schedulers"] if (d := _slowdown_detail(doc, x))}
+    labels = list(details)
     fig, axes = plots.figure(ncols=2, width=11, sharey=True)
     for ax, mode in zip(axes, MODES, strict=True):
-        plots.bars(ax, labels, {kind.replace("_", " "): [_slowdown_detail(doc, x)[mode][kind] for x in labels]
+        plots.bars(ax, labels, {kind.replace("_", " "): [details[x][mode][kind] for x in labels]
                                 for kind in ("read_slowdown", "write_slowdown")},
                    "response time beside the other kind / alone" if mode == MODES[0] else "", baseline=1)
         ax.set_title(mode)

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from smartio.compare import guest
 from smartio.compare.spec import Plan
@@ -145,7 +145,8 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
 
 
 def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
-                command: str = "smartio compare", stream: IO[bytes] | None | str = "stdout") -> tuple[dict, Path]:
+                command: str = "smartio compare",
+                stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
     """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir)."""
     from smartio.flashdev import load_profile
 

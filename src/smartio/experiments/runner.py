@@ -58,9 +58,11 @@ def run_bench(experiment: str, target: Target, settings: Settings, engine: Engin
               command: str, progress: bool = True) -> dict[str, Any]:
     """Run `experiment` (or all) on an already checked target; returns the result document."""
     names = [n for n in selected(experiment) if not settings.read_only or n in READ_ONLY_CAPABLE]
-    if scheduler and target.device is None:
-        raise UsageError("--scheduler", scheduler, f"the target {target.path} has no block device underneath")
-    switch = SchedulerSwitch(target.device, scheduler) if scheduler else contextlib.nullcontext()
+    switch: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if scheduler:
+        if target.device is None:
+            raise UsageError("--scheduler", scheduler, f"the target {target.path} has no block device underneath")
+        switch = SchedulerSwitch(target.device, scheduler)
     docs = {}
     # SIGTERM and SIGHUP unwind like Ctrl-C, so scratch files go and the scheduler is restored.
     with sigterm_as_interrupt():

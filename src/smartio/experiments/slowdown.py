@@ -56,8 +56,9 @@ def _mean_latency(result, jobs: list[Job]) -> float:
 
 def run(ctx: RunContext) -> dict:
     s = ctx.settings
-    samples = {m: {k: [] for k in ("read_alone_ms", "read_with_writer_ms", "write_alone_ms",
-                                    "write_with_reader_ms")} for m in MODES}
+    samples: dict[str, dict[str, list[float]]] = {
+        m: {k: [] for k in ("read_alone_ms", "read_with_writer_ms", "write_alone_ms", "write_with_reader_ms")}
+        for m in MODES}
     for rep in range(s.repeats):
         tag = f"(run {rep + 1}/{s.repeats})"
         for mode in MODES:

@@ -67,8 +67,9 @@ class Stat:
         def num(x: float) -> float | None:
             return None if math.isnan(x) else round(x, 6)
 
-        out = {"mean": num(self.mean), "std": num(self.std), "ci95": [num(self.ci95_low), num(self.ci95_high)],
-               "n": self.n, "values": [round(x, 6) for x in self.values]}
+        out: dict[str, Any] = {"mean": num(self.mean), "std": num(self.std),
+                               "ci95": [num(self.ci95_low), num(self.ci95_high)],
+                               "n": self.n, "values": [round(x, 6) for x in self.values]}
         if self.n > 1:
             out["ci_method"] = self.method
         return out

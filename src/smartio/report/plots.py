@@ -10,13 +10,13 @@ quantities that cannot be negative start at zero.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import matplotlib
 
-matplotlib.use("Agg")
+matplotlib.use("Agg")   # before pyplot is imported (hence E402 below): no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
@@ -37,7 +37,7 @@ def figure(ncols: int = 1, width: float = 6, height: float = 4, sharey: bool = F
 def stamp(fig: Figure, provenance: str) -> None:
     """Writes the provenance line at the foot of the figure (and keeps it for the PNG's metadata)."""
     fig.text(0.01, 0.005, provenance, fontsize=6.5, color="dimgrey", ha="left", va="bottom", wrap=True)
-    fig._smartio_provenance = provenance  # type: ignore[attr-defined]
+    fig._smartio_provenance = provenance  # type: ignore[attr-defined]  # ours, read back by save()
 
 
 def save(fig: Figure, dest: Path | IO[bytes], dpi: int = DPI) -> None:
@@ -68,7 +68,7 @@ def _errs(stats: Sequence[dict[str, Any]]) -> list[list[float]] | None:
     return [[p[0] if p else 0.0 for p in pairs], [p[1] if p else 0.0 for p in pairs]]
 
 
-def bars(ax: Axes, groups: Sequence[str], series: dict[str, Sequence[dict[str, Any]]], ylabel: str,
+def bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[dict[str, Any]]], ylabel: str,
          baseline: float | None = None) -> None:
     """Grouped bars of Stats with their CIs: one group per entry of `groups`, one bar per series in each."""
     width = 0.8 / max(len(series), 1)
@@ -85,7 +85,7 @@ def bars(ax: Axes, groups: Sequence[str], series: dict[str, Sequence[dict[str, A
         ax.legend()
 
 
-def lines(ax: Axes, xs: Sequence[float], series: dict[str, Sequence[dict[str, Any]]], xlabel: str, ylabel: str,
+def lines(ax: Axes, xs: Sequence[float], series: Mapping[str, Sequence[dict[str, Any]]], xlabel: str, ylabel: str,
           styles: dict[str, str] | None = None) -> None:
     """Lines of Stats against x, with CI error bars; the y axis starts at zero."""
     for name, stats in series.items():
@@ -108,8 +108,9 @@ def provenance(doc: dict[str, Any], profile: dict[str, Any] | None = None) -> st
     size = r.get("size_bytes", s.get("size_bytes"))
     if size:
         parts.append(f"{mib(size)} per stream" if doc.get("experiment") != "mixed" else f"{mib(size)}")
-    if r.get("bs", s.get("bs")):
-        parts.append(f"{r.get('bs', s.get('bs')) // 1024} KiB requests")
+    bs = r.get("bs", s.get("bs"))
+    if bs:
+        parts.append(f"{bs // 1024} KiB requests")
     if r.get("iodepth"):
         parts.append(f"queue depth {r['iodepth']}")
     if s.get("repeats"):

@@ -92,7 +92,7 @@ class Store:
                     self.db.execute("ROLLBACK")
                 raise
         finally:
-            self.db.isolation_level = ""
+            self.db.isolation_level = "DEFERRED"   # back to implicit transactions (BEGIN DEFERRED)
 
     def _check(self) -> int:
         """The database's schema version, after checking that it is a smartio results database of that version."""
@@ -123,7 +123,8 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (doc["started"], doc["experiment"], doc["target"]["path"], doc["device"].get("name"),
                  doc.get("scheduler"), doc.get("kernel"), doc["command"], json.dumps(doc)))
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None    # set by every INSERT that succeeded
+        return cur.lastrowid
 
     def list(self, limit: int | None = None) -> list[Row]:
         if limit is not None and not 1 <= limit <= SQLITE_MAX_INT:

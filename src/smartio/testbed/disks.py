@@ -108,7 +108,8 @@ def flash_disk(profile: Profile, size_bytes: int, workdir: Path, index: int) -> 
     diskdir = workdir / f"disk{index}"
     diskdir.mkdir()
     with FlashServer(profile, size_bytes, diskdir) as server:
-        yield Path(server.socket)
+        assert server.socket is not None    # no port given: it serves a unix socket
+        yield server.socket
 
 
 @contextlib.contextmanager

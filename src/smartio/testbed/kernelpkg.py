@@ -192,7 +192,7 @@ def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
                 if member.name in wanted and member.isfile():
                     target = out / member.name.split("/", 1)[1]
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with tar.extractfile(member) as f:  # type: ignore[union-attr]
+                    with tar.extractfile(member) as f:  # type: ignore[union-attr]  # a file: isfile() above
                         target.write_bytes(f.read())
         shutil.rmtree(tmp)
         deb.unlink()  # 140 MB we no longer need

@@ -23,6 +23,8 @@ Definitions (they matter when comparing with other tools):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from smartio.trace import events as ev
@@ -117,13 +119,14 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     return out
 
 
-def size_stats(sizes: np.ndarray) -> dict:
+def size_stats(sizes: np.ndarray) -> dict[str, Any]:
     n = len(sizes)
     if n == 0:
         return {"n": 0}
     v = np.sort(sizes)
     last = np.r_[np.flatnonzero(v[1:] != v[:-1]), n - 1]  # the last of each run of equal sizes
-    out = {f"share_le_{k}k": int(np.searchsorted(v, k * 1024, side="right")) / n for k in SIZE_LIMITS_KIB}
+    out: dict[str, Any] = {f"share_le_{k}k": int(np.searchsorted(v, k * 1024, side="right")) / n
+                           for k in SIZE_LIMITS_KIB}
     out["mean_kib"] = float(sizes.mean()) / 1024
     out["p50_kib"] = median(v) / 1024
     out["cdf"] = [[float(s) / 1024, float(c)] for s, c in zip(v[last].tolist(), ((last + 1) / n).tolist(), strict=True)]

@@ -32,6 +32,7 @@ import os
 import re
 import zlib
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -143,7 +144,8 @@ def _map(path: Path):
         import zstandard
 
         z = zstandard.ZstdDecompressor().decompressobj()
-        out = z.decompress(data)
+        with memoryview(data) as view:  # released at once, so the map can be closed
+            out = z.decompress(view)
         if not z.eof:
             raise EOFError("the compressed data end before the end of the frame (truncated?)")
         return out
@@ -234,6 +236,7 @@ def read_blktrace(path: Path, data=None) -> Trace:
     got = native.read_blktrace([data], [order == ">"])
     if got.error:
         _raise_scan_error(path, data, order, got.error, got.error_offset)
+    assert got.events is not None   # None only after an error
     comms = _process_names(data, order, got.notes[0])
     if not len(got.events):
         raise TraceFormatError(path, 0, "no events in the file, only notes")
@@ -251,7 +254,7 @@ def _read_cpu_files(files: list[Path]) -> Trace:
     except TraceFormatError:
         orders = []
     got = native.read_blktrace(maps, [o == ">" for o in orders]) if orders else None
-    if got is None or got.error or 0 in got.events_per_file:
+    if got is None or got.error or got.events is None or 0 in got.events_per_file:
         # A bad file, one without events, or one out of time order: read them one by one, so that the
         # first bad file raises its error; a stable sort keeps ties in the order of the files, as the merge does.
         parts = [read_blktrace(p, m) for p, m in zip(files, maps, strict=True)]
@@ -263,7 +266,7 @@ def _read_cpu_files(files: list[Path]) -> Trace:
     return Trace(got.events, comms, {"clock": "relative"}, in_order=True)
 
 
-def _raise_scan_error(path: Path, data, order: str, error: str, off: int) -> None:
+def _raise_scan_error(path: Path, data, order: str, error: str, off: int) -> NoReturn:
     if error == "truncated":
         raise TraceFormatError(path, off, f"truncated record: {len(data) - off} bytes left, a record needs {BLK_SIZE}")
     rec = np.frombuffer(data, dtype=BLK_DTYPE_LE if order == "<" else BLK_DTYPE_BE, count=1, offset=off)[0]
@@ -352,7 +355,7 @@ _LINE = re.compile(
 _IO = re.compile(r"(?:(\d+)(?: \+ (\d+))? )?(?:\( *(\d+)\) )?\[(.*)\]$")
 _SUMMARY = re.compile(r"(CPU\d+|Total) \(")
 # The record's fields in EVENT_DTYPE order and the largest value each holds: a bigger number is bad input.
-_FIELD_NAMES = tuple(EVENT_DTYPE.names)
+_FIELD_NAMES = tuple(EVENT_DTYPE.names or ())
 _FIELD_LIMITS = tuple(int(np.iinfo(EVENT_DTYPE[n]).max) for n in _FIELD_NAMES)
 _MAX_DIGITS = 40   # more than any field holds (2**64 has 20), far below Python's int() limit
 

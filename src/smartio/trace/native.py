@@ -324,8 +324,8 @@ def between_flushes(reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def by_pid(reqs: Requests) -> dict[str, np.ndarray]:
     """Per pid with read or write requests, sorted by pid: its reads, writes and bytes."""
     n = len(reqs.kind)
-    cols = {"pid": np.empty(n, np.uint32), "reads": np.empty(n, np.int64), "writes": np.empty(n, np.int64),
-            "bytes": np.empty(n, np.int64)}
+    cols: dict[str, np.ndarray] = {"pid": np.empty(n, np.uint32), "reads": np.empty(n, np.int64),
+                                   "writes": np.empty(n, np.int64), "bytes": np.empty(n, np.int64)}
     k = _library().sio_by_pid(reqs.pid.ctypes.data, reqs.nbytes.ctypes.data, reqs.kind.ctypes.data, n,
                               *[c.ctypes.data for c in cols.values()])
     if k < 0:

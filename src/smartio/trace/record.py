@@ -11,6 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from smartio.errors import NeedsRootError, UsageError
 from smartio.progress import Progress
@@ -59,7 +60,7 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
     devs, names = resolve_devices(devices)
     if output.parent and not output.parent.exists():
         raise UsageError("-o", output, f"directory {output.parent} does not exist")
-    meta = {
+    meta: dict[str, Any] = {
         "tool": "smartio trace record",
         "command": command or [],
         "devices": names,

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 MODES = ("delete", "truncate", "persist", "wal")
@@ -34,25 +35,32 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
 
-def blkparse_summary(text: str) -> dict:
+def found(pattern: str, text: str, what: str) -> re.Match[str]:
+    m = re.search(pattern, text, re.M)
+    if m is None:
+        raise SystemExit(f"make_traces: {what} has no line matching {pattern!r}")
+    return m
+
+
+def blkparse_summary(text: str) -> dict[str, int]:
     # With events from one CPU only, blkparse prints no Total block.
-    total = text[text.index("Total (") if "Total (" in text else re.search(r"^CPU\d+ \(", text, re.M).start():]
+    total = text[text.index("Total (") if "Total (" in text else found(r"^CPU\d+ \(", text, "blkparse").start():]
     out = {}
     for label, key in (("Reads Queued", "reads_queued"), ("Writes Queued", "writes_queued"),
                        ("Reads Completed", "reads_completed"), ("Writes Completed", "writes_completed"),
                        ("Read Dispatches", "read_dispatches"), ("Write Dispatches", "write_dispatches")):
-        m = re.search(label + r":\s+(\d+),\s+(\d+)KiB", total)
+        m = found(label + r":\s+(\d+),\s+(\d+)KiB", total, "blkparse's summary")
         out[key], out[key + "_kib"] = int(m.group(1)), int(m.group(2))
-    out["events"] = int(re.search(r"Events \(\S+\): (\d+) entries", text).group(1))
+    out["events"] = int(found(r"Events \(\S+\): (\d+) entries", text, "blkparse").group(1))
     return out
 
 
-def btt_figures(trace: Path, work: Path) -> dict:
+def btt_figures(trace: Path, work: Path) -> dict[str, Any]:
     run(["btt", "-i", str(trace), "-o", str(work / "btt"), "-q", str(work / "q2c")], cwd=work)
     avg = (work / "btt.avg").read_text()
-    out = {}
+    out: dict[str, Any] = {}
     for name in ("Q2C", "D2C"):
-        m = re.search(rf"^{name}\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)", avg, re.M)
+        m = found(rf"^{name}\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)", avg, "btt.avg")
         out[name.lower()] = {"min_s": float(m.group(1)), "avg_s": float(m.group(2)), "max_s": float(m.group(3)),
                              "n": int(m.group(4))}
     q2c = [float(line.split()[1]) for f in work.glob("q2c_*_q2c.dat") for line in f.read_text().splitlines()]
@@ -94,9 +102,10 @@ def main() -> None:
             text = run(["blkparse", "-i", trace.name, "-d", str(dump)], cwd=HERE).stdout
             if mode == "wal":
                 (HERE / "sqlite-wal.blkparse.txt").write_text(text)
-            expected = {"workload": f"python sqlite3, journal_mode={mode}, {inserts} INSERT transactions, then sync; "
-                                    "ext4 on a loop device",
-                        "blkparse": blkparse_summary(text), "btt": btt_figures(dump, Path(work))}
+            expected: dict[str, Any] = {
+                "workload": f"python sqlite3, journal_mode={mode}, {inserts} INSERT transactions, then sync; "
+                            "ext4 on a loop device",
+                "blkparse": blkparse_summary(text), "btt": btt_figures(dump, Path(work))}
         (HERE / f"sqlite-{mode}.expected.json").write_text(json.dumps(expected, indent=1) + "\n")
         print(f"{trace.name}: {expected['blkparse']['events']} events")
     record("delete", inserts, "smartio", HERE / "sqlite-delete.smtrace")
