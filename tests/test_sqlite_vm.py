@@ -3,8 +3,9 @@ kernel flavour), traced; block writes per insert must order DELETE >= TRUNCATE >
 
 synchronous=NORMAL: with FULL, SQLite 3.40 also fsyncs the rollback journal after truncating it at commit
 (TRUNCATE mode), a commit of its own in ext4's journal that DELETE mode does not make, so there TRUNCATE writes
-more than DELETE (measured: 13 vs 11 writes per insert; README, "smartio sqlite"). SQLite 3.7.5 on the paper's
-phone made two syncs per DELETE insert, which is what NORMAL does now apart from the directory sync.
+more than DELETE (measured: 13 vs 11 writes per insert on ext4; README, "smartio sqlite"). SQLite 3.7.5 on the
+paper's phone made two syncs per DELETE insert, which is what NORMAL does now apart from the directory sync.
+Under NORMAL a WAL commit is not synced at all (measured: ext4 8/8/0, f2fs 9/7/0 writes per insert).
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ def test_journal_mode_ordering_ext4_f2fs(tmp_path):
     for fs in ("ext4", "f2fs"):
         fig = doc["figure4"][fs]
         writes = {m: fig[m]["writes"]["mean"] for m in ("delete", "truncate", "wal")}
-        assert writes["delete"] >= writes["truncate"] >= writes["wal"] > 0, (fs, writes)
-        assert fig["wal"]["classes"]["wal"]["writes"]["mean"] > 0
+        assert writes["delete"] >= writes["truncate"] >= writes["wal"], (fs, writes)
+        assert writes["truncate"] > writes["wal"], (fs, writes)
+        assert fig["wal"]["syncs"]["mean"] == 0 and fig["delete"]["syncs"]["mean"] == 3   # journal, directory, db
         assert fig["delete"]["classes"]["journal"]["writes"]["mean"] > 0
+        assert fig["delete"]["classes"]["database"]["writes"]["mean"] > 0
         run = doc["runs"][fs]["fsync-delete"]["insert"]
         assert run["device"]["fstype"] == fs
         assert run["results"]["sync_calls"]["issued_as"] == "fsync"
