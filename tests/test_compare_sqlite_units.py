@@ -4,7 +4,6 @@ steps and checks, the kernel flavour, and Table 2 / Figure 4 rendered from run d
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -71,7 +70,7 @@ def test_table2_and_figure4_from_runs(tmp_path):
                          ops=("insert",), fig4_modes=("truncate", "wal"))
     rates = {"fsync-truncate": 10.0, "fsync-truncate-extjournal": 12.0, "fsync-wal": 25.0,
              "fdatasync-wal-extjournal": 30.0, "fdatasync-wal": 40.0}
-    for fs, cfg, ops in plan.steps():
+    for fs, cfg, _ops in plan.steps():
         f = tmp_path / sq.run_file(fs, cfg, "insert")
         f.parent.mkdir(exist_ok=True)
         f.write_text(json.dumps(_run_doc(fs, rates[cfg.key], 3.0 if cfg.journal == "wal" else 9.0)))

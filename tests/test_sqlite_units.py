@@ -77,7 +77,7 @@ def test_attribution_of_recorded_ext4_delete_trace():
     comms = read_trace(DATA / "ext4-delete.smtrace").comms
     codes = events["action"] & 0xFFFF
     queued = {int(s): comms.get(int(p), "") for s, p in zip(events["sector"][codes == ev.QUEUE],
-                                                          events["pid"][codes == ev.QUEUE])}
+                                                          events["pid"][codes == ev.QUEUE], strict=True)}
     for tx in txs[1:]:
         kinds = {k for _, k, _, _, _ in tx["sequence"]}
         assert {"journal", "database", "fs_journal"} <= kinds, tx["sequence"]

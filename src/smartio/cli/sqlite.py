@@ -58,7 +58,7 @@ def sqlite(a: argparse.Namespace) -> int:
         try:
             Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
         except OSError as e:
-            raise UsageError("--json", a.json, f"cannot write: {e.strerror}")
+            raise UsageError("--json", a.json, f"cannot write: {e.strerror}") from e
     print(render(doc))
     print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
     return 0

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from smartio.errors import NeedsRootError, SmartioError, UsageError
 
@@ -128,8 +128,9 @@ class SqlitePlan:
         return json.dumps(dataclasses.asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "SqlitePlan":
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()})
+    def from_json(cls, text: str) -> SqlitePlan:
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+        return cls(**fields)
 
 
 def run_file(fs: str, cfg: Config, op: str) -> str:
@@ -158,7 +159,8 @@ def make_fs(fs: str, external: bool) -> list[str]:
             _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", *e, d])
         return ["noatime", "data=ordered", "noauto_da_alloc", "noinit_itable"]
     if fs == "xfs":
-        _sh(["mkfs.xfs", "-q", "-f", "-K", *(["-l", f"logdev={j},size=64m"] if external else []), d])  # 64 MiB: its minimum
+        # An external log of 64 MiB: mkfs.xfs refuses less.
+        _sh(["mkfs.xfs", "-q", "-f", "-K", *(["-l", f"logdev={j},size=64m"] if external else []), d])
         return ["noatime", *([f"logdev={j}"] if external else [])]
     if fs == "btrfs":
         _sh(["mkfs.btrfs", "-q", "-f", "-K", d])
@@ -246,13 +248,13 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
     table: dict[str, dict[str, Any]] = {}
     for fs in plan.filesystems:
         for opt in plan.optimisations:
-            cfg, notes = resolve(fs, opt)
-            cell: dict[str, Any] = {"config": cfg.key if cfg else None, "notes": notes}
-            if cfg is None:
+            applied, notes = resolve(fs, opt)
+            cell: dict[str, Any] = {"config": applied.key if applied else None, "notes": notes}
+            if applied is None:
                 cell["na"] = POLL_NA if opt == "P" else E_NA.format(fs=fs)
             else:
                 for op in plan.ops:
-                    d = runs.get(fs, {}).get(cfg.key, {}).get(op)
+                    d = runs.get(fs, {}).get(applied.key, {}).get(op)
                     if d:
                         r = d["results"]
                         cell[op] = {"tx_per_s": r["tx_per_s"], "latency_ms": r["latency_ms"]["mean"],
@@ -261,7 +263,7 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
             table.setdefault(fs, {})[opt] = cell
     fig4 = {fs: {m: runs.get(fs, {}).get(Config("fsync", m, False).key, {}).get("insert", {})
                  .get("results", {}).get("trace") for m in plan.fig4_modes} for fs in plan.filesystems}
-    first = next((d for c in runs.values() for o in c.values() for d in o.values()), {})
+    first: dict[str, Any] = next((d for c in runs.values() for o in c.values() for d in o.values()), {})
     vm_rec = {}
     if vm_result is not None and (vm_result.artifacts_dir / "run.json").exists():
         vm_rec = json.loads((vm_result.artifacts_dir / "run.json").read_text())
@@ -280,7 +282,8 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
 
 
 def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | None, out: Path | None,
-                       timeout: float, command: str, stream: IO[bytes] | None | str = "stdout") -> tuple[dict, Path]:
+                       timeout: float, command: str,
+                       stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
     from smartio.compare.run import guest_python, new_out_dir
     from smartio.flashdev import load_profile
     from smartio.testbed import initramfs, vm
@@ -298,7 +301,7 @@ def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | No
     if reason:
         raise SmartioError(f"the testbed cannot run here: {reason}")
     out_dir = new_out_dir(out)
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", "smartio.compare.sqlite", plan.to_json(), initramfs.GUEST_OUT]
     doc_path = out_dir / "compare.json"
     try:

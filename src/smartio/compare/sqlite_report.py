@@ -33,7 +33,8 @@ def table2(doc: dict[str, Any]) -> str:
     for op in ops:
         s = SHORT[op]
         header += [f"{s}/s (95 % CI)", "xB", f"paper {s}/s", "paper xB", f"I/Os per {s}"]
-    rows, notes = [], {}
+    rows: list[list[str]] = []
+    notes: dict[str, list[str]] = {}
     for fs in plan["filesystems"]:
         base = doc["table"][fs].get("B", {})
         for opt in plan["optimisations"]:
@@ -43,7 +44,7 @@ def table2(doc: dict[str, Any]) -> str:
             if "na" in cell:
                 notes.setdefault(cell["na"], []).append(f"{fs} {opt}")
                 row = [fs, opt, "n/a"]
-                for i, op in enumerate(ops):
+                for i in range(len(ops)):
                     row += ["n/a", "", str(paper[i]) if paper else "-", _ratio(paper[i], pbase[i])
                             if paper and pbase else "-", ""]
                 rows.append(row)
@@ -66,7 +67,8 @@ def table2(doc: dict[str, Any]) -> str:
              f"(mean [95 % CI] over {plan['repeats']} repeats of {plan['transactions']} transactions of "
              f"{plan['record_bytes']} bytes); xB = ratio against B of the same filesystem",
              f"  profile {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g}"
-             f"{', disks over ' + doc['disk_transport'] if doc.get('disk_transport') else ''}); kernel {doc['kernel']}; "
+             f"{', disks over ' + doc['disk_transport'] if doc.get('disk_transport') else ''}); "
+             f"kernel {doc['kernel']}; "
              f"SQLite {doc.get('sqlite_version')} (the library's own sync call: {doc.get('library_sync_call')}); "
              f"synchronous {plan.get('sync', 'full').upper()}; I/Os = block write requests per transaction (traced)",
              "  paper: Galaxy S3, 16 GB Transcend SD card, SQLite 3.7.5, Android's kernel 3.0 (Table 2; no figures "

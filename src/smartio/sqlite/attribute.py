@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ class Repeat:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Repeat":
+    def from_json(cls, d: dict[str, Any]) -> Repeat:
         syncs = [SyncCall(**{**s, "extents": tuple(tuple(e) for e in s["extents"])}) for s in d["syncs"]]
         return cls(d["db"], d["starts_ns"], d["ends_ns"], syncs, d["final_extents"])
 
@@ -79,11 +80,12 @@ class Layout:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Layout":
+    def from_json(cls, d: dict[str, Any]) -> Layout:
         return cls(d["disk"], d["offset"], [tuple(r) for r in d["journal"]], d["journal_description"], d["fstype"])
 
 
-def _extent_map(items: Sequence[tuple[str, Sequence[Sequence[int]]]], db: str, offset: int) -> list[tuple[int, int, str]]:
+def _extent_map(items: Sequence[tuple[str, Sequence[Sequence[int]]]], db: str,
+                offset: int) -> list[tuple[int, int, str]]:
     out = []
     for path, extents in items:
         kind = file_class(path, db)

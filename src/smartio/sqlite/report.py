@@ -10,7 +10,7 @@ from smartio.sqlite.attribute import CLASSES, LABELS
 # Seed 002, Figure 4 and section 4.3: one 100-byte insert on ext4 (ordered) on a Galaxy S3, SQLite 3.7.5.
 # The text gives the block I/O count for DELETE and PERSIST only, and the size of the first fs-journal write
 # (the commit of the journal file's metadata) for DELETE, TRUNCATE and PERSIST.
-PAPER_FIG4 = {
+PAPER_FIG4: dict[str, dict[str, int | None]] = {
     "delete": {"writes": 9, "first_fs_journal_kib": 24, "syncs": 2},
     "truncate": {"writes": None, "first_fs_journal_kib": 16, "syncs": 2},
     "persist": {"writes": 12, "first_fs_journal_kib": 8, "syncs": 3},
@@ -21,7 +21,7 @@ PAPER_FIG4 = {
 def _title(doc: dict[str, Any]) -> str:
     s, dev, sc = doc["settings"], doc["device"], doc["results"]["sync_calls"]
     call = sc.get("issued_as") or "?"
-    lib = f"the library's own call" if s["sync_call"] == "library" else f"library calls {sc.get('library')}"
+    lib = "the library's own call" if s["sync_call"] == "library" else f"library calls {sc.get('library')}"
     return (f"SQLite {s['op']}, journal {s['journal'].upper()}, synchronous {s['sync'].upper()}, syncs issued as "
             f"{call} ({lib}); {s['transactions']} transactions of {s['record_bytes']} bytes, one statement each; "
             f"{s['repeats']} repeats (mean ± 95 % CI)\n"

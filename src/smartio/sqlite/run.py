@@ -23,8 +23,9 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from smartio.experiments.stats import Stat
 from smartio.sqlite import fsjournal, shim
 from smartio.sqlite.attribute import Layout, Repeat, per_transaction, save_bundle, summarise
 from smartio.sqlite.settings import Settings
+
+if TYPE_CHECKING:
+    from smartio.trace.tracefs import Recorder
 
 SCRATCH_PREFIX = ".smartio-sqlite-"
 
@@ -143,7 +147,7 @@ def _repeat_summary(doc: dict[str, Any]) -> dict[str, float]:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def run_sqlite(settings: Settings, target: str | None, *, trace: bool = False, trace_file: Path | None = None,
@@ -180,7 +184,7 @@ def run_sqlite(settings: Settings, target: str | None, *, trace: bool = False, t
                 raise UsageError("--sync-call", settings.sync_call, "the system's SQLite made no fsync() or "
                                  "fdatasync() call through libc that the shim could see (built with SQLITE_NO_SYNC, "
                                  "or syncing some other way), so the call cannot be chosen with this library")
-            recorder = _recording(layout) if trace else contextlib.nullcontext(None)
+            recorder = _recording(layout) if layout is not None else contextlib.nullcontext(None)
             with recorder as rec:
                 for r in range(settings.repeats):
                     _syncfs(scratch)
@@ -279,15 +283,16 @@ def _layout(root: Path, device: dict[str, Any]) -> Layout:
 class _Recording:
     """A tracefs recording of the filesystem's disk (and an external journal's) for the whole run."""
 
+    rec: Recorder  # from __enter__ on
+
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self.stack = contextlib.ExitStack()
-        self.rec = None
 
-    def __enter__(self) -> "_Recording":
-        from smartio.trace.tracefs import Recorder, mounted_tracefs, partition_map
-
+    def __enter__(self) -> _Recording:
         import time
+
+        from smartio.trace.tracefs import Recorder, mounted_tracefs, partition_map
         parts = partition_map()
         disks = {self.layout.disk, *(d for d, _, _ in self.layout.journal)}
         devs = sorted(disks | {p for p, d in parts.items() if d in disks})
@@ -316,6 +321,7 @@ class _Recording:
 
     def finish(self):
         import time
+
         from smartio.trace.events import Trace
 
         self._join()

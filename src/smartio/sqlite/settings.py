@@ -60,7 +60,7 @@ class Settings:
             raise UsageError("--repeats", self.repeats, "must be between 1 and 1000")
 
     @classmethod
-    def from_args(cls, a: Any) -> "Settings":
+    def from_args(cls, a: Any) -> Settings:
         return cls(op=a.op, journal=a.journal, sync=a.sync, sync_call=a.sync_call, transactions=a.transactions,
                    record_bytes=a.record_bytes, repeats=a.repeats)
 

@@ -66,9 +66,9 @@ class Counts:
     issued_fdatasync: int
 
     @classmethod
-    def read(cls, path: Path) -> "Counts":
+    def read(cls, path: Path) -> Counts:
         words = path.read_text().split()
-        d = dict(zip(words[::2], map(int, words[1::2])))
+        d = dict(zip(words[::2], map(int, words[1::2]), strict=True))
         return cls(d["fsync"], d["fdatasync"], d["issued_fsync"], d["issued_fdatasync"])
 
     @property
@@ -105,7 +105,7 @@ def _unescape(s: str) -> str:
 
 
 def read_log(path: Path) -> list[SyncCall]:
-    calls = []
+    calls: list[SyncCall] = []
     if not path.exists():
         return calls
     for line in path.read_text().splitlines():
@@ -113,6 +113,6 @@ def read_log(path: Path) -> list[SyncCall]:
         if len(f) < 7:
             continue
         n = int(f[6])
-        ext = tuple(tuple(int(x) for x in e.split(":")) for e in f[7:7 + n])
-        calls.append(SyncCall(int(f[0]), int(f[1]), f[2], f[3], int(f[4]), _unescape(f[5]), ext))  # type: ignore
+        ext = tuple((int(lo), int(phys), int(length)) for lo, phys, length in (e.split(":") for e in f[7:7 + n]))
+        calls.append(SyncCall(int(f[0]), int(f[1]), f[2], f[3], int(f[4]), _unescape(f[5]), ext))
     return calls

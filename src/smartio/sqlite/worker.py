@@ -99,10 +99,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         clock = time.monotonic_ns
         if op == "insert":
             sql = "INSERT INTO tblMyList (Value, creation_time) VALUES (?, datetime('now'))"
-            args = [(v,) for v in values]
+            args: list[tuple[str | int, ...]] = [(v,) for v in values]
         elif op == "update":
             sql = "UPDATE tblMyList SET Value = ? WHERE id = ?"
-            args = list(zip(values, ids))
+            args = list(zip(values, ids, strict=True))
         else:
             sql = "DELETE FROM tblMyList WHERE id = ?"
             args = [(i,) for i in ids]
