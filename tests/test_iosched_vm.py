@@ -31,7 +31,8 @@ Q=/sys/block/vda/queue
 D=/sys/kernel/debug/block/vda/sched
 [ -d /sys/kernel/debug/block ] || mount -t debugfs none /sys/kernel/debug
 fail() { echo "FAIL: $*" >&2; exit 1; }
-use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler || fail "scheduler $1 not active: $(cat $Q/scheduler)"; }
+use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler ||
+        fail "scheduler $1 not active: $(cat $Q/scheduler)"; }
 snap() { cat $D/stats > "$SMARTIO_OUT/stats-$1"; cat $D/inflight > "$SMARTIO_OUT/inflight-$1"; }
 """
 
@@ -150,7 +151,8 @@ def test_raw_device_integrity_mixed_random_io(tmp_path: Path, module_ko: Path) -
     (tmp_path / "raw-verify.fio").write_text(job_file(RAW_GLOBAL, RAW_JOBS, verify_only=True))
     script = f"""
 use smartio
-fio --output=$SMARTIO_OUT/fio-default.txt {tmp_path}/raw.fio || fail "fio (default tunables): $(tail -20 $SMARTIO_OUT/fio-default.txt)"
+fio --output=$SMARTIO_OUT/fio-default.txt {tmp_path}/raw.fio ||
+    fail "fio (default tunables): $(tail -20 $SMARTIO_OUT/fio-default.txt)"
 fio --output=$SMARTIO_OUT/verify-default.txt {tmp_path}/raw-verify.fio || fail "verify pass (default tunables)"
 snap default
 # The same load with every mechanism engaged: limits of 1, anticipation, a short write slice, fast aging.
@@ -200,11 +202,13 @@ mount -o discard /dev/vda /mnt/t
     dd if=/dev/urandom of=/mnt/t/churn.$i bs=64k count=4 conv=fsync 2>/dev/null
     rm -f /mnt/t/churn.$((i - 3)); i=$((i + 1)); done ) &
 churn=$!
-fio --output=$SMARTIO_OUT/fio.txt {tmp_path}/ext4.fio || {{ touch /tmp/stop; fail "fio: $(tail -20 $SMARTIO_OUT/fio.txt)"; }}
+fio --output=$SMARTIO_OUT/fio.txt {tmp_path}/ext4.fio ||
+    {{ touch /tmp/stop; fail "fio: $(tail -20 $SMARTIO_OUT/fio.txt)"; }}
 touch /tmp/stop; wait $churn
 umount /mnt/t
 mount /dev/vda /mnt/t                      # a fresh mount: the verify pass reads the disk, not the page cache
-fio --output=$SMARTIO_OUT/verify.txt {tmp_path}/ext4-verify.fio || fail "verify pass: $(tail -20 $SMARTIO_OUT/verify.txt)"
+fio --output=$SMARTIO_OUT/verify.txt {tmp_path}/ext4-verify.fio ||
+    fail "verify pass: $(tail -20 $SMARTIO_OUT/verify.txt)"
 umount /mnt/t
 e2fsck -fn /dev/vda > $SMARTIO_OUT/e2fsck.txt 2>&1 || fail "e2fsck: $(cat $SMARTIO_OUT/e2fsck.txt)"
 snap ext4
@@ -249,7 +253,8 @@ sleep 0.5
 use none
 rmmod smartio_iosched
 wait $dd
-grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-left || true
+grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' \
+    /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-left || true
 """
     r = run_guest(tmp_path, script, module_ko)
     assert (r.out_dir / "kprobes-left").read_text() == "", "kprobes left after rmmod"
@@ -378,7 +383,10 @@ def test_issue11_requeue_accounting_scsi_debug(tmp_path: Path, module_ko: Path) 
     script = f"""
 modprobe sd_mod                            # no udev in the guest to load it
 modprobe scsi_debug dev_size_mb=32 every_nth=20 ndelay=200000 max_luns=1
-for i in $(seq 50); do SDEV=$(ls /sys/bus/pseudo/drivers/scsi_debug/adapter*/host*/target*/*/block 2>/dev/null | head -1); [ -n "$SDEV" ] && break; sleep 0.2; done
+for i in $(seq 50); do
+    SDEV=$(ls /sys/bus/pseudo/drivers/scsi_debug/adapter*/host*/target*/*/block 2>/dev/null | head -1)
+    [ -n "$SDEV" ] && break; sleep 0.2
+done
 [ -n "$SDEV" ] || fail "no scsi_debug disk appeared"
 [ -b /dev/$SDEV ] || mknod /dev/$SDEV b $(tr : ' ' < /sys/block/$SDEV/dev)
 export SDEV

@@ -16,10 +16,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_iosched_vm import KERNEL_ARGS, PRELUDE, Stats, module_ko  # noqa: F401  (module_ko is a fixture)
 
 from smartio.testbed import vm
-
-from test_iosched_vm import KERNEL_ARGS, PRELUDE, Stats, module_ko  # noqa: F401  (module_ko is a fixture)
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(600), pytest.mark.usefixtures("testbed_ready")]
 
@@ -101,7 +100,8 @@ use smartio
 echo 64 > $Q/nr_requests                           # s5-emmc's queue depth 2 leaves the scheduler 4 requests
 cat $Q/wbt_lat_usec > $SMARTIO_OUT/wbt_lat_usec
 echo 0 > $Q/wbt_lat_usec                           # writeback throttling would hold async writes above the scheduler
-grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-live || true
+grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' \
+    /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-live || true
 mkfs.ext4 -q -F -E nodiscard /dev/vda
 mkdir -p /mnt/t
 mount -o discard /dev/vda /mnt/t
@@ -113,7 +113,8 @@ umount /mnt/t
 e2fsck -fn /dev/vda > $SMARTIO_OUT/e2fsck.txt 2>&1 || fail "e2fsck: $(cat $SMARTIO_OUT/e2fsck.txt)"
 snap qasio
 use none
-grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-after-none || true
+grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' \
+    /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-after-none || true
 rmmod smartio_iosched
 """
 
