@@ -9,9 +9,11 @@ beside them.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -72,7 +74,7 @@ def serve(tmp_path: Path, cache: int = 0, slots: int = 1, switch: float = 0.0, s
     return FlashServer(load_profile("test", pfile), 64 << 20, tmp_path / "srv", tmp_path / "requests.csv")
 
 
-def fio(uri: str, *jobs: dict[str, str | int]) -> dict[str, dict]:
+def fio(uri: str, *jobs: Mapping[str, object]) -> dict[str, dict]:
     """Runs the jobs together (one fio process) and returns each job's read or write stats by name."""
     args = ["fio", "--output-format=json", "--ioengine=nbd", f"--uri={uri}", "--bs=4k", "--iodepth=1"]
     for job in jobs:
@@ -148,7 +150,7 @@ def test_write_through_read_behind_writes_waits_for_them(tmp_path: Path) -> None
     # that was pending when it became ready; no two requests ever share the die.
     mixed = [r for r in rows if r["arrival_ns"] >= first_write]
     spans = sorted((r["start_ns"], r["finish_ns"]) for r in mixed)
-    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:]))
+    assert all(b[0] >= a[1] for a, b in itertools.pairwise(spans))
     waits = [(r["start_ns"] - r["arrival_ns"]) / MS for r in mixed if r["op"] == "read"]
     # A read that becomes ready while a 3 ms program runs or is pending waits for it: well beyond its own 1 ms
     # front end on average.

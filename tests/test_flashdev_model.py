@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from smartio.flashdev import load_profile
-from smartio.flashdev.model import NEVER, Device, Engine, Policy, Request, best_read_first, slowdown, solo, speedup
+from smartio.flashdev.model import Device, Engine, Policy, Request, best_read_first, slowdown, solo, speedup
 from smartio.flashdev.profiles import CLASSES
 
 S5 = load_profile("s5-emmc")

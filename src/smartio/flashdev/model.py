@@ -23,7 +23,8 @@ import itertools
 import math
 import random
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from smartio.flashdev.profiles import CLASSES, Profile
 
@@ -44,7 +45,7 @@ class Device:
     queue_depth: int = 2
 
     @classmethod
-    def from_profile(cls, p: Profile, guest_overhead_us: float = 0.0) -> "Device":
+    def from_profile(cls, p: Profile, guest_overhead_us: float = 0.0) -> Device:
         """The profile's device in phone µs; guest_overhead_us (real µs) is taken off the front end as the
         testbed does, scaled back to phone µs."""
         o = guest_overhead_us / p.time_scale
@@ -52,7 +53,7 @@ class Device:
                    switch=dict(p.switch_us), suspend=p.suspend_us, cache=p.write_cache_pages,
                    nand_page_slots=p.nand_page_slots, flush=p.flush_us, queue_depth=p.queue_depth)
 
-    def replace(self, **kw) -> "Device":
+    def replace(self, **kw) -> Device:
         return dataclasses.replace(self, **kw)
 
 
@@ -62,7 +63,7 @@ class Request:
     cls: str | None            # one of CLASSES; None for a flush
     pages: int = 1
     fua: bool = False
-    tag: object = None         # the caller's
+    tag: Any = None            # the caller's
     arrival: float = 0.0
     ready: float = 0.0
     start: float = -1.0
@@ -74,6 +75,12 @@ class Request:
     started: bool = False
     barrier: int = 0
     waited: bool = False       # a read that found the buffer full
+
+
+def _class(r: Request) -> str:
+    """The class of a read or a write (only a flush has none)."""
+    assert r.cls is not None
+    return r.cls
 
 
 class Engine:
@@ -129,7 +136,7 @@ class Engine:
     def _run(self, r: Request) -> None:
         d = self.dev
         if r.kind == READ:
-            dur = r.pages * d.page[r.cls]
+            dur = r.pages * d.page[_class(r)]
             r.start = self.now
         elif r.kind == FLUSH:
             dur = d.flush
@@ -138,7 +145,7 @@ class Engine:
             dur = r.remaining
             if not r.started:
                 if self.last == WAITED:
-                    dur += d.switch[r.cls]
+                    dur += d.switch[_class(r)]
                 r.start, r.started = self.now, True
         self.op, self.op_end = r, self.now + dur
 
@@ -163,7 +170,7 @@ class Engine:
     def _admit(self) -> None:
         while self.writes and self.used + self.writes[0].slots <= self.dev.cache:
             w = self.writes.popleft()
-            w.remaining, w.started = w.pages * self.dev.page[w.cls], False
+            w.remaining, w.started = w.pages * self.dev.page[_class(w)], False
             self.used += w.slots
             self.buffer.append(w)
             if not w.through:
@@ -184,6 +191,7 @@ class Engine:
 
     def _die_done(self) -> None:
         r, self.op = self.op, None
+        assert r is not None    # called when the operation on the die ends
         r.finish = self.now
         self.last = WAITED if r.kind == READ and r.waited else r.kind
         if r.kind == WRITE:

@@ -80,9 +80,9 @@ def _read(path: Path) -> dict[str, Any]:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise ProfileError(f"{path}: profile file not found (set SMARTIO_FLASHDEV_PROFILES to another file)")
+        raise ProfileError(f"{path}: profile file not found (set SMARTIO_FLASHDEV_PROFILES to another file)") from None
     except tomllib.TOMLDecodeError as e:
-        raise ProfileError(f"{path}: not valid TOML: {e}")
+        raise ProfileError(f"{path}: not valid TOML: {e}") from e
 
 
 def _number(where: str, value: Any, kind: type) -> Any:

@@ -65,7 +65,7 @@ class FlashServer:
             cmd.append(f"flash-log={self.request_log}")
         return cmd
 
-    def __enter__(self) -> "FlashServer":
+    def __enter__(self) -> FlashServer:
         if shutil.which("nbdkit") is None:
             raise MissingToolError("nbdkit", "install it with: scripts/install-deps --vm")
         filter_so = build_filter()
