@@ -37,6 +37,18 @@
  *     sequential reader's slowdown beside a writer from 3.5 to 1.2. Only
  *     writes are held: reads of a lower class still go, and so do boosted
  *     writes, which a task is blocked on.
+ *  7. Write pacing (write_pace_us, 0 = off, then 6 applies): while a reader
+ *     is active (a read queued or in flight, or completed less than
+ *     read_anticipation_us ago), reads still go first, but a write may go
+ *     even with reads in flight once write_pace_us has passed since the last
+ *     write was dispatched, so the device's write buffer never fills and its
+ *     reads overtake programming. After a write completes, queued reads are
+ *     held for read_hold_us (each read at most that long from its arrival;
+ *     paced writes wait too), so the die programs that write undisturbed.
+ *     A writer alone is not paced; boosted writes never are, and the write
+ *     slice still bounds the wait. The rule and the numbers come from the
+ *     device model (src/smartio/flashdev/model.py, Policy "read_first"):
+ *     pace 1.5 x the alone write latency, hold 0.9 x its program time.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -80,6 +92,8 @@ static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind
 static const int sio_default_write_window_ms = 30;	/* then writes go first for this long, ms */
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
+static const int sio_default_write_pace_us;	/* writes spaced by a reader, us; 0 = off */
+static const int sio_default_read_hold_us;	/* reads wait after a write, us; 0 = off */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* share of tags async I/O may hold, % */
@@ -165,6 +179,7 @@ enum sio_dep {
 #define SIO_RQ_INFLIGHT		BIT(3)	/* owned by the driver, counted in inflight[] */
 #define SIO_RQ_MERGED		BIT(4)	/* merged into another request */
 #define SIO_RQ_BOOSTED		BIT(5)	/* moved up by a QASIO hint */
+#define SIO_RQ_HELD		BIT(6)	/* kept back by write pacing or a read hold */
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
@@ -227,7 +242,9 @@ struct sio_data {
 	u64 last_write_ns;			/* last dispatch of a write: starvation clock */
 	u64 write_window_end_ns;		/* WINDOW until then */
 	u64 last_read_done_ns;			/* last completion of a read */
+	u64 last_write_done_ns;			/* last completion of a write: read hold */
 	struct hrtimer antic_timer;		/* reruns the queue when anticipation ends */
+	struct hrtimer pace_timer;		/* ... and when a pace or read hold ends */
 
 	struct sio_hint hints[SIO_NR_HINTS];
 	struct sio_write_out writes_out[SIO_NR_WRITES_OUT];
@@ -237,6 +254,8 @@ struct sio_data {
 	int write_window_ms;
 	int prio_aging_ms;
 	int read_anticipation_us;
+	int write_pace_us;
+	int read_hold_us;
 	int qasio_boost;
 	int qasio_dep[SIO_NR_DEPS];
 	int dispatch_limit[SIO_NR_KINDS];
@@ -252,6 +271,10 @@ struct sio_data {
 	u64 antic_hits;
 	u64 antic_expired;
 	u64 antic_lower_reads;			/* lower-class reads sent during a hold */
+	u64 paced_writes;			/* writes sent at their pace beside a reader */
+	u64 pace_delayed;			/* ... of which had waited for it */
+	u64 unpaced_writes;			/* writes sent by sio_pace() with no reader */
+	u64 held_reads;				/* reads sent after a read hold kept them */
 	u64 write_slice_expired;
 	u64 write_windows;			/* write windows opened */
 	u64 prio_aged;
@@ -641,16 +664,110 @@ release:
 	return false;
 }
 
+/* Rerun the queue at @when (ns, monotonic) unless the pace timer fires earlier. */
+static void sio_rerun_at(struct sio_data *sd, u64 when)
+{
+	lockdep_assert_held(&sd->lock);
+
+	if (hrtimer_is_queued(&sd->pace_timer) &&
+	    ktime_to_ns(hrtimer_get_expires(&sd->pace_timer)) <= when)
+		return;
+	hrtimer_start(&sd->pace_timer, ns_to_ktime(when), HRTIMER_MODE_ABS);
+}
+
+/* A read queued or in flight, or one completed less than read_anticipation_us ago? */
+static bool sio_reader_active(struct sio_data *sd, u64 now)
+{
+	u64 window = (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (sd->queued[SIO_SEQ_READ] || sd->queued[SIO_RAND_READ] ||
+	    sd->inflight[SIO_SEQ_READ] || sd->inflight[SIO_RAND_READ])
+		return true;
+	return sd->last_read_done_ns &&
+	       sio_since(now, sd->last_read_done_ns) < window;
+}
+
+/*
+ * When the read hold ends, or 0 if no queued read is held: with pacing on,
+ * reads wait read_hold_us after a write completed, so the device programs it
+ * undisturbed, but no read waits for holds longer than that from its arrival.
+ */
+static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
+{
+	u64 hold = (u64)READ_ONCE(sd->read_hold_us) * NSEC_PER_USEC;
+	u64 first = U64_MAX, end;
+	enum sio_class c;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (!hold || !READ_ONCE(sd->write_pace_us) || !sd->last_write_done_ns)
+		return 0;
+	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
+		struct request *rq = sio_group_head(&sd->cls[c], SIO_G_READ);
+
+		if (rq)
+			first = min(first, rq->fifo_time);
+	}
+	if (first == U64_MAX)
+		return 0;
+	end = min(sd->last_write_done_ns, first) + hold;
+	return now < end ? end : 0;
+}
+
+/*
+ * Write pacing, in place of anticipation when write_pace_us is set: beside
+ * an active reader a write goes once write_pace_us has passed since the last
+ * write was dispatched, reads in flight or not, but not while queued reads
+ * are held (they go first when the hold ends). A writer alone goes at full
+ * speed. Returns the write to send, or NULL with *hold set.
+ */
+static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
+				u64 now, bool reads_held, bool *hold,
+				unsigned int *limited)
+{
+	u64 end = sd->last_write_ns +
+		  (u64)READ_ONCE(sd->write_pace_us) * NSEC_PER_USEC;
+	unsigned long flags;
+	struct request *rq;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (sd->phase == SIO_PH_ANTICIPATE)
+		sio_set_phase(sd, SIO_PH_READ);
+	rq = sio_pick(sd, cq, SIO_PICK_WRITES, limited);
+	if (!rq)
+		return NULL;
+	if (!sio_reader_active(sd, now)) {
+		sd->unpaced_writes++;
+		return rq;
+	}
+	flags = sio_rq_flags(rq);
+	if (!reads_held && now >= end) {
+		sd->paced_writes++;
+		if (flags & SIO_RQ_HELD)
+			sd->pace_delayed++;
+		return rq;
+	}
+	sio_rq_set_flags(rq, flags | SIO_RQ_HELD);
+	if (!reads_held)
+		sio_rerun_at(sd, end);	/* else sio_select() reruns at the hold's end */
+	*hold = true;
+	return NULL;
+}
+
 /*
  * The phase state machine, evaluated for one class; all transitions of
  * Algorithm 6.1 happen here. The clock of a write's slice starts at the later
  * of its arrival and the last write dispatch, so it fires only when reads (or
  * anticipation) kept every write off the device for a whole slice. Returns
- * NULL with *hold set when writes are held for an anticipated read.
+ * NULL with *hold set when writes are held for an anticipated read or for
+ * their pace. With @reads_held no read of the class goes (sio_read_hold_end).
  */
 static struct request *sio_class_step(struct sio_data *sd,
 				      struct sio_class_queue *cq, u64 now,
-				      bool *hold)
+				      bool reads_held, bool *hold)
 {
 	u64 slice = (u64)READ_ONCE(sd->write_slice_ms) * NSEC_PER_MSEC;
 	u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
@@ -664,7 +781,8 @@ static struct request *sio_class_step(struct sio_data *sd,
 
 	oldest_write = sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
 	if (!oldest_write) {
-		rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
+		if (!reads_held)
+			rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
 		goto out;
 	}
 	if (sd->phase == SIO_PH_WINDOW) {
@@ -683,14 +801,20 @@ static struct request *sio_class_step(struct sio_data *sd,
 		rq = sio_pick(sd, cq, SIO_PICK_STARVED, &limited);
 		goto out;
 	}
-	rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
-	if (rq)
-		goto out;
+	if (!reads_held) {
+		rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
+		if (rq)
+			goto out;
+	}
 	if (sd->phase != SIO_PH_WINDOW) {
 		/* A task is blocked on a boosted write: never hold it. */
 		rq = sio_pick(sd, cq, SIO_PICK_BOOSTED, &limited);
 		if (rq)
 			goto out;
+		if (READ_ONCE(sd->write_pace_us)) {
+			rq = sio_pace(sd, cq, now, reads_held, hold, &limited);
+			goto out;
+		}
 		if (sio_anticipate(sd, now)) {
 			*hold = true;
 			goto out;
@@ -705,11 +829,13 @@ out:
 /*
  * Pick the next request: aged lower classes first, then class by class.
  * While a class holds its writes for its reader, lower classes may still
- * send reads (the device is idle for writes only).
+ * send reads (the device is idle for writes only). A read hold holds the
+ * reads of every class; the queue is rerun when it ends.
  */
 static struct request *sio_select(struct sio_data *sd, u64 now)
 {
 	u64 aging = (u64)READ_ONCE(sd->prio_aging_ms) * NSEC_PER_MSEC;
+	u64 hold_end = sio_read_hold_end(sd, now);
 	bool higher_waiting = false, hold = false;
 	unsigned int limited = 0;
 	struct request *rq;
@@ -738,8 +864,8 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 		if (sio_class_empty(cq))
 			continue;
 		if (!hold) {
-			rq = sio_class_step(sd, cq, now, &hold);
-		} else {
+			rq = sio_class_step(sd, cq, now, hold_end != 0, &hold);
+		} else if (!hold_end) {
 			rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
 			if (rq)
 				sd->antic_lower_reads++;
@@ -748,6 +874,15 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 			break;
 	}
 	sd->limit_blocked += limited;
+	if (hold_end) {
+		for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
+			struct request *held = sio_group_head(&sd->cls[c], SIO_G_READ);
+
+			if (held)
+				sio_rq_set_flags(held, sio_rq_flags(held) | SIO_RQ_HELD);
+		}
+		sio_rerun_at(sd, hold_end);
+	}
 	return rq;
 }
 
@@ -1118,6 +1253,15 @@ static enum hrtimer_restart sio_antic_timer_fn(struct hrtimer *timer)
 	return HRTIMER_NORESTART;
 }
 
+/* Timer callback (hardirq): a pace or a read hold is over. */
+static enum hrtimer_restart sio_pace_timer_fn(struct hrtimer *timer)
+{
+	struct sio_data *sd = container_of(timer, struct sio_data, pace_timer);
+
+	blk_mq_run_hw_queues(sd->q, true);
+	return HRTIMER_NORESTART;
+}
+
 static void sio_mark_restart(struct request_queue *q)
 {
 	struct blk_mq_hw_ctx *hctx;
@@ -1162,6 +1306,9 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	flags = sio_rq_flags(rq);
 	if (!(flags & SIO_RQ_DISPATCHED))
 		sio_rq_stats(sd, rq)->dispatched++;
+	if ((flags & SIO_RQ_HELD) && sio_rq_dir(rq) == SIO_READ)
+		sd->held_reads++;
+	flags &= ~SIO_RQ_HELD;
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
 	sd->inflight[sio_rq_kind(rq)]++;
 	sio_stream_advance(sd, rq);
@@ -1302,6 +1449,8 @@ static void sio_finish_request(struct request *rq)
 
 		sd->inflight[kind]--;
 		sio_write_out_del(sd, rq);
+		if (!sio_kind_is_read(kind))
+			sd->last_write_done_ns = ktime_get_ns();
 		if (sio_kind_is_read(kind)) {
 			u64 window = (u64)READ_ONCE(sd->read_anticipation_us) *
 				     NSEC_PER_USEC;
@@ -1533,11 +1682,15 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	}
 	hrtimer_init(&sd->antic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	sd->antic_timer.function = sio_antic_timer_fn;
+	hrtimer_init(&sd->pace_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
+	sd->pace_timer.function = sio_pace_timer_fn;
 	sd->phase = SIO_PH_READ;
 	sd->write_slice_ms = sio_default_write_slice_ms;
 	sd->write_window_ms = sio_default_write_window_ms;
 	sd->prio_aging_ms = sio_default_prio_aging_ms;
 	sd->read_anticipation_us = sio_default_read_anticipation_us;
+	sd->write_pace_us = sio_default_write_pace_us;
+	sd->read_hold_us = sio_default_read_hold_us;
 	sd->qasio_boost = sio_default_qasio_boost;
 	for (i = 0; i < SIO_NR_DEPS; i++)
 		sd->qasio_dep[i] = sio_default_qasio_dep;
@@ -1561,6 +1714,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 static void sio_exit_sched(struct elevator_queue *e)
 {
 	struct sio_data *sd = e->elevator_data;
+	u64 dispatched[SIO_NR_DIRS] = { 0 };
 	enum sio_class c;
 	enum sio_dir d;
 
@@ -1570,6 +1724,7 @@ static void sio_exit_sched(struct elevator_queue *e)
 	mutex_unlock(&sio_queues_mutex);
 	synchronize_rcu();	/* no kprobe handler still sees sd */
 	hrtimer_cancel(&sd->antic_timer);
+	hrtimer_cancel(&sd->pace_timer);
 
 	WARN_ON_ONCE(!list_empty(&sd->dispatch));
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -1583,8 +1738,16 @@ static void sio_exit_sched(struct elevator_queue *e)
 				  sio_class_names[c], sio_dir_names[d],
 				  st->inserted, st->merged, st->dispatched,
 				  st->completed);
+			dispatched[d] += st->dispatched;
 		}
 	}
+	/* Pacing counts each write it sends once, the read hold each read. */
+	WARN_ONCE(sd->pace_delayed > sd->paced_writes ||
+		  sd->paced_writes + sd->unpaced_writes > dispatched[SIO_WRITE] ||
+		  sd->held_reads > dispatched[SIO_READ],
+		  "smartio: pacing unbalanced: paced %llu delayed %llu unpaced %llu of %llu writes, held %llu of %llu reads\n",
+		  sd->paced_writes, sd->pace_delayed, sd->unpaced_writes,
+		  dispatched[SIO_WRITE], sd->held_reads, dispatched[SIO_READ]);
 	WARN_ONCE(sd->dropped, "smartio: %llu requests freed without dispatch\n",
 		  sd->dropped);
 	kfree(sd);
@@ -1622,6 +1785,8 @@ SIO_TUNABLE(write_slice_ms, write_slice_ms, 1, 60000);
 SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
 SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
 SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
+SIO_TUNABLE(write_pace_us, write_pace_us, 0, 1000000);
+SIO_TUNABLE(read_hold_us, read_hold_us, 0, 100000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
 SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
@@ -1639,6 +1804,8 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(write_window_ms),
 	SIO_ATTR(prio_aging_ms),
 	SIO_ATTR(read_anticipation_us),
+	SIO_ATTR(write_pace_us),
+	SIO_ATTR(read_hold_us),
 	SIO_ATTR(qasio_boost),
 	SIO_ATTR(qasio_meta),
 	SIO_ATTR(qasio_data),
@@ -1690,6 +1857,9 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	seq_printf(m, "anticipation holds=%llu hits=%llu expired=%llu lower_class_reads=%llu\n",
 		   sd->antic_holds, sd->antic_hits, sd->antic_expired,
 		   sd->antic_lower_reads);
+	seq_printf(m, "pacing paced_writes=%llu delayed=%llu unpaced_writes=%llu held_reads=%llu\n",
+		   sd->paced_writes, sd->pace_delayed, sd->unpaced_writes,
+		   sd->held_reads);
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];
 		int j;

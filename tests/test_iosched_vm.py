@@ -164,6 +164,14 @@ echo 50 > $Q/iosched/prio_aging_ms
 fio --output=$SMARTIO_OUT/fio-tuned.txt {tmp_path}/raw.fio || fail "fio (tuned): $(tail -20 $SMARTIO_OUT/fio-tuned.txt)"
 fio --output=$SMARTIO_OUT/verify-tuned.txt {tmp_path}/raw-verify.fio || fail "verify pass (tuned)"
 snap tuned
+# Once more with write pacing and read holds (a fresh instance: the other tunables at their defaults).
+use none
+use smartio
+echo 2000 > $Q/iosched/write_pace_us
+echo 1000 > $Q/iosched/read_hold_us
+fio --output=$SMARTIO_OUT/fio-paced.txt {tmp_path}/raw.fio || fail "fio (paced): $(tail -20 $SMARTIO_OUT/fio-paced.txt)"
+fio --output=$SMARTIO_OUT/verify-paced.txt {tmp_path}/raw-verify.fio || fail "verify pass (paced)"
+snap paced
 use none
 rmmod smartio_iosched
 """
@@ -171,6 +179,11 @@ rmmod smartio_iosched
     default, tuned = Stats.load(r.out_dir, "default"), Stats.load(r.out_dir, "tuned")
     default.assert_balanced(min_dispatched=2000)
     tuned.assert_balanced(min_dispatched=4000)
+    paced = Stats.load(r.out_dir, "paced")
+    paced.assert_balanced(min_dispatched=2000)
+    pacing = paced.rows["pacing"]
+    assert pacing["paced_writes"] > 0 and pacing["delayed"] > 0 and pacing["held_reads"] > 0, pacing
+    assert default.rows["pacing"] == {"paced_writes": 0, "delayed": 0, "unpaced_writes": 0, "held_reads": 0}
     # Every class was used, and the tuned pass really held requests back.
     for cls in ("rt", "be", "idle"):
         assert default.rows[f"{cls}_write"]["dispatched"] > 0, default.rows
@@ -195,6 +208,9 @@ def test_ext4_integrity_fsync_heavy(tmp_path: Path, module_ko: Path) -> None:
     script = f"""
 use smartio
 mkfs.ext4 -q -F /dev/vda
+# Pacing at its extremes: a write beside the reader waits for its slice (100 ms), a read up to 100 ms.
+echo 99999999 > $Q/iosched/write_pace_us
+echo 99999999 > $Q/iosched/read_hold_us
 mkdir -p /mnt/t
 mount -o discard /dev/vda /mnt/t
 # File churn beside fio: creates, fsyncs and deletes make journal commits, metadata waits and discards.
@@ -219,6 +235,7 @@ rmmod smartio_iosched
     st = Stats.load(r.out_dir, "ext4")
     st.assert_balanced(min_dispatched=1000)
     assert st.rows["rt_read"]["dispatched"] > 0, st.rows
+    assert st.rows["events"]["write_slice_expired"] > 0, st.rows["events"]   # the slice still bounds a write's wait
 
 
 def test_switching_schedulers_under_load(tmp_path: Path, module_ko: Path) -> None:
@@ -238,7 +255,10 @@ switches=0
 while kill -0 $load 2>/dev/null; do
     for s in mq-deadline smartio kyber smartio bfq smartio none smartio; do
         kill -0 $load 2>/dev/null || break
-        use $s; switches=$((switches + 1)); sleep 0.4
+        use $s; switches=$((switches + 1))
+        # Pacing (1 s apart beside the reader) and long read holds: smartio leaves with its timer armed.
+        [ $s = smartio ] && echo 1000000 > $Q/iosched/write_pace_us && echo 100000 > $Q/iosched/read_hold_us
+        sleep 0.4
     done
 done
 wait $load || fail "fio under switching: $(tail -20 $SMARTIO_OUT/fio.txt)"
@@ -271,7 +291,15 @@ check() {{ v=$(cat $T/$1); [ "$v" = "$2" ] || fail "$1 is $v, expected $2"; }}
 check write_slice_ms 100
 check read_anticipation_us 3000
 check write_window_ms 30
+check write_pace_us 0                                                 # off until profiled
+check read_hold_us 0
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
+echo 99999999 > $T/write_pace_us; check write_pace_us 1000000
+echo 99999999 > $T/read_hold_us; check read_hold_us 100000
+echo -1 > $T/write_pace_us; check write_pace_us 0
+if echo 1e3 > $T/read_hold_us 2>/dev/null; then fail "read_hold_us accepted 1e3"; fi
+check read_hold_us 100000
+echo 28500 > $T/write_pace_us; check write_pace_us 28500
 echo 0 > $T/write_slice_ms; check write_slice_ms 1                     # clamped to the minimum
 echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
 echo -5 > $T/read_anticipation_us; check read_anticipation_us 0
@@ -295,6 +323,7 @@ grep -q smartio $Q/scheduler && fail "smartio still offered after rmmod"
 insmod {module_ko}
 use smartio
 check write_slice_ms 100                                              # a new instance starts from defaults
+check write_pace_us 0
 dd if=/dev/vda of=/dev/null bs=4k count=500 iflag=direct 2>/dev/null
 snap second
 use none
@@ -407,3 +436,43 @@ rmmod smartio_iosched
     st = Stats.load(r.out_dir, "requeue")
     st.assert_balanced(min_dispatched=1000)
     assert st.rows["events"]["requeued"] > 0, f"scsi_debug made no request come back: {st.rows['events']}"
+
+
+def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, module_ko: Path) -> None:
+    """Issue 11, write pacing: beside a reader a write goes at most every write_pace_us (20 ms here), and reads
+    after a write's completion are held (held_reads); a writer alone goes at full speed (unpaced_writes)."""
+    pair_jobs = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=6")),
+                 FioJob("writer", "randwrite", 2, True, 32, 32, verify=False,
+                        extra=("time_based=1", "startdelay=1", "runtime=4"))]   # all within the reader's run
+    alone_jobs = [FioJob("writer", "randwrite", 2, True, 32, 32, verify=False, extra=("time_based=1", "runtime=3"))]
+    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, pair_jobs))
+    (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, alone_jobs))
+    script = f"""
+use smartio
+echo 20000 > $Q/iosched/write_pace_us
+echo 2000 > $Q/iosched/read_hold_us
+# The reader counts as active this long after a read: a TCG guest on a busy host can take over 3 ms between reads.
+echo 20000 > $Q/iosched/read_anticipation_us
+fio --output-format=json --output=$SMARTIO_OUT/pair.json {tmp_path}/pair.fio || fail "fio (reader and writer)"
+snap pair
+fio --output-format=json --output=$SMARTIO_OUT/alone.json {tmp_path}/alone.fio || fail "fio (writer alone)"
+snap alone
+use none
+rmmod smartio_iosched
+"""
+    r = run_guest(tmp_path, script, module_ko, disk_mb=128)
+    pair, alone = Stats.load(r.out_dir, "pair"), Stats.load(r.out_dir, "alone")
+    pair.assert_balanced(min_dispatched=200)
+    alone.assert_balanced(min_dispatched=200)
+    writes = fio_ios(r.out_dir / "pair.json", "writer", "write")
+    reads = fio_ios(r.out_dir / "pair.json", "reader")
+    p = pair.rows["pacing"]
+    # 4 s at one write per 20 ms is 200 (+ fio's start and end: some slack); unpaced alone, ~2000 (below).
+    assert 100 <= writes <= 215, f"{writes} writes beside the reader in 4 s at a 20 ms pace; pacing {p}"
+    assert p["paced_writes"] >= writes - 5 and p["delayed"] > 0 and p["held_reads"] > 0, (writes, p)
+    assert reads >= 2 * writes, f"the reader got {reads} reads beside {writes} writes"
+    writes_alone = fio_ios(r.out_dir / "alone.json", "writer", "write")
+    q = alone.rows["pacing"]
+    new_unpaced = q["unpaced_writes"] - p["unpaced_writes"]
+    assert writes_alone >= 600, f"a writer alone did {writes_alone} writes in 3 s: paced ({q})"
+    assert new_unpaced >= writes_alone * 0.9 and q["delayed"] - p["delayed"] <= 2, (writes_alone, p, q)
