@@ -25,6 +25,13 @@ from smartio.results import Store
 PROFILE_SKIPS = {"--streams", "--mixes", "--iodepth"}
 # The module's tunables that take the Concurrency Profiler's parameters (kernel/smartio-iosched.c).
 TUNABLE = {p: f"dispatch_limit_{p}" for p in PATTERNS}
+# Write pacing from the same measurement. The rule is the device model's read-first optimum on s5-emmc
+# (smartio.flashdev.model.best_read_first: pace 285 µs for 190 µs writes, hold 133 µs = 0.9 x a 147 µs page
+# program, 1R1W seq 1.70 / 1.50): pace 1.5 x the sequential write latency alone; hold 0.9 x the program time, i.e.
+# that latency over the sequential write speedup at its best N (N overlapping writes share one program each).
+PACE_FACTOR = 1.5
+HOLD_FACTOR = 0.9
+PACING_TUNABLES = ("write_pace_us", "read_hold_us")
 
 
 def _add(parser: argparse.ArgumentParser, opt: Option) -> None:
@@ -116,7 +123,7 @@ def applicable_device(target: Target) -> Device:
     if current != "smartio":
         raise UsageError("--apply", dev.disk, f"scheduler is {current}, not smartio; "
                          f"echo smartio > {dev.queue / 'scheduler'} first")
-    missing = [t for t in TUNABLE.values() if not (dev.queue / "iosched" / t).exists()]
+    missing = [t for t in (*TUNABLE.values(), *PACING_TUNABLES) if not (dev.queue / "iosched" / t).exists()]
     if missing:
         raise UsageError("--apply", dev.disk, f"its smartio scheduler has no {', '.join(missing)} "
                          "(an older module? rebuild it with make module)")
@@ -125,13 +132,25 @@ def applicable_device(target: Target) -> Device:
     return dev
 
 
+def pacing(results: dict[str, Any]) -> dict[str, int]:
+    """write_pace_us and read_hold_us from a concurrency run; empty without sequential writes (--read-only)."""
+    if "seq_write" not in results.get("alone_lat_ms", {}):
+        return {}
+    lat_us = results["alone_lat_ms"]["seq_write"] * 1000
+    speedup = max(results["max_speedup"]["seq_write"], 1.0)
+    return {"write_pace_us": round(PACE_FACTOR * lat_us), "read_hold_us": round(HOLD_FACTOR * lat_us / speedup)}
+
+
 def profile(a: argparse.Namespace) -> int:
     doc, target = _execute("concurrency", a, applicable_device if a.apply else None)
     params = doc["results"]["parameters"]
     for p, n in params.items():
         print(f"{p}={n}")
+    paced = pacing(doc["results"])
+    for t, v in paced.items():
+        print(f"{t}={v}")
     if a.apply:
         dev = applicable_device(target)
-        write_tunables(dev, {TUNABLE[p]: n for p, n in params.items()})
+        write_tunables(dev, {**{TUNABLE[p]: n for p, n in params.items()}, **paced})
         print(f"applied to {dev.queue / 'iosched'}")
     return 0
