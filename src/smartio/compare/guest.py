@@ -3,7 +3,9 @@
 Runs as root inside the testbed VM (`python -m smartio.compare.guest PLAN_JSON OUT_DIR`). For each scheduler of
 the plan it switches the device to `none` and then to the scheduler (so every run starts from the scheduler's
 defaults, even two variants of one scheduler in a row), raises nr_requests, writes the spec's tunables, and runs
-`smartio bench` as a child process whose output streams to the console (the host shows it live). Each bench
+`smartio bench` in this process, whose output streams to the console (the host shows it live): under TCG a fresh
+Python process spends about 12 s importing numpy and 40-65 s importing scipy.stats, which every bench with more
+than one repeat needs, so one process for all runs saves that per scheduler. Each bench
 document lands in OUT_DIR/runs/; OUT_DIR/guest.json records the device's state before, during and after every run,
 and is rewritten after each run so a crash loses nothing already measured. The device's scheduler, nr_requests and
 the scheduler's tunables are restored at the end, also on failure or Ctrl-C.
@@ -15,6 +17,7 @@ import json
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,31 @@ def restore(dev: Device, before: dict[str, Any]) -> None:
         write_tunables(dev, changed)
 
 
+def bench(argv: list[str]) -> int:
+    """`smartio bench ARGV` in this process; its exit code, as the command would have exited."""
+    from smartio.cli import main as cli_main
+
+    own_argv, sys.argv = sys.argv, ["smartio", "bench", *argv]   # the document records sys.argv as its command
+    try:
+        return cli_main(sys.argv[1:])
+    except SystemExit as e:         # argparse refused an argument
+        return e.code if isinstance(e.code, int) else 2
+    except Exception:               # a bug: report it as a crashed child would, and go on with the rest
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv = own_argv
+        sys.stdout.flush()
+
+
+def warm_up(device: str) -> None:
+    """A few hundred untimed direct reads and writes on the device before the first scheduler's run: the guest's
+    first I/Os run through code TCG has not translated yet (on s5-emmc, 128 KiB per stream, the first repeat's reads
+    alone took 26.7 ms each, the second's 8.4 ms), which would handicap whichever scheduler comes first."""
+    subprocess.run(["fio", "--name=warm-up", f"--filename={device}", "--rw=randrw", "--bs=4k", "--size=1m",
+                    "--direct=1", "--output=/dev/null"], capture_output=True)
+
+
 def say(text: str) -> None:
     print(f"smartio compare: {text}", file=sys.stderr, flush=True)
 
@@ -103,6 +131,7 @@ def main(argv: list[str]) -> int:
         (out / GUEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
     save()
+    warm_up(plan.device)
     steps = [(spec, exp) for spec in plan.schedulers for exp in plan.experiments]
     failed = 0
     try:
@@ -113,9 +142,10 @@ def main(argv: list[str]) -> int:
             say(f"{dev.disk}: scheduler {state['scheduler']}, nr_requests {state['nr_requests']}"
                 + "".join(f", {k}={v}" for k, v in state["tunables"].items()))
             name = run_file(spec.label, exp)
-            cmd = [sys.executable, "-m", "smartio", "bench", exp, *plan.bench_args(exp), "--json", str(out / name)]
+            args = [exp, *plan.bench_args(exp), "--json", str(out / name)]
+            cmd = ["smartio", "bench", *args]
             started = time.monotonic()
-            rc = subprocess.run(cmd).returncode
+            rc = bench(args)
             run = {"scheduler": spec.label, "experiment": exp, "file": name, "rc": rc, "state": state,
                    "duration_s": round(time.monotonic() - started, 1), "command": cmd}
             record["runs"].append(run)
