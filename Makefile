@@ -3,20 +3,21 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 SMARTIO := $(VENV)/bin/smartio
 
-.PHONY: demo test deps deps-bench venv module clean
+.PHONY: demo test lint deps venv module clean
 
-demo: deps-bench venv
-	@scratch=$$(mktemp -d "$(CURDIR)/.demo.XXXXXX") && \
-	trap 'rm -rf "$$scratch"' EXIT INT TERM && \
-	$(SMARTIO) bench all --quick --target "$$scratch"
+# StoreBench on this disk, then the five schedulers on the emulated S5 eMMC in the VM testbed (scripts/demo).
+demo: deps venv module
+	@scripts/demo
 
-test: deps venv module
+test: deps venv module lint
 	$(VENV)/bin/pytest -ra
 
-# The demo needs only fio; the tests also need QEMU, nbdkit and a compiler for the testbed.
-deps-bench:
-	@scripts/install-deps
+# ruff and mypy over src/, tests/ and the bench scripts (what and how: [tool.ruff] and [tool.mypy] in pyproject.toml).
+lint: venv
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
 
+# fio for StoreBench; QEMU, nbdkit and a compiler for the testbed (the demo's second step and the tests).
 deps:
 	@scripts/install-deps --vm
 
