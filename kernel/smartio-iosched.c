@@ -43,8 +43,8 @@
  *     even with reads in flight once write_pace_us has passed since the last
  *     write was dispatched, so the device's write buffer never fills and its
  *     reads overtake programming. After a write completes, queued reads are
- *     held for read_hold_us (each read at most that long from its arrival;
- *     paced writes wait too), so the die programs that write undisturbed.
+ *     held for read_hold_us (each read at most that long from its arrival,
+ *     so reads cannot starve), so the die programs that write undisturbed.
  *     A writer alone is not paced; boosted writes never are, and the write
  *     slice still bounds the wait. The rule and the numbers come from the
  *     device model (src/smartio/flashdev/model.py, Policy "read_first"):
@@ -719,13 +719,13 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 /*
  * Write pacing, in place of anticipation when write_pace_us is set: beside
  * an active reader a write goes once write_pace_us has passed since the last
- * write was dispatched, reads in flight or not, but not while queued reads
- * are held (they go first when the hold ends). A writer alone goes at full
- * speed. Returns the write to send, or NULL with *hold set.
+ * write was dispatched, reads in flight or held or not (the device model's
+ * read-first policy; holding it for held reads too turned its 1R1W seq
+ * 1.70/1.50 into 1.50/1.70). A writer alone goes at full speed. Returns the
+ * write to send, or NULL with *hold set.
  */
 static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
-				u64 now, bool reads_held, bool *hold,
-				unsigned int *limited)
+				u64 now, bool *hold, unsigned int *limited)
 {
 	u64 end = sd->last_write_ns +
 		  (u64)READ_ONCE(sd->write_pace_us) * NSEC_PER_USEC;
@@ -744,15 +744,14 @@ static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
 		return rq;
 	}
 	flags = sio_rq_flags(rq);
-	if (!reads_held && now >= end) {
+	if (now >= end) {
 		sd->paced_writes++;
 		if (flags & SIO_RQ_HELD)
 			sd->pace_delayed++;
 		return rq;
 	}
 	sio_rq_set_flags(rq, flags | SIO_RQ_HELD);
-	if (!reads_held)
-		sio_rerun_at(sd, end);	/* else sio_select() reruns at the hold's end */
+	sio_rerun_at(sd, end);
 	*hold = true;
 	return NULL;
 }
@@ -812,7 +811,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 		if (rq)
 			goto out;
 		if (READ_ONCE(sd->write_pace_us)) {
-			rq = sio_pace(sd, cq, now, reads_held, hold, &limited);
+			rq = sio_pace(sd, cq, now, hold, &limited);
 			goto out;
 		}
 		if (sio_anticipate(sd, now)) {
