@@ -23,7 +23,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ import numpy as np
 from smartio import __version__
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
 from smartio.experiments.stats import Stat
+from smartio.signals import sigterm_as_interrupt
 from smartio.sqlite import fsjournal, shim
 from smartio.sqlite.attribute import Layout, Repeat, per_transaction, save_bundle, summarise
 from smartio.sqlite.settings import Settings
@@ -40,19 +40,6 @@ if TYPE_CHECKING:
     from smartio.trace.tracefs import Recorder
 
 SCRATCH_PREFIX = ".smartio-sqlite-"
-
-
-@contextlib.contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def check_target(path: str | None, settings: Settings) -> Path:
@@ -175,7 +162,7 @@ def run_sqlite(settings: Settings, target: str | None, *, trace: bool = False, t
     counts: list[shim.Counts] = []
     repeats: list[Repeat] = []
     worker_doc: dict[str, Any] = {}
-    with _signals_as_interrupt():
+    with sigterm_as_interrupt():
         try:
             scratch.mkdir()
             worker = _Worker(scratch, settings, lib, log_syncs=trace)
