@@ -3,8 +3,10 @@ instead of failing after a long measurement."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from smartio.errors import UsageError
 
@@ -35,6 +37,14 @@ def check_output_dir(flag: str, path: str | Path) -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(flag, path, f"{existing} is not writable")
     return p
+
+
+def write_json(flag: str, path: str | Path, doc: Any) -> None:
+    """Writes a result document to a path checked earlier with check_output_file; a late failure names the flag."""
+    try:
+        Path(path).write_text(json.dumps(doc, indent=2) + "\n")
+    except OSError as e:
+        raise UsageError(flag, path, f"cannot write: {e.strerror}") from e
 
 
 def _under_a_file(p: Path) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from smartio.errors import NeedsRootError, UsageError
 from smartio.experiments.options import EXPERIMENTS, OPTIONS, PATTERNS, Option, Settings
 from smartio.experiments.runner import check, command_line, run_bench
 from smartio.experiments.target import Target
-from smartio.outputs import check_output_dir, check_output_file
+from smartio.outputs import check_output_dir, check_output_file, write_json
 from smartio.report import tables
 from smartio.results import Store
 
@@ -95,10 +94,7 @@ def _execute(experiment: str, a: argparse.Namespace,
     doc["id"] = store.add(doc)
     store.close()
     if a.json:
-        try:
-            Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
-        except OSError as e:
-            raise UsageError("--json", a.json, f"cannot write: {e.strerror}") from e
+        write_json("--json", a.json, doc)
     if a.plots:
         from smartio.report.plots import write_plots
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from smartio.errors import UsageError
 from smartio.experiments.runner import command_line
+from smartio.outputs import check_output_file, write_json
 from smartio.results import Store
 from smartio.sqlite.settings import OPTIONS, Settings
 
@@ -48,17 +47,14 @@ def sqlite(a: argparse.Namespace) -> int:
     from smartio.sqlite.run import run_sqlite
 
     settings = Settings.from_args(a)
-    if a.json and not Path(a.json).resolve().parent.is_dir():
-        raise UsageError("--json", a.json, "its directory does not exist")
+    if a.json:
+        check_output_file("--json", a.json)
     store = Store(a.db)                      # a bad --db fails before anything runs
     doc = run_sqlite(settings, a.target, trace=a.trace, trace_file=a.trace_file, command=command_line())
     doc["id"] = store.add(doc)
     store.close()
     if a.json:
-        try:
-            Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
-        except OSError as e:
-            raise UsageError("--json", a.json, f"cannot write: {e.strerror}") from e
+        write_json("--json", a.json, doc)
     print(render(doc))
     print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
     return 0

@@ -42,6 +42,15 @@ def _last_error(log: Path) -> str | None:
     return errors[-1] if errors else None
 
 
+def check_testbed() -> None:
+    """Root and a bootable testbed, checked before any output is made (every compare experiment boots one)."""
+    if os.geteuid() != 0:
+        raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
+    reason = vm.unavailable_reason()
+    if reason:
+        raise SmartioError(f"the testbed cannot run here: {reason}")
+
+
 def new_out_dir(requested: Path | None) -> Path:
     """--out if new or empty, else ./artifacts/compare-<timestamp>."""
     if requested is None:
@@ -154,11 +163,7 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     if not 0 < timeout < math.inf:      # also refuses nan
         raise UsageError("--timeout", timeout, "must be a positive number of seconds")
     modules = module_for(plan)
-    if os.geteuid() != 0:
-        raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
-    reason = vm.unavailable_reason()
-    if reason:
-        raise SmartioError(f"the testbed cannot run here: {reason}")
+    check_testbed()
     out_dir = new_out_dir(out)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.errors import NeedsRootError, SmartioError, UsageError
+from smartio.errors import SmartioError, UsageError
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "f2fs", "nilfs2")
 OPTIMISATIONS = ("B", "F", "E", "P", "W", "F+E+P", "F+E+P+W")
@@ -284,7 +284,7 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
 def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | None, out: Path | None,
                        timeout: float, command: str,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    from smartio.compare.run import guest_python, new_out_dir
+    from smartio.compare.run import check_testbed, guest_python, new_out_dir
     from smartio.flashdev import load_profile
     from smartio.testbed import initramfs, vm
 
@@ -295,11 +295,7 @@ def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | No
         prof = dataclasses.replace(prof, time_scale=time_scale)
     if timeout <= 0:
         raise UsageError("--timeout", timeout, "must be positive")
-    if os.geteuid() != 0:
-        raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
-    reason = vm.unavailable_reason()
-    if reason:
-        raise SmartioError(f"the testbed cannot run here: {reason}")
+    check_testbed()
     out_dir = new_out_dir(out)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", "smartio.compare.sqlite", plan.to_json(), initramfs.GUEST_OUT]
