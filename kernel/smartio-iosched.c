@@ -41,14 +41,17 @@
  *     is active (a read queued or in flight, or completed less than
  *     read_anticipation_us ago), reads still go first, but a write may go
  *     even with reads in flight once write_pace_us has passed since the last
- *     write was dispatched, so the device's write buffer never fills and its
+ *     write was dispatched (write_pace_rand_us after a random write, if set:
+ *     a random write fills more of the buffer and takes longer to program),
+ *     so the device's write buffer never fills and its
  *     reads overtake programming. After a write completes, queued reads are
  *     held for read_hold_us (each read at most that long from its arrival,
  *     so reads cannot starve), so the die programs that write undisturbed.
  *     A writer alone is not paced; boosted writes never are, and the write
  *     slice still bounds the wait. The rule and the numbers come from the
  *     device model (src/smartio/flashdev/model.py, Policy "read_first"):
- *     pace 1.5 x the alone write latency, hold 0.9 x its program time.
+ *     pace 1.5 x the alone write latency of the write's class (seq, rand),
+ *     hold 0.9 x the sequential program time.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -240,6 +243,7 @@ struct sio_data {
 
 	enum sio_phase phase;
 	u64 last_write_ns;			/* last dispatch of a write: starvation clock */
+	bool last_write_rand;			/* ... and was it a random one (its pace) */
 	u64 write_window_end_ns;		/* WINDOW until then */
 	u64 last_read_done_ns;			/* last completion of a read */
 	u64 last_write_done_ns;			/* last completion of a write: read hold */
@@ -255,6 +259,7 @@ struct sio_data {
 	int prio_aging_ms;
 	int read_anticipation_us;
 	int write_pace_us;
+	int write_pace_rand_us;
 	int read_hold_us;
 	int qasio_boost;
 	int qasio_dep[SIO_NR_DEPS];
@@ -727,8 +732,10 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
 				u64 now, bool *hold, unsigned int *limited)
 {
-	u64 end = sd->last_write_ns +
-		  (u64)READ_ONCE(sd->write_pace_us) * NSEC_PER_USEC;
+	int pace_rand = READ_ONCE(sd->write_pace_rand_us);
+	u64 pace = sd->last_write_rand && pace_rand ? pace_rand :
+		   READ_ONCE(sd->write_pace_us);
+	u64 end = sd->last_write_ns + pace * NSEC_PER_USEC;
 	unsigned long flags;
 	struct request *rq;
 
@@ -1313,6 +1320,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	sio_stream_advance(sd, rq);
 	if (sio_rq_dir(rq) == SIO_WRITE) {
 		sd->last_write_ns = now;
+		sd->last_write_rand = sio_rq_kind(rq) == SIO_RAND_WRITE;
 		sio_write_out_add(sd, rq);
 	}
 	rq->rq_flags |= RQF_STARTED;
@@ -1785,6 +1793,7 @@ SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
 SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
 SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
 SIO_TUNABLE(write_pace_us, write_pace_us, 0, 1000000);
+SIO_TUNABLE(write_pace_rand_us, write_pace_rand_us, 0, 1000000);
 SIO_TUNABLE(read_hold_us, read_hold_us, 0, 100000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
@@ -1804,6 +1813,7 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(prio_aging_ms),
 	SIO_ATTR(read_anticipation_us),
 	SIO_ATTR(write_pace_us),
+	SIO_ATTR(write_pace_rand_us),
 	SIO_ATTR(read_hold_us),
 	SIO_ATTR(qasio_boost),
 	SIO_ATTR(qasio_meta),

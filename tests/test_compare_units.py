@@ -42,8 +42,15 @@ def test_scheduler_specs_with_tunables():
     assert SchedulerSpec.parse(specs[2].label) == specs[2]
 
 
+def test_profiled_spec():
+    spec = SchedulerSpec.parse("smartio:profile:write_pace_us=100")
+    assert spec.profiled and spec.tunables == (("write_pace_us", 100),)
+    assert spec.label == "smartio:profile:write_pace_us=100" and SchedulerSpec.parse(spec.label) == spec
+    assert not SchedulerSpec.parse("smartio").profiled
+
+
 def test_plan_travels_as_json():
-    plan = Plan(parse_schedulers("bfq,smartio:read_anticipation_us=2000"), experiment="both", streams=4,
+    plan = Plan(parse_schedulers("bfq,smartio:profile,smartio:read_anticipation_us=2000"), experiment="both", streams=4,
                 size="1M", repeats=2, mixes="10,90")
     assert Plan.from_json(plan.to_json()) == plan
     assert plan.bench_args("slowdown") == ["--target", "/dev/vda", "--destroy-data", "--streams", "4",
@@ -57,6 +64,7 @@ def test_plan_travels_as_json():
     (["--schedulers", "bfq,bfq"], "--schedulers", "listed twice"),
     (["--schedulers", "smartio:read_anticipation_us"], "--schedulers", "not a tunable setting"),
     (["--schedulers", "none:nr=1"], "--schedulers", "no tunables"),
+    (["--schedulers", "bfq:profile"], "--schedulers", "only smartio"),
     (["--schedulers", "none", "--profile", "s9-emmc"], "--profile", "unknown profile"),
     (["--schedulers", "none", "--size", "5000"], "--size", "multiple of 4 KiB"),
     (["--schedulers", "none", "--repeats", "0"], "--repeats", "at least 1"),

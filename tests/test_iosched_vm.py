@@ -292,6 +292,7 @@ check write_slice_ms 100
 check read_anticipation_us 3000
 check write_window_ms 30
 check write_pace_us 0                                                 # off until profiled
+check write_pace_rand_us 0
 check read_hold_us 0
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 99999999 > $T/write_pace_us; check write_pace_us 1000000
@@ -300,6 +301,8 @@ echo -1 > $T/write_pace_us; check write_pace_us 0
 if echo 1e3 > $T/read_hold_us 2>/dev/null; then fail "read_hold_us accepted 1e3"; fi
 check read_hold_us 100000
 echo 28500 > $T/write_pace_us; check write_pace_us 28500
+echo 99999999 > $T/write_pace_rand_us; check write_pace_rand_us 1000000
+echo 65600 > $T/write_pace_rand_us; check write_pace_rand_us 65600
 echo 0 > $T/write_slice_ms; check write_slice_ms 1                     # clamped to the minimum
 echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
 echo -5 > $T/read_anticipation_us; check read_anticipation_us 0
@@ -439,8 +442,9 @@ rmmod smartio_iosched
 
 
 def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, module_ko: Path) -> None:
-    """Issue 11, write pacing: beside a reader a write goes at most every write_pace_us (20 ms here), and reads
-    after a write's completion are held (held_reads); a writer alone goes at full speed (unpaced_writes)."""
+    """Issue 11, write pacing: beside a reader a random write goes at most every write_pace_rand_us (20 ms here; the
+    sequential pace, 5 ms, does not apply to it), and reads after a write's completion are held (held_reads); a
+    writer alone goes at full speed (unpaced_writes)."""
     pair_jobs = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=6")),
                  FioJob("writer", "randwrite", 2, True, 32, 32, verify=False,
                         extra=("time_based=1", "startdelay=1", "runtime=4"))]   # all within the reader's run
@@ -449,7 +453,8 @@ def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, 
     (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, alone_jobs))
     script = f"""
 use smartio
-echo 20000 > $Q/iosched/write_pace_us
+echo 5000 > $Q/iosched/write_pace_us
+echo 20000 > $Q/iosched/write_pace_rand_us
 echo 2000 > $Q/iosched/read_hold_us
 # The reader counts as active this long after a read: a TCG guest on a busy host can take over 3 ms between reads.
 echo 20000 > $Q/iosched/read_anticipation_us

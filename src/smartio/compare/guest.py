@@ -88,11 +88,12 @@ def restore(dev: Device, before: dict[str, Any]) -> None:
         write_tunables(dev, changed)
 
 
-def bench(argv: list[str]) -> int:
-    """`smartio bench ARGV` in this process; its exit code, as the command would have exited."""
+def bench(argv: list[str], command: str = "bench") -> int:
+    """`smartio bench ARGV` (or another `command`) in this process; its exit code, as the command would have
+    exited."""
     from smartio.cli import main as cli_main
 
-    own_argv, sys.argv = sys.argv, ["smartio", "bench", *argv]   # the document records sys.argv as its command
+    own_argv, sys.argv = sys.argv, ["smartio", command, *argv]   # the document records sys.argv as its command
     try:
         return cli_main(sys.argv[1:])
     except SystemExit as e:         # argparse refused an argument
@@ -103,6 +104,25 @@ def bench(argv: list[str]) -> int:
     finally:
         sys.argv = own_argv
         sys.stdout.flush()
+
+
+PROFILE_FILE = f"{RUNS_DIR}/profile.json"
+
+
+def profile(dev: Device, plan: Plan, out: Path) -> dict[str, int]:
+    """`smartio profile --apply` on the device (under smartio): the Concurrency Profiler's dispatch limits and the
+    write pacing derived from the same run (alone latencies, write speedup), at the comparison's size; returns the
+    tunables it wrote, so later smartio:profile runs get the same ones without measuring again."""
+    from smartio.cli.bench import PACING_TUNABLES, TUNABLE
+
+    args = ["--target", plan.device, "--destroy-data", "--apply", "--levels", "1,2,4", "--repeats", "2",
+            "--size", plan.size_for("slowdown"), "--json", str(out / PROFILE_FILE)]
+    say("Concurrency Profiler for smartio:profile: `smartio profile " + " ".join(args) + "`")
+    rc = bench(args, command="profile")
+    if rc != 0:
+        raise SmartioError(f"`smartio profile --apply` failed with exit code {rc}")
+    names = (*TUNABLE.values(), *PACING_TUNABLES)
+    return {k: int(v) for k, v in read_tunables(dev).items() if k in names}
 
 
 def warm_up(device: str) -> None:
@@ -134,10 +154,17 @@ def main(argv: list[str]) -> int:
     warm_up(plan.device)
     steps = [(spec, exp) for spec in plan.schedulers for exp in plan.experiments]
     failed = 0
+    profiled: dict[str, int] | None = None
     try:
         for i, (spec, exp) in enumerate(steps, 1):
             say(f"[{i}/{len(steps)}] {exp} under {spec.label}")
             switch(dev, spec, plan.nr_requests)
+            if spec.profiled:
+                if profiled is None:
+                    profiled = profile(dev, plan, out)
+                    record["profile"] = {"file": PROFILE_FILE, "tunables": profiled}
+                    save()
+                write_tunables(dev, {**profiled, **dict(spec.tunables)})
             state = device_state(dev)
             say(f"{dev.disk}: scheduler {state['scheduler']}, nr_requests {state['nr_requests']}"
                 + "".join(f", {k}={v}" for k, v in state["tunables"].items()))

@@ -53,7 +53,10 @@ def slowdown_table(doc: dict[str, Any]) -> str:
                      *[pm(d[m]["efficiency"], "{:.2f}") for m in MODES]])
     title = (f"Figure 11: slowdown per scheduler, {n} reader(s) against {n} writer(s), "
              f"{first['results']['bs'] // 1024} KiB requests, {mib(size)} per stream (mean [95 % CI])")
-    lines = [title, _header(doc), "", grid(header, rows), "",
+    prof = doc.get("profiled")
+    lines = [title, _header(doc), *(["  smartio:profile = the Concurrency Profiler's tunables, measured in this run: "
+                                    + ", ".join(f"{k}={v}" for k, v in prof["tunables"].items())] if prof else []),
+             "", grid(header, rows), "",
              "  slowdown = response time beside the other kind / alone; "
              "efficiency = 1/read slowdown + 1/write slowdown"]
     low = best(doc, "read_slowdown")

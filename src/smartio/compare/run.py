@@ -147,6 +147,8 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
         "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
         "device": {"path": plan.device, "before": record and record["before"], "after": record and record["after"],
                    "restored": _restored(record), "per_run": record and record["runs"]},
+        # smartio:profile's tunables, from the Concurrency Profiler run in the guest (guest.PROFILE_FILE)
+        "profiled": (record or {}).get("profile"),
         "missing": missing,
         "results": results,
         "runs": runs,

@@ -35,31 +35,41 @@ _TUNABLE_RE = re.compile(r"([a-z][a-z0-9_]*)=(-?\d+)")
 
 @dataclasses.dataclass(frozen=True)
 class SchedulerSpec:
-    """A scheduler and the tunables to write after switching to it: `smartio:read_anticipation_us=0`."""
+    """A scheduler and the tunables to write after switching to it: `smartio:read_anticipation_us=0`.
+    `smartio:profile` first runs the Concurrency Profiler on the device (`smartio profile --apply`, once per
+    comparison) and writes what it finds (dispatch limits, write pacing), as a user would; tunables given beside it
+    are written after it and win."""
 
     name: str
     tunables: tuple[tuple[str, int], ...] = ()
+    profiled: bool = False
 
     @property
     def label(self) -> str:
         """The key of this run in tables and JSON: the spec as written, so variants of one scheduler differ."""
-        return ":".join([self.name, *(f"{k}={v}" for k, v in self.tunables)])
+        return ":".join([self.name, *(["profile"] if self.profiled else []),
+                         *(f"{k}={v}" for k, v in self.tunables)])
 
     @classmethod
     def parse(cls, text: str, flag: str = "--schedulers") -> SchedulerSpec:
         name, *settings = text.strip().split(":")
         if name not in KNOWN_SCHEDULERS:
             raise UsageError(flag, text, f"unknown scheduler {name!r}; known: {', '.join(KNOWN_SCHEDULERS)}")
-        tunables = []
+        tunables, profiled = [], False
         for s in settings:
+            if s == "profile":
+                if name != "smartio":
+                    raise UsageError(flag, text, "only smartio takes the Concurrency Profiler's parameters")
+                profiled = True
+                continue
             m = _TUNABLE_RE.fullmatch(s)
             if not m:
                 raise UsageError(flag, text, f"{s!r} is not a tunable setting; write NAME:TUNABLE=INTEGER, "
-                                             "e.g. smartio:read_anticipation_us=0")
+                                             "e.g. smartio:read_anticipation_us=0, or smartio:profile")
             tunables.append((m.group(1), int(m.group(2))))
         if tunables and name == "none":
             raise UsageError(flag, text, "the none scheduler has no tunables")
-        return cls(name, tuple(tunables))
+        return cls(name, tuple(tunables), profiled)
 
 
 def parse_schedulers(text: str, flag: str = "--schedulers") -> tuple[SchedulerSpec, ...]:

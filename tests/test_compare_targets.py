@@ -1,0 +1,73 @@
+"""Issue 11's target checks (smartio.compare.targets) on intervals and on a recorded comparison
+(tests/data/compare/two-schedulers, one repeat: no intervals, so nothing there can be `met`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import types
+from pathlib import Path
+
+import pytest
+
+from smartio.compare import targets
+from smartio.compare.run import assemble
+from smartio.compare.spec import Plan
+from smartio.compare.targets import Figure, below, highest, lowest
+
+DATA = Path(__file__).parent / "data" / "compare" / "two-schedulers"
+
+
+def _doc() -> dict:
+    profile = types.SimpleNamespace(**json.loads((DATA / "profile.json").read_text()))
+    return assemble(Plan.from_json((DATA / "plan.json").read_text()), DATA, profile=profile, command="test",
+                    started="t", vm_result=None)
+
+
+def test_a_bound_is_met_only_by_the_whole_interval():
+    assert below(Figure(1.4, 1.35, 1.45), 1.5) == "met"
+    assert below(Figure(1.4, 1.3, 1.6), 1.5) == "undecided"       # straddles the bound
+    assert below(Figure(1.6, 1.55, 1.65), 1.5) == "NOT met"
+    assert below(Figure(1.4, None, None), 1.5) == "undecided"     # measured once
+
+
+def test_lowest_and_highest_need_separate_intervals():
+    others = [Figure(2.0, 1.9, 2.1), Figure(3.0, 2.5, 3.5)]
+    assert lowest(Figure(1.5, 1.4, 1.6), others) == "met"
+    assert lowest(Figure(1.85, 1.7, 1.95), others) == "undecided"
+    assert lowest(Figure(2.2, 2.1, 2.3), others) == "NOT met"
+    assert highest(Figure(4.0, 3.8, 4.2), others) == "met"
+    assert highest(Figure(3.2, 2.9, 3.4), others) == "undecided"
+    assert highest(Figure(1.0, 0.9, 1.1), others) == "NOT met"
+
+
+def test_halfwidth():
+    assert Figure(2.0, 1.9, 2.1).halfwidth_pct == pytest.approx(5.0)
+    assert Figure(2.0, None, None).halfwidth_pct is None
+
+
+def test_checks_on_a_recorded_comparison():
+    doc = _doc()
+    checks = targets.slowdown_checks(doc, "smartio", ["mq-deadline"])
+    assert [c.name for c in checks[:4]] == ["1R1W seq read slowdown", "1R1W seq write slowdown",
+                                            "1R1W seq read slowdown, lowest of all",
+                                            "1R1W seq efficiency, highest of all"]
+    assert len(checks) == 8 and all(c.verdict in ("undecided", "NOT met") for c in checks)
+    smartio = doc["runs"]["smartio"]["slowdown"]["results"]["detail"]["seq"]["read_slowdown"]["mean"]
+    assert checks[0].verdict == ("NOT met" if smartio > 1.5 else "undecided")
+    mixed, reduction = targets.mixed_checks(doc, "smartio", ["mq-deadline"])
+    assert [c.name for c in mixed] == [f"mixed {m} {x}% reads, lowest response" for m in ("seq", "rand")
+                                       for x in (20, 80)]
+    r = doc["results"]
+    want = 100 * sum(r["smartio"]["response_s"]["seq"][x] / r["mq-deadline"]["response_s"]["seq"][x] - 1
+                     for x in ("20", "80")) / 2
+    assert reduction["seq"]["mq-deadline"] == pytest.approx(want, abs=0.5)
+    widest = targets.halfwidths([doc])
+    assert widest[0][0] == math.inf            # one repeat: no interval
+
+
+def test_a_missing_run_is_not_met():
+    doc = _doc()
+    del doc["runs"]["smartio"]["slowdown"]
+    checks = targets.slowdown_checks(doc, "smartio", ["mq-deadline"])
+    assert [c.verdict for c in checks] == ["NOT met", "NOT met"]
