@@ -110,8 +110,10 @@ def mixed(doc: dict[str, Any]) -> str:
 
 
 def mixed_measure(results: dict[str, Any]) -> str:
-    """What a mixed result's response time is: documents with `elapsed_s` sum the I/Os' response times (fio's ns
-    latencies); older ones hold fio's whole-millisecond runtime of the workload."""
+    """What a mixed result's response time is: the workload's time to complete (documents say so), or, in
+    documents written between issue 15 and issue 11 (with `elapsed_s`), the sum of its I/Os' latencies."""
+    if "response_measure" in results:
+        return str(results["response_measure"])
     return "sum over its I/Os" if "elapsed_s" in results else "time to complete, 1 ms resolution"
 
 
