@@ -39,7 +39,7 @@
  *     writes, which a task is blocked on.
  *  7. Write pacing (write_pace_us, 0 = off, then 6 applies): while a reader
  *     is active (a read queued or in flight, or completed less than
- *     read_anticipation_us ago), reads still go first, but a write may go
+ *     read_anticipation_us or a pace ago), reads still go first, but a write may go
  *     even with reads in flight once write_pace_us has passed since the last
  *     write was dispatched (write_pace_rand_us after a random write, if set:
  *     a random write fills more of the buffer and takes longer to program),
@@ -680,10 +680,27 @@ static void sio_rerun_at(struct sio_data *sd, u64 when)
 	hrtimer_start(&sd->pace_timer, ns_to_ktime(when), HRTIMER_MODE_ABS);
 }
 
-/* A read queued or in flight, or one completed less than read_anticipation_us ago? */
+/* The pace after the last write dispatched, ns (write_pace_rand_us after a random one, if set). */
+static u64 sio_pace_ns(struct sio_data *sd)
+{
+	int pace_rand = READ_ONCE(sd->write_pace_rand_us);
+
+	return (u64)(sd->last_write_rand && pace_rand ? pace_rand :
+		     READ_ONCE(sd->write_pace_us)) * NSEC_PER_USEC;
+}
+
+/*
+ * A read queued or in flight, or one completed less than read_anticipation_us
+ * ago, or less than a pace ago? A synchronous reader's next read can come
+ * later than the anticipation window (a TCG guest's round trip between two
+ * reads often takes 3-5 ms); judged at the pace's own time scale, a reader
+ * between two reads still counts, and a writer alone is paced for at most
+ * one pace after the last read.
+ */
 static bool sio_reader_active(struct sio_data *sd, u64 now)
 {
-	u64 window = (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC;
+	u64 window = max_t(u64, (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC,
+			   sio_pace_ns(sd));
 
 	lockdep_assert_held(&sd->lock);
 
@@ -732,10 +749,7 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
 				u64 now, bool *hold, unsigned int *limited)
 {
-	int pace_rand = READ_ONCE(sd->write_pace_rand_us);
-	u64 pace = sd->last_write_rand && pace_rand ? pace_rand :
-		   READ_ONCE(sd->write_pace_us);
-	u64 end = sd->last_write_ns + pace * NSEC_PER_USEC;
+	u64 end = sd->last_write_ns + sio_pace_ns(sd);
 	unsigned long flags;
 	struct request *rq;
 
