@@ -94,6 +94,7 @@ class Plan:
     repeats: int | None = None
     size: str | None = None
     mixes: str | None = None
+    mixed_size: str | None = None       # the mixed workload's size when it differs from --size (bench scripts)
     nr_requests: int = DEFAULT_NR_REQUESTS
     device: str = "/dev/vda"
 
@@ -104,10 +105,9 @@ class Plan:
             raise UsageError("--streams", self.streams, f"choose one of {', '.join(map(str, STREAMS))}")
         if self.repeats is not None and self.repeats < 1:
             raise UsageError("--repeats", self.repeats, "must be at least 1")
-        if self.size is not None:
-            n = parse_size("--size", self.size)
-            if n % 4096:
-                raise UsageError("--size", self.size, "must be a multiple of 4 KiB (the request size)")
+        for size in (self.size, self.mixed_size):
+            if size is not None and parse_size("--size", size) % 4096:
+                raise UsageError("--size", size, "must be a multiple of 4 KiB (the request size)")
         if self.mixes is not None:
             parse_mixes(self.mixes)      # the guest's `smartio bench` would refuse it only after booting
         if not 1 <= self.nr_requests <= 4096:
@@ -132,6 +132,8 @@ class Plan:
         return self.repeats if self.repeats is not None else VM_REPEATS[self.quick]
 
     def size_for(self, experiment: str) -> str:
+        if experiment == "mixed" and self.mixed_size is not None:
+            return self.mixed_size
         return self.size if self.size is not None else VM_SIZES[experiment][self.quick]
 
     def to_json(self) -> str:
