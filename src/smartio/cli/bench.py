@@ -28,11 +28,12 @@ TUNABLE = {p: f"dispatch_limit_{p}" for p in PATTERNS}
 # (smartio.flashdev.model.best_read_first: pace 285 µs for 190 µs writes, hold 133 µs = 0.9 x a 147 µs page
 # program, 1R1W seq 1.70 / 1.50): pace 1.5 x the sequential write latency alone; hold 0.9 x the program time, i.e.
 # that latency over the sequential write speedup at its best N (N overlapping writes share one program each).
-# After a random write the pace is 1.6 x the random write latency alone: a pace only works if it is longer than
-# the writer's own period beside a reader under FIFO (1.58 x alone on the model), and the model's optimum, 1.55 x
-# (1R1W rand 1.70 / 1.55), sits on that edge; 1.6 x gives 1.75 / 1.60 with room for the testbed's jitter.
+# After a random write the pace is 1.75 x the random write latency alone: a pace only works if it is longer than
+# the writer's own period beside a reader under FIFO (1.58 x alone on the model, 1.49 measured), and the writer
+# sees the pace less its own round trip. At 1.6 x (model 1.75 / 1.60) the testbed measured FIFO's figures
+# (3.34 / 1.50 against none's 3.30 / 1.49): the pace never held a write. 1.75 x: model 1.53 / 1.75.
 PACE_FACTOR = 1.5
-PACE_FACTOR_RAND = 1.6
+PACE_FACTOR_RAND = 1.75
 HOLD_FACTOR = 0.9
 PACING_TUNABLES = ("write_pace_us", "write_pace_rand_us", "read_hold_us")
 
