@@ -1,0 +1,133 @@
+"""Replaying a launch trace (smartio.launch.trace) on a target directory, as Mobigen does (seed 002).
+
+    with Layout(trace, "/mnt/flash") as layout:       # the trace's files, same sizes, under a scratch directory
+        Replayer(trace, layout).launch()              # seconds from the first operation to the end
+
+Why not fio, the project's one I/O engine: a launch is closed-loop (each operation waits for the one before, then
+the program computes for a while) and most of its cost when cold is metadata (path lookups, inodes) and mapped
+pages. fio's iolog replay (version 3) delays each I/O relative to the previous one's issue, in whole
+milliseconds, so I/O time eats think time instead of adding to it; and it has no stat or mmap. The replayer is
+therefore a loop of plain system calls: open, stat, close, pread/pwrite (of exactly the recorded bytes), fsync,
+fdatasync, and a pread of each mapped extent. Think times are spent busy (a launch computes between its I/Os,
+and sleeping would hand the CPU to the background writer and mistime gaps of microseconds).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+from smartio.errors import UsageError
+from smartio.launch.trace import Trace
+from smartio.units import mib
+
+SCRATCH_PREFIX = ".smartio-launch-"
+CHUNK = 1 << 20
+
+
+class Layout:
+    """The trace's files laid out under `<dir>/.smartio-launch-<token>/`, each at its recorded path and size, filled
+    with pseudo-random bytes (not zeros, which a device or filesystem might keep sparse) and synced. Removed on
+    exit from the `with` block, also on Ctrl-C."""
+
+    def __init__(self, trace: Trace, directory: str) -> None:
+        self.trace = trace
+        self.root = Path(directory) / f"{SCRATCH_PREFIX}{secrets.token_hex(4)}"
+        self.paths = {f.id: self.root / f.path.lstrip("/") for f in trace.files}
+
+    def check_space(self) -> None:
+        need = sum(-(-f.size // 4096) * 4096 for f in self.trace.files)
+        st = os.statvfs(self.root.parent)
+        free = st.f_bavail * st.f_frsize
+        if need + (64 << 20) > free:
+            raise UsageError("--target", self.root.parent, f"too little space: the trace's files take {mib(need)} "
+                             f"and 64 MiB are left to the filesystem, {mib(free)} available")
+
+    def __enter__(self) -> Layout:
+        self.check_space()
+        pattern = os.urandom(CHUNK)
+        try:
+            self.root.mkdir()
+            for f in self.trace.files:
+                p = self.paths[f.id]
+                p.parent.mkdir(parents=True, exist_ok=True)
+                with open(p, "wb") as out:
+                    left = f.size
+                    while left > 0:
+                        n = min(left, CHUNK)
+                        out.write(pattern[:n])
+                        left -= n
+                    out.flush()
+                    os.fsync(out.fileno())
+        except BaseException:
+            self.remove()
+            raise
+        os.sync()
+        return self
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class Replayer:
+    """One launch = the trace's operations, in order, with think times scaled by the trace's `think_scale`."""
+
+    def __init__(self, trace: Trace, layout: Layout) -> None:
+        self.trace, self.layout = trace, layout
+        self.scale = trace.think_scale
+        biggest = max([o.size for o in trace.ops if o.op in ("read", "write")] +
+                      [min(n, CHUNK) for o in trace.ops for _, n in o.extents] + [1])
+        self.buf = memoryview(bytearray(biggest))
+
+    def launch(self) -> float:
+        paths = self.layout.paths
+        fds: dict[int, int] = {}
+        buf = self.buf
+        clock = time.perf_counter
+        t0 = end = clock()
+        try:
+            for op in self.trace.ops:
+                ready = end + op.think_s * self.scale
+                while clock() < ready:
+                    pass
+                kind, fid = op.op, op.file
+                if kind == "exit":
+                    end = clock()
+                    break
+                assert fid is not None            # only exit has no file (checked when the trace is read)
+                if kind == "stat":
+                    os.stat(paths[fid])
+                elif kind == "open":
+                    if fid in fds:
+                        os.close(fds.pop(fid))
+                    fds[fid] = os.open(paths[fid], os.O_RDWR)
+                elif kind == "close":
+                    if fid in fds:
+                        os.close(fds.pop(fid))
+                else:
+                    fd = fds.get(fid)
+                    if fd is None:                  # an fd the launch inherited or got another way
+                        fd = fds[fid] = os.open(paths[fid], os.O_RDWR)
+                    if kind == "read":
+                        os.preadv(fd, [buf[:op.size]], op.offset)
+                    elif kind == "write":
+                        os.pwritev(fd, [buf[:op.size]], op.offset)
+                    elif kind in ("mmap", "exec"):
+                        for off, n in op.extents:
+                            for o in range(off, off + n, CHUNK):
+                                os.preadv(fd, [buf[:min(CHUNK, off + n - o)]], o)
+                    elif kind == "fsync":
+                        os.fsync(fd)
+                    elif kind == "fdatasync":
+                        os.fdatasync(fd)
+                end = clock()
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        return end - t0
