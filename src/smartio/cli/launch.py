@@ -137,6 +137,7 @@ def record(a: argparse.Namespace) -> int:
     from pathlib import Path
 
     from smartio.blockdev import is_root
+    from smartio.launch.measure import check_command
     from smartio.launch.trace import record as record_trace
 
     argv = _argv(a)
@@ -145,6 +146,7 @@ def record(a: argparse.Namespace) -> int:
     out = check_output_file("-o", a.output)
     if not os.path.isdir(a.cwd):
         raise UsageError("--cwd", a.cwd, "is not a directory")
+    check_command(argv, a.cwd)
     cold = is_root() and not a.no_cold
 
     def say(m: str) -> None:

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 from smartio.engine import JobSet, RunResult, parse_fio_json
 from smartio.errors import MissingToolError, SmartioError
@@ -81,6 +82,24 @@ class BackgroundRun:
         # Its own process group: a Ctrl-C at the terminal reaches smartio, which stops fio itself, in order.
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._err, start_new_session=True)
 
+    def wait_started(self, timeout_s: float = 30.0) -> None:
+        """Wait until fio has forked its job processes, that is until the I/O begins (fio first parses, checks
+        and lays out files, and a SIGINT in that phase ends it without a JSON document)."""
+        children = f"/proc/{self.proc.pid}/task/{self.proc.pid}/children"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SmartioError(self.failure())
+            try:
+                with open(children) as f:
+                    if f.read().strip():
+                        return
+            except OSError:           # no /proc/PID/task/PID/children (CONFIG_PROC_CHILDREN): go by time
+                time.sleep(1.0)
+                return
+            time.sleep(0.01)
+        raise SmartioError(f"fio did not start its jobs within {timeout_s:g} s in {self.label}")
+
     def running(self) -> bool:
         return self.proc.poll() is None
 
@@ -107,16 +126,24 @@ class BackgroundRun:
                 text = f.read()
             raw = json.loads(text[text.index("{"):])
         except (OSError, ValueError) as e:
-            raise SmartioError(f"fio wrote no readable JSON in {self.label}: {e}") from e
+            self._err.seek(0)
+            raise SmartioError(f"fio wrote no readable JSON in {self.label} (exit code {self.proc.returncode}): "
+                               f"{e}; {self._err.read().strip()[-800:]}") from e
         finally:
             self.close()
         return parse_fio_json(raw, self.jobset)
 
     def close(self) -> None:
-        """Kill fio if it still runs (an error path) and remove its files."""
+        """Stop fio if it still runs (an error path) and remove its files. fio runs each job in a child process of
+        its own: the whole process group (its session, see __init__) is stopped, or the jobs would go on writing."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            _signal_group(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        _signal_group(self.proc.pid, signal.SIGKILL)      # job processes left behind, if any
         self._err.close()
         self._tmp.cleanup()
 
@@ -125,3 +152,10 @@ class BackgroundRun:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -43,7 +43,7 @@ class Settings:
     background: str = "none"
     repeats: int = 5
     background_size: int = 256 << 20     # bytes of the background workload's scratch file
-    warmup_s: float = 1.0                # the background runs this long before the launch starts
+    warmup_s: float = 1.0                # the background does I/O this long before the launch starts
 
     def check(self) -> None:
         if self.background not in background.NAMES:
@@ -64,15 +64,25 @@ class Launcher(Protocol):
     def launch(self) -> float: ...
 
 
+def check_command(argv: list[str], cwd: str) -> None:
+    """The command exists and is executable, as it will be run in `cwd` (a relative path is taken from there)."""
+    if not argv:
+        raise UsageError("--", "(missing)", "give the command to launch after `--`")
+    exe = argv[0]
+    if os.sep in exe:
+        ok = os.access(os.path.join(cwd, exe), os.X_OK) and not os.path.isdir(os.path.join(cwd, exe))
+    else:
+        ok = shutil.which(exe) is not None
+    if not ok:
+        raise UsageError("--", exe, "command not found or not executable" + (f" (in {cwd})" if os.sep in exe else ""))
+
+
 class CommandLauncher:
     """A real command, run in `cwd` with no input and its output discarded; a failure (exit code other than 0)
     fails the run, with the end of what it wrote to stderr."""
 
     def __init__(self, argv: list[str], cwd: str) -> None:
-        if not argv:
-            raise UsageError("--", "(missing)", "give the command to launch after `--`")
-        if shutil.which(argv[0]) is None and not (os.sep in argv[0] and os.access(argv[0], os.X_OK)):
-            raise UsageError("--", argv[0], "command not found or not executable")
+        check_command(argv, cwd)
         self.argv, self.cwd = argv, cwd
 
     def launch(self) -> float:
@@ -164,6 +174,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                 else:
                     jobs = background.jobset(settings.background, bg_file, settings.background_size)
                     with engine.start(jobs, f"background {settings.background}") as bg:
+                        bg.wait_started()
                         time.sleep(settings.warmup_s)
                         if not bg.running():
                             raise SmartioError(bg.failure())

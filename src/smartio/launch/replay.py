@@ -33,9 +33,11 @@ class Layout:
     with pseudo-random bytes (not zeros, which a device or filesystem might keep sparse) and synced. Removed on
     exit from the `with` block, also on Ctrl-C."""
 
-    def __init__(self, trace: Trace, directory: str) -> None:
+    def __init__(self, trace: Trace, directory: str, root: Path | None = None) -> None:
+        """`root`: the scratch directory of a layout made earlier (a test replays one under strace), which this
+        object then neither makes nor removes."""
         self.trace = trace
-        self.root = Path(directory) / f"{SCRATCH_PREFIX}{secrets.token_hex(4)}"
+        self.root = root or Path(directory) / f"{SCRATCH_PREFIX}{secrets.token_hex(4)}"
         self.paths = {f.id: self.root / f.path.lstrip("/") for f in trace.files}
 
     def check_space(self) -> None:

@@ -19,8 +19,9 @@
    - `exec`: the kernel maps an executable (also a script's interpreter and an ELF's dynamic loader);
      `extents` are the pages replay reads for it (see "mapped pages");
    - `open`, `stat` (of a regular file), `close`: metadata; no offset or size;
-   - `read`, `write`: `size` bytes at `offset` (read() and readv() at the file position smartio tracks from
-     open, lseek and earlier reads; pread64 and preadv at their own offset); only the bytes transferred;
+   - `read`, `write`: `size` bytes at `offset` (read(), readv(), write() and writev() at the file position
+     smartio tracks from open, lseek, dup and earlier calls; pread64, preadv(2), pwrite64 and pwritev(2) at
+     their own offset); only the bytes transferred (a read at the end of the file, which transfers none, is left out);
    - `mmap`: a file mapping of `size` bytes at `offset`; `extents` are the pages replay reads for it;
    - `fsync`, `fdatasync`;
    - `exit`: the last process of the launch exited; only its think time counts.
@@ -65,9 +66,9 @@ from smartio.errors import MissingToolError, SmartioError, UsageError
 FORMAT, VERSION = "smartio-launch-trace", 1
 PAGE = 4096
 OPS = ("exec", "open", "stat", "close", "read", "write", "mmap", "fsync", "fdatasync", "exit")
-SYSCALLS = ("execve", "open", "openat", "close", "read", "pread64", "readv", "preadv", "write", "pwrite64",
-            "lseek", "mmap", "fsync", "fdatasync", "newfstatat", "stat", "lstat", "statx", "dup", "dup2", "dup3",
-            "fcntl")
+SYSCALLS = ("execve", "open", "openat", "close", "read", "pread64", "readv", "preadv", "preadv2", "write", "writev",
+            "pwrite64", "pwritev", "pwritev2", "lseek", "mmap", "fsync", "fdatasync", "newfstatat", "stat", "lstat",
+            "statx", "dup", "dup2", "dup3", "fcntl")
 SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/")
 UNTRACED_RUNS = 3
 RESIDENCY_MINCORE, RESIDENCY_WHOLE = "mincore after a cold launch", "whole mapped range"
@@ -160,7 +161,7 @@ class Trace:
 
 _LINE = re.compile(r"^(\d+\.\d+) (\w+)\((.*)\) += (-?\d+|0x[0-9a-f]+)(<.*?>)?(?: [A-Z].*?)? <(\d+\.\d+)>$")
 _EXIT = re.compile(r"^(\d+\.\d+) \+\+\+ (?:exited with|killed by) ")
-_FD = re.compile(r"^(-?\d+)<(.*)>$")
+_FD = re.compile(r"^(-?\d+|AT_FDCWD)<(.*)>$")
 _STR = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
@@ -185,7 +186,7 @@ def _fd(arg: str) -> tuple[int, str | None]:
         except ValueError:
             return -1, None
     path = m.group(2)
-    return int(m.group(1)), path if path.startswith("/") else None
+    return -100 if m.group(1) == "AT_FDCWD" else int(m.group(1)), path if path.startswith("/") else None
 
 
 def _int(text: str) -> int:
@@ -292,14 +293,18 @@ def parse_strace(files: list[Path]) -> tuple[list[_Raw], float | None, float | N
         elif name == "close":
             pos.pop(key, None)
             raws.append(_Raw(t, dur, pid, "close", path))
-        elif name in ("read", "readv", "write"):
+        elif name in ("read", "readv", "write", "writev"):
             if ret > 0:
                 off = pos.get(key, 0)
-                raws.append(_Raw(t, dur, pid, "write" if name == "write" else "read", path, off, ret))
+                raws.append(_Raw(t, dur, pid, "read" if name.startswith("read") else "write", path, off, ret))
                 pos[key] = off + ret
-        elif name in ("pread64", "preadv", "pwrite64"):
+        elif name in ("pread64", "preadv", "preadv2", "pwrite64", "pwritev", "pwritev2") and len(a) > 3:
+            off = _int(a[3])
+            if off == -1:                           # preadv2/pwritev2 at the file position
+                off = pos.get(key, 0)
+                pos[key] = off + max(ret, 0)
             if ret > 0:
-                raws.append(_Raw(t, dur, pid, "write" if name == "pwrite64" else "read", path, _int(a[-1]), ret))
+                raws.append(_Raw(t, dur, pid, "read" if name.startswith("pread") else "write", path, off, ret))
         elif name == "mmap":
             raws.append(_Raw(t, dur, pid, "mmap", path, _int(a[-1]), _int(a[1])))
         elif name in ("fsync", "fdatasync"):
