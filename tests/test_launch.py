@@ -241,3 +241,29 @@ def test_run_beside_a_background_writer(tmp_path, capsys, monkeypatch):
     assert r["wall_s"]["n"] == 2 and r["background_write_mib_s"]["mean"] > 0
     assert "wall time (ms)" in capsys.readouterr().out
     assert list(target.iterdir()) == []                  # the background's scratch file is gone
+
+
+@needs_strace
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chroot)")
+def test_app_runs_the_installed_copy_in_a_chroot(tmp_path, capsys, monkeypatch):
+    """`run --app TRACE`: the recorded files, with their content, mtimes and the symbolic links the program
+    followed, are enough to launch it again from the target alone; removed afterwards."""
+    monkeypatch.setenv("SMARTIO_DB", str(tmp_path / "r.db"))
+    trace = tr.record(["/usr/bin/python3", "-c", "import json"], "/tmp", cold_residency=False)
+    assert "/lib64" in trace.header["symlinks"] or not os.path.islink("/lib64")
+    tfile = tmp_path / "t.launch"
+    trace.write(tfile)
+    target = tmp_path / "target"
+    target.mkdir()
+    out = tmp_path / "doc.json"
+    assert _cli("run", "--app", str(tfile), "--target", str(target), "--repeats", "2", "--json", str(out)) == 0, \
+        capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["app"] == str(tfile) and doc["argv"] == ["/usr/bin/python3", "-c", "import json"]
+    assert doc["results"]["wall_s"]["n"] == 2
+    assert list(target.iterdir()) == []
+    # A command the copy cannot run (a module the recording never imported) fails the run, exit 1.
+    rc = _cli("run", "--app", str(tfile), "--target", str(target), "--repeats", "1", "--",
+              "/usr/bin/python3", "-c", "import sqlite3")
+    assert rc == 1 and "exited with 1" in capsys.readouterr().err
+    assert list(target.iterdir()) == []

@@ -50,15 +50,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "For a launch that reads from the target, install the application there.",
                         epilog=EXIT_CODES)
     timing(r)
+    r.add_argument("--app", metavar="TRACE",
+                   help="install the application a trace recorded (its files, real content, and the symbolic "
+                        "links it followed) in --target and run it there in a chroot (root): a real launch "
+                        "from the target's filesystem, beside which `replay` of the same trace can be set. "
+                        "COMMAND defaults to the recorded one")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to launch")
     r.set_defaults(func=run)
 
     c = lsub.add_parser("record", help="record the file-level I/O of a command's start-up (strace)",
                         description="Runs COMMAND warm once, once under strace (opens, stats, reads and writes "
-                                    "with offsets and sizes, mmaps, fsyncs, think times), three times without "
-                                    "strace (its real warm time), and as root once cold to see which pages of "
-                                    "mapped files it faults in (mincore). Writes a JSON-lines trace; its format "
-                                    "is in the README.",
+                                    "with offsets and sizes, mmaps, fsyncs, think times), five times without "
+                                    "strace (its real warm time: the shortest), and as root once cold to see "
+                                    "which pages of mapped files it faults in (mincore). Writes a JSON-lines "
+                                    "trace; its format is in the README.",
                         epilog=EXIT_CODES)
     c.add_argument("-o", "--output", metavar="TRACE", help="trace file to write (required)")
     c.add_argument("--cwd", metavar="DIR", default=".", help="directory to run the command in (default .)")
@@ -113,12 +118,12 @@ def run(a: argparse.Namespace) -> int:
     from smartio.launch.measure import run_launch
     from smartio.results import Store
 
-    argv = _argv(a)
+    argv = _argv(a) if a.app is None or a.argv else []
     settings = _settings(a)
     if a.json:
         check_output_file("--json", a.json)
     Store(a.db).close()                       # a bad --db fails before anything runs
-    return _finish(a, run_launch(argv, a.target, settings, command=command_line()))
+    return _finish(a, run_launch(argv, a.target, settings, command=command_line(), app=a.app))
 
 
 def replay(a: argparse.Namespace) -> int:

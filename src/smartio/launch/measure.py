@@ -64,13 +64,18 @@ class Launcher(Protocol):
     def launch(self) -> float: ...
 
 
-def check_command(argv: list[str], cwd: str) -> None:
-    """The command exists and is executable, as it will be run in `cwd` (a relative path is taken from there)."""
+def check_command(argv: list[str], cwd: str, root: str | None = None) -> None:
+    """The command exists and is executable, as it will be run in `cwd` (a relative path is taken from there),
+    chrooted to `root` if given (then `cwd` is the host's path of the directory inside)."""
     if not argv:
         raise UsageError("--", "(missing)", "give the command to launch after `--`")
     exe = argv[0]
     if os.sep in exe:
-        ok = os.access(os.path.join(cwd, exe), os.X_OK) and not os.path.isdir(os.path.join(cwd, exe))
+        path = os.path.join(cwd, exe) if root is None or not exe.startswith("/") else root + exe
+        ok = os.access(path, os.X_OK) and not os.path.isdir(path)
+    elif root is not None:
+        ok = shutil.which(exe, path=os.pathsep.join(root + d for d in os.get_exec_path() if d.startswith("/"))) \
+            is not None
     else:
         ok = shutil.which(exe) is not None
     if not ok:
@@ -81,15 +86,25 @@ class CommandLauncher:
     """A real command, run in `cwd` with no input and its output discarded; a failure (exit code other than 0)
     fails the run, with the end of what it wrote to stderr."""
 
-    def __init__(self, argv: list[str], cwd: str) -> None:
-        check_command(argv, cwd)
-        self.argv, self.cwd = argv, cwd
+    def __init__(self, argv: list[str], cwd: str, root: str | None = None) -> None:
+        """`root`: run the command chrooted there (an installed copy, see replay.Installed), `cwd` inside it."""
+        check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
+        self.argv, self.cwd, self.root = argv, cwd, root
+
+    def _enter_root(self) -> None:          # in the child, before exec
+        assert self.root is not None
+        os.chroot(self.root)
+        os.chdir(self.cwd)
 
     def launch(self) -> float:
         with tempfile.TemporaryFile() as err:
             t0 = time.perf_counter()
-            proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=err)
+            if self.root is None:
+                proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=err)
+            else:
+                proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                        preexec_fn=self._enter_root)
             try:
                 rc = proc.wait()
             finally:
@@ -211,13 +226,30 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
 
 
 def run_launch(argv: list[str], target_path: str | None, settings: Settings, *, command: str,
-               progress: bool = True) -> dict[str, Any]:
-    """`smartio launch run`: time a real command, run in the target directory."""
+               app: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """`smartio launch run`: time a real command, run in the target directory; with `app` (a trace), the
+    recorded application installed in the target and run there in a chroot (its command unless `argv`)."""
+    from pathlib import Path
+
+    from smartio.launch.replay import Installed
+    from smartio.launch.trace import Trace
+
     settings.check()
-    launcher = CommandLauncher(argv, target_path or ".")
+    if app is None:
+        launcher = CommandLauncher(argv, target_path or ".")
+        target = _open_dir(target_path)
+        return measure(target, settings, launcher, what={"mode": "run", "argv": argv}, command=command,
+                       progress=progress)
+    if not is_root():
+        raise NeedsRootError("--app (running the installed copy in a chroot)")
+    trace = Trace.read(Path(app), "--app")
+    trace.header["path"] = app
+    argv = argv or list(trace.header.get("command") or [])
     target = _open_dir(target_path)
-    return measure(target, settings, launcher, what={"mode": "run", "argv": argv}, command=command,
-                   progress=progress)
+    with sigterm_as_interrupt(), Installed(trace, target.path) as inst:
+        launcher = CommandLauncher(argv, trace.header.get("cwd") or "/", root=str(inst.root))
+        return measure(target, settings, launcher, what={"mode": "run", "argv": argv, "app": app},
+                       command=command, progress=progress)
 
 
 def replay_launch(trace_path: str, target_path: str | None, settings: Settings, *, command: str,

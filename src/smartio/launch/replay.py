@@ -56,19 +56,26 @@ class Layout:
             for f in self.trace.files:
                 p = self.paths[f.id]
                 p.parent.mkdir(parents=True, exist_ok=True)
-                with open(p, "wb") as out:
-                    left = f.size
-                    while left > 0:
-                        n = min(left, CHUNK)
-                        out.write(pattern[:n])
-                        left -= n
-                    out.flush()
-                    os.fsync(out.fileno())
+                self._fill(p, f.size, f.path, pattern)
+            self._finish()
         except BaseException:
             self.remove()
             raise
         os.sync()
         return self
+
+    def _finish(self) -> None:
+        """What a layout needs beyond the files (an installed copy: its symbolic links and directories)."""
+
+    def _fill(self, path: Path, size: int, source: str, pattern: bytes) -> None:
+        with open(path, "wb") as out:
+            left = size
+            while left > 0:
+                n = min(left, CHUNK)
+                out.write(pattern[:n])
+                left -= n
+            out.flush()
+            os.fsync(out.fileno())
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -133,3 +140,39 @@ class Replayer:
             for fd in fds.values():
                 os.close(fd)
         return end - t0
+
+
+class Installed(Layout):
+    """The application a trace recorded, installed under `<dir>/.smartio-launch-<token>/` to be run there in a
+    chroot (`smartio launch run --app TRACE`): its files with their real content (copied from the paths they had
+    when recorded, which must still hold files of the recorded sizes), the symbolic links the program followed to
+    them, and its working directory. Only what the recorded launch opened, stat()ed or mapped is there: a launch
+    that goes another way (other arguments, files that changed) fails or reads less."""
+
+    def __enter__(self) -> Installed:
+        missing = [f.path for f in self.trace.files if not os.path.isfile(f.path) or os.path.getsize(f.path) != f.size]
+        if missing:
+            raise UsageError("--app", self.trace.header.get("path", "TRACE"), f"{len(missing)} of the recorded "
+                             f"files are gone or changed size since the recording (e.g. {missing[0]}); record again")
+        super().__enter__()
+        return self
+
+    def _fill(self, path: Path, size: int, source: str, pattern: bytes) -> None:
+        shutil.copyfile(source, path)
+        shutil.copystat(source, path)    # mode and times: Python checks a .pyc against its source's mtime
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+
+    def _finish(self) -> None:
+        for link, target in sorted(self.trace.header.get("symlinks", {}).items()):
+            where = self.root / link.lstrip("/")
+            # Never through a link that points out of the copy (an absolute target names a host path).
+            inside = os.path.realpath(where.parent) + os.sep
+            if not inside.startswith(str(self.root.resolve()) + os.sep):
+                continue
+            if where.is_symlink() or where.exists():
+                continue
+            where.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, where)
+        cwd = self.trace.header.get("cwd") or "/"
+        (self.root / cwd.lstrip("/")).mkdir(parents=True, exist_ok=True)

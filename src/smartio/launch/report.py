@@ -11,7 +11,7 @@ from smartio.report.tables import grid, pm
 def render(doc: dict[str, Any]) -> str:
     s, r, dev = doc["settings"], doc["results"], doc["device"]
     what = (f"replay of {doc['trace']['path']} ({shlex.join(doc['trace']['command'])})" if doc["mode"] == "replay"
-            else shlex.join(doc["argv"]))
+            else shlex.join(doc["argv"]) + (f" (installed from {doc['app']}, in a chroot)" if doc.get("app") else ""))
     bg = "idle device" if s["background"] == "none" else f"beside {s['background']}"
     lines = [f"Launch time: {what}; {s['cache']}, {bg}; {s['repeats']} repeats (mean [95 % CI])",
              f"  target {doc['target']['description']}; scheduler {doc.get('scheduler')}; kernel {doc['kernel']}"

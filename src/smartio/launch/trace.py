@@ -8,8 +8,10 @@
 
 1. A header: `{"format": "smartio-launch-trace", "version": 1, "command": [...], "cwd": ..., "recorded": ISO time,
    "kernel": ..., "tool": "strace ...", "traced_wall_s": the traced launch's wall time, "untraced_wall_s": the
-   median of 3 warm launches without strace, "think_scale": see below, "residency": how mapped pages were chosen,
-   "notes": [...]}`.
+   shortest of 5 warm launches without strace (the least disturbed by whatever else runs), "think_scale": see
+   below, "residency": how mapped pages were chosen, "executable": the command's absolute path, "symlinks":
+   {link: target} for every symbolic link met on the paths the program asked for (an installed copy, `run --app`,
+   recreates them), "notes": [...]}`.
 2. One line per file: `{"file": ID, "path": the real path (symlinks resolved), "size": bytes}`. Replay lays out a
    file of this size for each (its content is not recorded).
 3. One line per operation, in the order they started (all processes of the launch merged by time):
@@ -54,7 +56,6 @@ import os
 import platform
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
@@ -70,7 +71,7 @@ SYSCALLS = ("execve", "open", "openat", "close", "read", "pread64", "readv", "pr
             "pwrite64", "pwritev", "pwritev2", "lseek", "mmap", "fsync", "fdatasync", "newfstatat", "stat", "lstat",
             "statx", "dup", "dup2", "dup3", "fcntl")
 SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/")
-UNTRACED_RUNS = 3
+UNTRACED_RUNS = 5
 RESIDENCY_MINCORE, RESIDENCY_WHOLE = "mincore after a cold launch", "whole mapped range"
 
 
@@ -176,6 +177,7 @@ class _Raw:
     path: str | None
     offset: int = 0
     size: int = 0
+    asked: str | None = None          # open, stat, exec: the path as the program gave it (made absolute)
 
 
 def _fd(arg: str) -> tuple[int, str | None]:
@@ -260,13 +262,17 @@ def parse_strace(files: list[Path]) -> tuple[list[_Raw], float | None, float | N
             path = _string(a[0]) if a else None
             if path is not None:
                 first = t if first is None else first
-                raws.append(_Raw(t, dur, pid, "exec", path))
+                raws.append(_Raw(t, dur, pid, "exec", path, asked=path if path.startswith("/") else None))
             continue
         if name in ("open", "openat"):
             new = _fd(f"{ret}{ret_path or ''}")[1]
             if new is not None:
                 pos[(ret, new)] = 0
-                raws.append(_Raw(t, dur, pid, "open", new))
+                asked = _string(a[1] if name == "openat" else a[0]) if a else None
+                if asked and not asked.startswith("/"):
+                    base = _fd(a[0])[1] if name == "openat" else None
+                    asked = os.path.join(base, asked) if base else None
+                raws.append(_Raw(t, dur, pid, "open", new, asked=asked))
             continue
         if name in ("newfstatat", "stat", "lstat", "statx"):
             p = _string(a[1] if name in ("newfstatat", "statx") else a[0]) if a else None
@@ -277,7 +283,7 @@ def parse_strace(files: list[Path]) -> tuple[list[_Raw], float | None, float | N
                 if base is None:
                     continue
                 p = os.path.join(base, p)
-            raws.append(_Raw(t, dur, pid, "stat", os.path.normpath(p)))
+            raws.append(_Raw(t, dur, pid, "stat", os.path.normpath(p), asked=p))
             continue
         if not a:
             continue
@@ -316,9 +322,11 @@ def parse_strace(files: list[Path]) -> tuple[list[_Raw], float | None, float | N
 # Executables: a script's interpreter and an ELF's dynamic loader, which the kernel maps at execve
 
 
-def exec_chain(path: str) -> list[str]:
+def exec_chain(path: str, asked: set[str] | None = None) -> list[str]:
     """The files the kernel maps when it executes `path`: the interpreter of a `#!` script (and its loader), the
-    dynamic loader of an ELF executable (PT_INTERP), then the file itself."""
+    dynamic loader of an ELF executable (PT_INTERP), then the file itself. The interpreters' names as the files
+    give them (`/lib64/ld-linux-x86-64.so.2`, before symlinks are resolved) are added to `asked`."""
+    asked = set() if asked is None else asked
     chain: list[str] = []
     for _ in range(4):                   # the kernel allows a few levels of interpreters too
         try:
@@ -331,10 +339,12 @@ def exec_chain(path: str) -> list[str]:
             words = head[2:].split(b"\n", 1)[0].split()
             if not words:
                 break
+            asked.add(words[0].decode(errors="replace"))
             path = os.path.realpath(words[0].decode(errors="replace"))
             continue
         interp = _elf_interp(path, head)
         if interp:
+            asked.add(interp)
             chain.insert(0, os.path.realpath(interp))
         break
     return chain
@@ -443,6 +453,32 @@ def build(raws: list[_Raw], first: float, last: float, sizes: dict[str, int],
     return files, ops
 
 
+def symlinks_along(paths: set[str]) -> dict[str, str]:
+    """Every symbolic link met while resolving these absolute paths (`/lib` -> `usr/lib`, a venv's `bin/python`),
+    link -> target as the link holds it: an installed copy of a launch (`smartio launch run --app`) needs them to
+    find its files by the names the program asks for."""
+    links: dict[str, str] = {}
+
+    def walk(path: str, depth: int) -> None:
+        parts = [x for x in path.split("/") if x]
+        cur = "/"
+        for i, comp in enumerate(parts):
+            cur = os.path.join(cur, comp)
+            if depth < 40 and os.path.islink(cur):
+                try:
+                    target = os.readlink(cur)
+                except OSError:
+                    return
+                links[cur] = target
+                rest = "/".join(parts[i + 1:])
+                walk(os.path.normpath(os.path.join(os.path.dirname(cur), target, rest)), depth + 1)
+                return
+
+    for p in sorted(paths):
+        walk(os.path.normpath(p), 0)
+    return links
+
+
 def _file_sizes(raws: list[_Raw]) -> dict[str, int]:
     """Regular files that still exist, by real path, with their sizes (at least as far as the trace reached)."""
     sizes: dict[str, int] = {}
@@ -461,7 +497,7 @@ def _file_sizes(raws: list[_Raw]) -> dict[str, int]:
     return sizes
 
 
-def _resolve(raws: list[_Raw]) -> list[_Raw]:
+def _resolve(raws: list[_Raw], asked: set[str]) -> list[_Raw]:
     """Real paths (symlinks resolved), and each execve expanded into the files the kernel maps for it."""
     out: list[_Raw] = []
     for r in raws:
@@ -469,7 +505,7 @@ def _resolve(raws: list[_Raw]) -> list[_Raw]:
         if path is None:
             continue
         if r.op == "exec":
-            for p in exec_chain(os.path.realpath(path)):
+            for p in exec_chain(os.path.realpath(path), asked):
                 out.append(dataclasses.replace(r, path=p))
                 r = dataclasses.replace(r, dur=0.0)      # the execve's time once, with its first file
         else:
@@ -479,6 +515,13 @@ def _resolve(raws: list[_Raw]) -> list[_Raw]:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Recording
+
+
+def executable_of(name: str, cwd: str) -> str:
+    """The absolute path a command name runs: from PATH, or relative to `cwd` when it holds a slash."""
+    if os.sep in name:
+        return os.path.normpath(os.path.join(cwd, name))
+    return os.path.abspath(shutil.which(name) or name)
 
 
 def strace_path() -> str:
@@ -525,7 +568,10 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
         raws, first, last = parse_strace(sorted(Path(tmp).glob("st.*")))
     if first is None or last is None:
         raise SmartioError("strace saw no execve or no exit of the command; nothing recorded")
-    raws = _resolve(raws)
+    executable = executable_of(argv[0], cwd)
+    asked = {r.asked for r in raws if r.asked} | {executable}
+    raws = _resolve(raws, asked)
+    links = symlinks_along({p for p in asked if p.startswith("/") and not p.startswith(SKIP_PREFIXES)})
     sizes = _file_sizes(raws)
     untraced = []
     for i in range(UNTRACED_RUNS):
@@ -542,7 +588,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
             pages = resident_pages(p)
             residency[p] = pages if pages is not None else set(range((sizes[p] + PAGE - 1) // PAGE))
     files, ops = build(raws, first, last, sizes, residency)
-    wall = statistics.median(untraced)
+    wall = min(untraced)
     think = sum(o.think_s for o in ops)
     busy = sum(o.dur_s for o in ops)
     scale = min(1.0, max(0.0, (wall - busy) / think)) if think > 0 else 1.0
@@ -553,6 +599,8 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
         "traced_wall_s": round(last - first, 6), "traced_launch_s": round(traced, 6),
         "untraced_wall_s": round(wall, 6), "untraced_runs_s": [round(x, 6) for x in untraced],
         "think_scale": round(scale, 6),
+        "executable": executable,
+        "symlinks": links,
         "residency": RESIDENCY_MINCORE if residency is not None else RESIDENCY_WHOLE,
         "notes": ["page faults on mapped files are approximated by reading their resident pages at mmap/exec",
                   "processes are replayed one operation after another, in the order the operations started"],
