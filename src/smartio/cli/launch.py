@@ -16,6 +16,7 @@ EXIT_CODES = "Exit codes: 0 ok, 1 run failed (or the command did), 2 bad input, 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from smartio.launch import background
+    from smartio.launch.apps import APPS
 
     p = sub.add_parser("launch", help="application start-up time, cold or warm, beside background writes; "
                                       "record a start-up's file I/O and replay it",
@@ -66,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "trace; its format is in the README.",
                         epilog=EXIT_CODES)
     c.add_argument("-o", "--output", metavar="TRACE", help="trace file to write (required)")
+    c.add_argument("--app", metavar="NAME",
+                   help="record an application of the set that ships with smartio instead of COMMAND: "
+                        + "; ".join(f"{x.name}: {x.help}" for x in APPS.values()))
     c.add_argument("--cwd", metavar="DIR", default=".", help="directory to run the command in (default .)")
     c.add_argument("--no-cold", action="store_true",
                    help="skip the cold launch (which drops the page cache); mapped files are then replayed whole")
@@ -145,10 +149,19 @@ def record(a: argparse.Namespace) -> int:
     from smartio.launch.measure import check_command
     from smartio.launch.trace import record as record_trace
 
-    argv = _argv(a)
     if not a.output:
         raise UsageError("-o", "(missing)", "give the trace file to write")
     out = check_output_file("-o", a.output)
+    if a.app is not None:
+        from smartio.launch.apps import APPS
+
+        if a.argv and a.argv != ["--"]:
+            raise UsageError("--app", a.app, "give either --app or a COMMAND, not both")
+        if a.app not in APPS:
+            raise UsageError("--app", a.app, f"unknown; one of {', '.join(APPS)}")
+        argv, a.cwd = APPS[a.app].prepare()
+    else:
+        argv = _argv(a)
     if not os.path.isdir(a.cwd):
         raise UsageError("--cwd", a.cwd, "is not a directory")
     check_command(argv, a.cwd)

@@ -268,9 +268,20 @@ def replay_launch(trace_path: str, target_path: str | None, settings: Settings, 
             "files": len(trace.files), "mib": sum(f.size for f in trace.files) / (1 << 20),
             "think_scale": trace.think_scale, "residency": h.get("residency"),
             "untraced_wall_s": h.get("untraced_wall_s", 0.0), "recorded": h.get("recorded")}
-    with sigterm_as_interrupt(), Layout(trace, target.path) as layout:
-        return measure(target, settings, Replayer(trace, layout), what={"mode": "replay", "trace": info},
-                       command=command, progress=progress)
+    bar = Progress(None, stream=None if progress else io.StringIO())
+    with sigterm_as_interrupt():
+        try:
+            bar.begin(f"laying out {info['files']} files ({info['mib']:.1f} MiB) in {target.path}")
+            with Layout(trace, target.path) as layout:
+                bar.begin("calibrating think times (the operations alone, warm)")
+                replayer = Replayer(trace, layout)
+                info["calibration"] = replayer.calibrate()
+                info["think_scale"] = replayer.scale
+                bar.close()
+                return measure(target, settings, replayer, what={"mode": "replay", "trace": info},
+                               command=command, progress=progress)
+        finally:
+            bar.close()
 
 
 def _open_dir(path: str | None) -> Target:
