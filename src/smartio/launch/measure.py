@@ -18,6 +18,7 @@ import os
 import platform
 import shlex
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
@@ -84,39 +85,54 @@ def check_command(argv: list[str], cwd: str, root: str | None = None) -> None:
 
 class CommandLauncher:
     """A real command, run in `cwd` with no input and its output discarded; a failure (exit code other than 0)
-    fails the run, with the end of what it wrote to stderr."""
+    fails the run, with the end of what it wrote to stderr.
+
+    Timed from exec to exit: the child takes the time just before it execs (after fork, and the chroot of an
+    installed copy) and hands it to the parent through a pipe; the end is when the parent sees it exit. Forking
+    smartio itself (tens of MiB of Python) costs milliseconds that belong to no application's start-up."""
 
     def __init__(self, argv: list[str], cwd: str, root: str | None = None) -> None:
         """`root`: run the command chrooted there (an installed copy, see replay.Installed), `cwd` inside it."""
         check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
         self.argv, self.cwd, self.root = argv, cwd, root
+        self._stamp_fd = -1
 
-    def _enter_root(self) -> None:          # in the child, before exec
-        assert self.root is not None
-        os.chroot(self.root)
-        os.chdir(self.cwd)
+    def _before_exec(self) -> None:
+        """In the child, after fork, right before exec: only system calls, no locks (the parent has threads)."""
+        if self.root is not None:
+            os.chroot(self.root)
+            os.chdir(self.cwd)
+        os.write(self._stamp_fd, struct.pack("d", time.perf_counter()))
 
     def launch(self) -> float:
-        with tempfile.TemporaryFile() as err:
-            t0 = time.perf_counter()
-            if self.root is None:
-                proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=err)
-            else:
-                proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                        preexec_fn=self._enter_root)
-            try:
-                rc = proc.wait()
-            finally:
-                if proc.poll() is None:      # interrupted: do not leave it behind
-                    proc.kill()
-                    proc.wait()
-            elapsed = time.perf_counter() - t0
-            if rc != 0:
-                err.seek(0)
-                tail = err.read().decode(errors="replace").strip()[-800:]
-                raise SmartioError(f"`{shlex.join(self.argv)}` exited with {rc}" + (f": {tail}" if tail else ""))
-        return elapsed
+        r, w = os.pipe()
+        self._stamp_fd = w
+        try:
+            with tempfile.TemporaryFile() as err:
+                proc = subprocess.Popen(self.argv, cwd=self.cwd if self.root is None else None,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                        preexec_fn=self._before_exec)
+                os.close(w)
+                w = -1
+                try:
+                    rc = proc.wait()
+                finally:
+                    if proc.poll() is None:      # interrupted: do not leave it behind
+                        proc.kill()
+                        proc.wait()
+                end = time.perf_counter()
+                stamp = os.read(r, 8)
+                if rc != 0:
+                    err.seek(0)
+                    tail = err.read().decode(errors="replace").strip()[-800:]
+                    raise SmartioError(f"`{shlex.join(self.argv)}` exited with {rc}" + (f": {tail}" if tail else ""))
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        if len(stamp) != 8:
+            raise SmartioError(f"`{shlex.join(self.argv)}`: no exec time from the child")
+        return end - struct.unpack("d", stamp)[0]
 
 
 def drop_caches() -> None:

@@ -553,7 +553,7 @@ def _launch(argv: list[str], cwd: str, prefix: list[str] | None = None) -> float
 def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) -> Trace:
     """Record the start-up of `argv` (run in `cwd`): a warm-up launch, one launch under strace, three untraced
     launches for the time without strace, and (`cold_residency`, root) one cold launch to see its mapped pages."""
-    from smartio.launch.measure import drop_caches
+    from smartio.launch.measure import CommandLauncher, drop_caches
 
     strace = strace_path()
     say = say or (lambda m: None)
@@ -574,9 +574,10 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
     links = symlinks_along({p for p in asked if p.startswith("/") and not p.startswith(SKIP_PREFIXES)})
     sizes = _file_sizes(raws)
     untraced = []
+    launcher = CommandLauncher(argv, cwd)         # timed as `smartio launch run` times it
     for i in range(UNTRACED_RUNS):
         say(f"untraced launch {i + 1}/{UNTRACED_RUNS}")
-        untraced.append(_launch(argv, cwd))
+        untraced.append(launcher.launch())
     residency: dict[str, set[int]] | None = None
     if cold_residency:
         say("cold launch, for the pages of mapped files (mincore)")
