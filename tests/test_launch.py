@@ -267,3 +267,63 @@ def test_app_runs_the_installed_copy_in_a_chroot(tmp_path, capsys, monkeypatch):
               "/usr/bin/python3", "-c", "import sqlite3")
     assert rc == 1 and "exited with 1" in capsys.readouterr().err
     assert list(target.iterdir()) == []
+
+
+def test_calibration_scales_think_time_to_the_untraced_launch(tmp_path):
+    """Replay's think times add up to the untraced wall time less what the operations take here."""
+    ops = [tr.Op("open", 0), tr.Op("read", 0, 0, 4096, think_s=0.05), tr.Op("exit", None, think_s=0.05)]
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "untraced_wall_s": 0.04, "think_scale": 1.0},
+                 [tr.FileEntry(0, "/x/y", 4096)], ops)
+    with Layout(t, str(tmp_path)) as layout:
+        r = Replayer(t, layout)
+        cal = r.calibrate()
+        assert cal["ops_warm_s"] < 0.01 and cal["think_recorded_s"] == pytest.approx(0.1)
+        assert r.scale == pytest.approx((0.04 - cal["ops_warm_s"]) / 0.1, abs=1e-4)
+        assert 0.035 < r.launch() < 0.08
+    t.header["untraced_wall_s"] = 1.0                  # more than strace saw: never stretched beyond 1
+    with Layout(t, str(tmp_path)) as layout:
+        r = Replayer(t, layout)
+        r.calibrate()
+        assert r.scale == 1.0
+
+
+def test_installed_copy_never_follows_a_link_out_of_itself(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"12345")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    f = str(src / "f")
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "cwd": "/work",
+                  "symlinks": {"/abs": str(outside), "/abs/escape": "x", "/rel": "abs", f + ".link": "f"}},
+                 [tr.FileEntry(0, f, 5)], [tr.Op("exit", None)])
+    target = tmp_path / "target"
+    target.mkdir()
+    from smartio.launch.replay import Installed
+
+    with Installed(t, str(target)) as inst:
+        assert (inst.root / f.lstrip("/")).read_bytes() == b"12345"
+        assert os.readlink(inst.root / "abs") == str(outside) and os.readlink(inst.root / "rel") == "abs"
+        assert os.readlink(inst.root / (f + ".link").lstrip("/")) == "f"
+        assert (inst.root / "work").is_dir()
+    assert list(outside.iterdir()) == []               # /abs/escape was not made through /abs
+    assert list(target.iterdir()) == []
+
+
+def test_command_is_timed_from_exec_to_exit(tmp_path):
+    from smartio.launch.measure import CommandLauncher
+
+    wall = CommandLauncher(["sleep", "0.2"], str(tmp_path)).launch()
+    assert 0.2 <= wall < 0.35
+
+
+@needs_strace
+def test_record_follows_child_processes(tmp_path):
+    data = tmp_path / "data.txt"
+    data.write_bytes(b"x" * 10000)
+    t = tr.record(["/bin/sh", "-c", f"cat {data} > /dev/null; head -c 100 {data} > /dev/null"], str(tmp_path),
+                  cold_residency=False)
+    fid = next(f.id for f in t.files if f.path == str(data))
+    reads = [o for o in t.ops if o.file == fid and o.op == "read"]
+    assert sum(o.size for o in reads) == 10000 + 100 and len({o.pid for o in reads}) == 2
+    assert [o.offset for o in reads][0] == 0 and t.files[fid].size == 10000
