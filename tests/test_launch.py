@@ -241,6 +241,8 @@ def test_run_beside_a_background_writer(tmp_path, capsys, monkeypatch):
     assert r["wall_s"]["n"] == 2 and r["background_write_mib_s"]["mean"] > 0
     assert "wall time (ms)" in capsys.readouterr().out
     assert list(target.iterdir()) == []                  # the background's scratch file is gone
+    assert main(["results", "show", str(doc["id"])]) == 0      # the stored document renders as the run printed it
+    assert "seq-write (MiB/s)" in capsys.readouterr().out
 
 
 @needs_strace
