@@ -75,8 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--transactions", type=int, metavar="N",
                    help=f"transactions per repeat (default {sq.VM_TX[0]}, --quick {sq.VM_TX[1]})")
     q.add_argument("--time-scale", type=float, default=sq.DEFAULT_TIME_SCALE, metavar="X",
-                   help=f"the profile's time scale for this experiment (default {sq.DEFAULT_TIME_SCALE:g}; "
-                        "see README)")
+                   help=f"the profile's time scale for this experiment and for launch (default "
+                        f"{sq.DEFAULT_TIME_SCALE:g}; see README)")
     g = p.add_argument_group("--experiment launch (default schedulers: " + la.DEFAULT_SCHEDULERS + ")")
     g.add_argument("--apps", metavar="LIST", help=f"applications of the set (default {','.join(la.APPS)}; "
                                                   "--quick python-stdlib)")
@@ -117,7 +117,7 @@ def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
 def compare(a: argparse.Namespace) -> int:
     if a.experiment == "launch":
         doc, out = la.run_launch_compare(launch_plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
-                                         command=command_line(), stream=sys.stderr.buffer)
+                                         command=command_line(), time_scale=a.time_scale, stream=sys.stderr.buffer)
         print(la.render(doc))
         print(f"\ncompare.json in {out}", file=sys.stderr)
         return 0
