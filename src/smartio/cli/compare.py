@@ -33,9 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                               "2 bad input.")
     p.add_argument("--profile", default="s5-emmc", metavar="NAME",
                    help="emulated flash profile (see `smartio flashdev profiles`; default s5-emmc)")
-    p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS, metavar="LIST",
+    p.add_argument("--schedulers", metavar="LIST",
                    help=f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets tunables after "
-                        f"switching (default {DEFAULT_SCHEDULERS})")
+                        f"switching (default {DEFAULT_SCHEDULERS}; for launch {la.DEFAULT_SCHEDULERS})")
     p.add_argument("--experiment", default="slowdown", choices=(*EXPERIMENTS, "sqlite", "launch"),
                    help="slowdown (Figure 11), mixed (Figure 12), both, sqlite (seed 002's Table 2 and "
                         "Figure 4 per filesystem and optimisation), or launch (application start-up, real and "
@@ -99,12 +99,13 @@ def sqlite_plan_from_args(a: argparse.Namespace) -> sq.SqlitePlan:
 
 
 def plan_from_args(a: argparse.Namespace) -> Plan:
-    return Plan(schedulers=parse_schedulers(a.schedulers), experiment=a.experiment, streams=a.streams,
+    return Plan(schedulers=parse_schedulers(DEFAULT_SCHEDULERS if a.schedulers is None else a.schedulers), experiment=a.experiment,
+                streams=a.streams,
                 quick=a.quick, repeats=a.repeats, size=a.size, mixes=a.mixes, nr_requests=a.nr_requests)
 
 
 def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
-    schedulers = la.DEFAULT_SCHEDULERS if a.schedulers == DEFAULT_SCHEDULERS else a.schedulers
+    schedulers = la.DEFAULT_SCHEDULERS if a.schedulers is None else a.schedulers
     return la.LaunchPlan(
         schedulers=parse_schedulers(schedulers),
         apps=_list(a.apps) if a.apps else ("python-stdlib",) if a.quick else la.APPS,
