@@ -100,7 +100,8 @@ def sqlite_plan_from_args(a: argparse.Namespace) -> sq.SqlitePlan:
 
 def plan_from_args(a: argparse.Namespace) -> Plan:
     schedulers = DEFAULT_SCHEDULERS if a.schedulers is None else a.schedulers
-    return Plan(schedulers=parse_schedulers(schedulers), experiment=a.experiment, streams=a.streams, quick=a.quick, repeats=a.repeats, size=a.size, mixes=a.mixes, nr_requests=a.nr_requests)
+    return Plan(schedulers=parse_schedulers(schedulers), experiment=a.experiment, streams=a.streams, quick=a.quick,
+                repeats=a.repeats, size=a.size, mixes=a.mixes, nr_requests=a.nr_requests)
 
 
 def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
