@@ -47,8 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     r = lsub.add_parser("run", help="time a real command's start-up: exec to exit",
                         description="Wall time from exec to exit of COMMAND, run in --target with no input and its "
-                                    "output discarded; mean, 95 %% interval, min and max over --repeats launches. "
-                                    "For a launch that reads from the target, install the application there.",
+                                    "output discarded; mean, 95 % interval, min and max over --repeats launches. "
+                                    "For a launch that reads from the target, install the application there, or "
+                                    "use --app.",
                         epilog=EXIT_CODES)
     timing(r)
     r.add_argument("--app", metavar="TRACE",
