@@ -66,6 +66,7 @@ def test_parse_strace_tracks_positions_offsets_and_skips_failures(tmp_path):
         ("read", "/w/data.bin", 8192, 20),
         ("read", "/w/data.bin", 4106, 5),          # the dup'ed fd starts at the position of the one it copies
         ("mmap", "/w/data.bin", 4096, 8192),
+        ("lookup", "/missing", 0, 0),                # a failed lookup still reads directories when cold
         ("stat", "/w/sub/x.py", 0, 0),
         ("write", "/w/data.bin", 100, 30),
         ("fsync", "/w/data.bin", 0, 0),
@@ -140,6 +141,8 @@ def _expected(trace: tr.Trace, repeats: int) -> list[tuple]:
     for o in trace.ops:
         if o.op == "stat":
             one.append(("stat", path[o.file], 0, 0))
+        elif o.op == "lookup":
+            one.append(("lookup", o.path, 0, 0))
         elif o.op in ("read", "write"):
             one.append((o.op, path[o.file], o.offset, o.size))
         elif o.op in ("fsync",):
@@ -159,6 +162,9 @@ def test_issue14_replay_reproduces_recorded_operations(tmp_path):
     assert any(p.endswith("json/__init__.py") for p in files)
     assert any(o.op == "read" for o in trace.ops) and any(o.op == "exec" for o in trace.ops)
     assert trace.ops[-1].op == "exit" and 0 < trace.think_scale <= 1
+    assert any(o.op == "lookup" for o in trace.ops)          # Python probes paths that do not exist
+    libdir = os.path.dirname(next(p for p in files if p.endswith("json/__init__.py")))
+    assert trace.header["dirs"][libdir] == len(os.listdir(libdir))
     tfile = tmp_path / "t.launch"
     trace.write(tfile)
     trace = tr.Trace.read(tfile)
@@ -167,6 +173,7 @@ def test_issue14_replay_reproduces_recorded_operations(tmp_path):
     with Layout(trace, str(scratch)) as layout:
         for f in trace.files:
             assert layout.paths[f.id].stat().st_size == f.size
+        assert len(os.listdir(layout.root / libdir.lstrip("/"))) == trace.header["dirs"][libdir]
         code = ("import sys; from pathlib import Path; from smartio.launch.trace import Trace; "
                 "from smartio.launch.replay import Layout, Replayer; t = Trace.read(Path(sys.argv[1])); "
                 "r = Replayer(t, Layout(t, '', root=Path(sys.argv[2]))); r.launch(); r.launch()")
@@ -177,7 +184,7 @@ def test_issue14_replay_reproduces_recorded_operations(tmp_path):
         raws, _, _ = tr.parse_strace(sorted(tmp_path.glob("st.*")))
         root = str(layout.root)
         seen = [(r.op, r.path[len(root):], r.offset, r.size) for r in raws
-                if r.path and r.path.startswith(root + "/") and r.op in ("stat", "read", "write", "fsync")]
+                if r.path and r.path.startswith(root + "/") and r.op in ("stat", "lookup", "read", "write", "fsync")]
         opened = {r.path[len(root):] for r in raws if r.op == "open" and r.path and r.path.startswith(root)}
     assert not layout.root.exists()
     assert seen == _expected(trace, repeats=2)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from smartio.errors import UsageError
-from smartio.launch.trace import Trace
+from smartio.launch.trace import PAD_MAX, Trace
 from smartio.units import mib
 
 SCRATCH_PREFIX = ".smartio-launch-"
@@ -57,12 +57,25 @@ class Layout:
                 p = self.paths[f.id]
                 p.parent.mkdir(parents=True, exist_ok=True)
                 self._fill(p, f.size, f.path, pattern)
+            self._pad_directories()
             self._finish()
         except BaseException:
             self.remove()
             raise
         os.sync()
         return self
+
+    def _pad_directories(self) -> None:
+        """Every directory the launch went through, with as many entries as it had when recorded (empty files
+        `.smartio-pad-N`, at most PAD_MAX per directory): a cold lookup then reads as many directory blocks."""
+        for d, n in sorted(self.trace.header.get("dirs", {}).items()):
+            where = self.root / d.lstrip("/")
+            if not os.path.realpath(where).startswith(str(self.root.resolve())):
+                continue
+            where.mkdir(parents=True, exist_ok=True)
+            have = sum(1 for _ in os.scandir(where))
+            for i in range(have, min(int(n), PAD_MAX)):
+                os.close(os.open(where / f".smartio-pad-{i}", os.O_CREAT | os.O_WRONLY, 0o600))
 
     def _finish(self) -> None:
         """What a layout needs beyond the files (an installed copy: its symbolic links and directories)."""
@@ -113,6 +126,7 @@ class Replayer:
 
     def launch(self) -> float:
         paths = self.layout.paths
+        root = str(self.layout.root)
         fds: dict[int, int] = {}
         buf = self.buf
         clock = time.perf_counter
@@ -126,6 +140,13 @@ class Replayer:
                 if kind == "exit":
                     end = clock()
                     break
+                if kind == "lookup":
+                    try:
+                        os.stat(root + (op.path or ""))
+                    except OSError:
+                        pass
+                    end = clock()
+                    continue
                 assert fid is not None            # only exit has no file (checked when the trace is read)
                 if kind == "stat":
                     os.stat(paths[fid])

@@ -66,10 +66,12 @@ from smartio.errors import MissingToolError, SmartioError, UsageError
 
 FORMAT, VERSION = "smartio-launch-trace", 1
 PAGE = 4096
-OPS = ("exec", "open", "stat", "close", "read", "write", "mmap", "fsync", "fdatasync", "exit")
+OPS = ("exec", "open", "stat", "lookup", "close", "read", "write", "mmap", "fsync", "fdatasync", "exit")
 SYSCALLS = ("execve", "open", "openat", "close", "read", "pread64", "readv", "preadv", "preadv2", "write", "writev",
             "pwrite64", "pwritev", "pwritev2", "lseek", "mmap", "fsync", "fdatasync", "newfstatat", "stat", "lstat",
-            "statx", "dup", "dup2", "dup3", "fcntl")
+            "statx", "access", "faccessat", "faccessat2", "dup", "dup2", "dup3", "fcntl")
+PATH_CALLS = ("open", "openat", "newfstatat", "stat", "lstat", "statx", "access", "faccessat", "faccessat2")
+PAD_MAX = 10000          # entries replay's layout adds to one directory at most (see Layout)
 SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/")
 UNTRACED_RUNS = 5
 RESIDENCY_MINCORE, RESIDENCY_WHOLE = "mincore after a cold launch", "whole mapped range"
@@ -92,12 +94,15 @@ class Op:
     dur_s: float = 0.0
     pid: int = 0
     extents: tuple[tuple[int, int], ...] = ()
+    path: str | None = None           # lookup: the path looked up
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"op": self.op, "file": self.file, "offset": self.offset, "size": self.size,
                              "think_s": round(self.think_s, 7), "dur_s": round(self.dur_s, 7), "pid": self.pid}
         if self.op in ("mmap", "exec"):
             d["extents"] = [list(e) for e in self.extents]
+        if self.op == "lookup":
+            d["path"] = self.path
         return d
 
 
@@ -145,7 +150,8 @@ class Trace:
                 elif d.get("op") in OPS:
                     ops.append(Op(d["op"], None if d["file"] is None else int(d["file"]), int(d["offset"]),
                                   int(d["size"]), float(d["think_s"]), float(d["dur_s"]), int(d.get("pid", 0)),
-                                  tuple((int(o), int(n_)) for o, n_ in d.get("extents", ()))))
+                                  tuple((int(o), int(n_)) for o, n_ in d.get("extents", ())),
+                                  str(d["path"]) if d["op"] == "lookup" else None))
                 else:
                     raise ValueError(f"line {n}: neither a file nor a known operation")
         except (KeyError, TypeError, ValueError) as e:
@@ -229,6 +235,22 @@ def _string(arg: str) -> str | None:
     return m.group(1).encode().decode("unicode_escape") if m else None
 
 
+def _asked(name: str, a: list[str]) -> str | None:
+    """The absolute, normalised path a path call names (relative ones joined to their directory fd's path)."""
+    if not a:
+        return None
+    at = name in ("openat", "newfstatat", "statx", "faccessat", "faccessat2")
+    p = _string(a[1] if at and len(a) > 1 else a[0])
+    if not p:
+        return None
+    if not p.startswith("/"):
+        base = _fd(a[0])[1] if at else None
+        if base is None:
+            return None
+        p = os.path.join(base, p)
+    return os.path.normpath(p)
+
+
 def parse_strace(files: list[Path]) -> tuple[list[_Raw], float | None, float | None]:
     """Operations of all processes, in the order they started, and the launch's first and last times (the first
     execve, the last exit)."""
@@ -255,9 +277,18 @@ def parse_strace(files: list[Path]) -> tuple[list[_Raw], float | None, float | N
             continue
         _, name, argtext, ret_s, ret_path, dur_s = m.groups()
         ret, dur = _int(ret_s), float(dur_s)
-        if ret < 0:
-            continue
         a = _args(argtext)
+        if ret < 0:
+            if name in PATH_CALLS:
+                p = _asked(name, a)
+                if p is not None:
+                    raws.append(_Raw(t, dur, pid, "lookup", p, asked=p))
+            continue
+        if name in ("access", "faccessat", "faccessat2"):
+            p = _asked(name, a)
+            if p is not None:
+                raws.append(_Raw(t, dur, pid, "stat", p, asked=p))
+            continue
         if name == "execve":
             path = _string(a[0]) if a else None
             if path is not None:
@@ -430,6 +461,10 @@ def build(raws: list[_Raw], first: float, last: float, sizes: dict[str, int],
     ops: list[Op] = []
     end = first
     for r in raws:
+        if r.op == "lookup" and r.path is not None:
+            ops.append(Op("lookup", None, think_s=max(0.0, r.t - end), dur_s=r.dur, pid=r.pid, path=r.path))
+            end = max(end, r.t + r.dur)
+            continue
         if r.path is None or r.path not in sizes:
             continue
         if r.path not in ids:
@@ -483,7 +518,8 @@ def _file_sizes(raws: list[_Raw]) -> dict[str, int]:
     """Regular files that still exist, by real path, with their sizes (at least as far as the trace reached)."""
     sizes: dict[str, int] = {}
     for r in raws:
-        if r.path is None or r.path in sizes or r.path.startswith(SKIP_PREFIXES) or r.path.endswith(" (deleted)"):
+        if r.path is None or r.path in sizes or r.path.startswith(SKIP_PREFIXES) or r.path.endswith(" (deleted)") \
+                or r.op == "lookup":
             continue
         try:
             st = os.stat(r.path)
@@ -497,12 +533,44 @@ def _file_sizes(raws: list[_Raw]) -> dict[str, int]:
     return sizes
 
 
+def _real_lookup(path: str) -> str:
+    """A path that did not resolve, with its deepest existing ancestor's symlinks resolved: where replay's layout
+    (which has no symlinks) makes the same lookup fail in the same directory."""
+    head, rest = path, ""
+    while head != "/" and not os.path.exists(head):
+        head, tail = os.path.split(head)
+        rest = os.path.join(tail, rest) if rest else tail
+    return os.path.normpath(os.path.join(os.path.realpath(head), rest)) if rest else os.path.realpath(head)
+
+
+def directory_sizes(paths: set[str]) -> dict[str, int]:
+    """Entries of every existing directory on these paths (theirs and their ancestors'): a cold lookup in a
+    directory of thousands of entries reads more blocks than one in a directory of three."""
+    dirs: dict[str, int] = {}
+    for p in paths:
+        d = os.path.dirname(p)
+        while d and d not in dirs:
+            if os.path.isdir(d) and not d.startswith(SKIP_PREFIXES):
+                try:
+                    dirs[d] = sum(1 for _ in os.scandir(d))
+                except OSError:
+                    pass
+            if d == "/":
+                break
+            d = os.path.dirname(d)
+    return dirs
+
+
 def _resolve(raws: list[_Raw], asked: set[str]) -> list[_Raw]:
     """Real paths (symlinks resolved), and each execve expanded into the files the kernel maps for it."""
     out: list[_Raw] = []
     for r in raws:
         path = r.path
         if path is None:
+            continue
+        if r.op == "lookup":
+            if not path.startswith(SKIP_PREFIXES):
+                out.append(dataclasses.replace(r, path=_real_lookup(path)))
             continue
         if r.op == "exec":
             for p in exec_chain(os.path.realpath(path), asked):
@@ -589,6 +657,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
             pages = resident_pages(p)
             residency[p] = pages if pages is not None else set(range((sizes[p] + PAGE - 1) // PAGE))
     files, ops = build(raws, first, last, sizes, residency)
+    dirs = directory_sizes({f.path for f in files} | {o.path for o in ops if o.path})
     wall = min(untraced)
     think = sum(o.think_s for o in ops)
     busy = sum(o.dur_s for o in ops)
@@ -602,6 +671,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
         "think_scale": round(scale, 6),
         "executable": executable,
         "symlinks": links,
+        "dirs": dirs,
         "residency": RESIDENCY_MINCORE if residency is not None else RESIDENCY_WHOLE,
         "notes": ["page faults on mapped files are approximated by reading their resident pages at mmap/exec",
                   "processes are replayed one operation after another, in the order the operations started"],
