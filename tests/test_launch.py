@@ -14,7 +14,7 @@ import pytest
 
 from smartio.cli import main
 from smartio.launch import trace as tr
-from smartio.launch.replay import CHUNK, Layout, Replayer
+from smartio.launch.replay import FAULT_CHUNK, Layout, Replayer
 
 STRACE = shutil.which("strace") or ""
 needs_strace = pytest.mark.skipif(not STRACE, reason="strace is not installed (scripts/install-deps installs it)")
@@ -148,8 +148,8 @@ def _expected(trace: tr.Trace, repeats: int) -> list[tuple]:
         elif o.op in ("fsync",):
             one.append(("fsync", path[o.file], 0, 0))
         elif o.op in ("mmap", "exec"):
-            one += [("read", path[o.file], x, min(CHUNK, off + n - x)) for off, n in o.extents
-                    for x in range(off, off + n, CHUNK)]
+            one += [("read", path[o.file], x, min(FAULT_CHUNK, off + n - x)) for off, n in o.extents
+                    for x in range(off, off + n, FAULT_CHUNK)]
     return one * repeats
 
 

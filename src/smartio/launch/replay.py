@@ -26,6 +26,11 @@ from smartio.units import mib
 
 SCRATCH_PREFIX = ".smartio-launch-"
 CHUNK = 1 << 20
+# Mapped pages are read as the kernel's fault path reads them: a page fault on a file mapping that misses the page
+# cache reads the readahead window around it (mm/filemap.c, do_sync_mmap_readahead: ra_pages, 128 KiB by default),
+# synchronously, one window per fault. Replay reads each mapped extent in windows of this size through a second fd
+# with POSIX_FADV_RANDOM, so that no readahead makes the reads larger or asynchronous.
+FAULT_CHUNK = 128 << 10
 
 
 class Layout:
@@ -128,6 +133,7 @@ class Replayer:
         paths = self.layout.paths
         root = str(self.layout.root)
         fds: dict[int, int] = {}
+        mfds: dict[int, int] = {}             # per file, the fd its mapped pages are read through
         buf = self.buf
         clock = time.perf_counter
         t0 = end = clock()
@@ -166,16 +172,20 @@ class Replayer:
                     elif kind == "write":
                         os.pwritev(fd, [buf[:op.size]], op.offset)
                     elif kind in ("mmap", "exec"):
+                        mfd = mfds.get(fid, -1)
+                        if mfd < 0 and op.extents:
+                            mfd = mfds[fid] = os.open(paths[fid], os.O_RDONLY)
+                            os.posix_fadvise(mfd, 0, 0, os.POSIX_FADV_RANDOM)
                         for off, n in op.extents:
-                            for o in range(off, off + n, CHUNK):
-                                os.preadv(fd, [buf[:min(CHUNK, off + n - o)]], o)
+                            for o in range(off, off + n, FAULT_CHUNK):
+                                os.preadv(mfd, [buf[:min(FAULT_CHUNK, off + n - o)]], o)
                     elif kind == "fsync":
                         os.fsync(fd)
                     elif kind == "fdatasync":
                         os.fdatasync(fd)
                 end = clock()
         finally:
-            for fd in fds.values():
+            for fd in (*fds.values(), *mfds.values()):
                 os.close(fd)
         return end - t0
 

@@ -37,7 +37,8 @@ resident afterwards: these are the pages the start-up faulted in, with the kerne
 `exec` operation's `extents` are its mapped range's resident pages that no earlier operation of the trace read
 (`"residency": "mincore after a cold launch"`). Without root the whole mapped range, clipped to the file's size,
 is taken (`"residency": "whole mapped range"`), which overstates a cold start-up's reads. Either way replay reads
-the pages when the mapping is made; the real faults come spread over the think time after it.
+the pages when the mapping is made, in 128 KiB windows as the kernel's fault read-around does; the real faults
+come spread over the think time after it.
 
 Think times are the gaps between operations; under strace they include strace's own cost (two ptrace stops per
 traced call). `think_scale` corrects for it: (untraced wall time − the operations' durations) / the sum of think
