@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from smartio.compare import sqlite as sq
+from smartio.compare import launch as la, sqlite as sq
 from smartio.compare.report import render
 from smartio.compare.run import run_compare
 from smartio.compare.spec import (
@@ -33,12 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                               "2 bad input.")
     p.add_argument("--profile", default="s5-emmc", metavar="NAME",
                    help="emulated flash profile (see `smartio flashdev profiles`; default s5-emmc)")
-    p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS, metavar="LIST",
+    p.add_argument("--schedulers", metavar="LIST",
                    help=f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets tunables after "
-                        f"switching (default {DEFAULT_SCHEDULERS})")
-    p.add_argument("--experiment", default="slowdown", choices=(*EXPERIMENTS, "sqlite"),
-                   help="slowdown (Figure 11), mixed (Figure 12), both, or sqlite (seed 002's Table 2 and "
-                        "Figure 4 per filesystem and optimisation; see the options below) (default slowdown)")
+                        f"switching (default {DEFAULT_SCHEDULERS}; for launch {la.DEFAULT_SCHEDULERS})")
+    p.add_argument("--experiment", default="slowdown", choices=(*EXPERIMENTS, "sqlite", "launch"),
+                   help="slowdown (Figure 11), mixed (Figure 12), both, sqlite (seed 002's Table 2 and "
+                        "Figure 4 per filesystem and optimisation), or launch (application start-up, real and "
+                        "replayed, cold and warm, idle and beside background writes); see the options below "
+                        "(default slowdown)")
     p.add_argument("--streams", type=int, default=1, choices=STREAMS,
                    help="readers and writers of the slowdown experiment (4 = 4R4W; default 1)")
     p.add_argument("--quick", action="store_true",
@@ -73,8 +75,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--transactions", type=int, metavar="N",
                    help=f"transactions per repeat (default {sq.VM_TX[0]}, --quick {sq.VM_TX[1]})")
     q.add_argument("--time-scale", type=float, default=sq.DEFAULT_TIME_SCALE, metavar="X",
-                   help=f"the profile's time scale for this experiment (default {sq.DEFAULT_TIME_SCALE:g}; "
-                        "see README)")
+                   help=f"the profile's time scale for this experiment and for launch (default "
+                        f"{sq.DEFAULT_TIME_SCALE:g}; see README)")
+    g = p.add_argument_group("--experiment launch (default schedulers: " + la.DEFAULT_SCHEDULERS + ")")
+    g.add_argument("--apps", metavar="LIST", help=f"applications of the set (default {','.join(la.APPS)}; "
+                                                  "--quick python-stdlib)")
+    g.add_argument("--backgrounds", metavar="LIST", help=f"of {','.join(la.BACKGROUNDS)} (default none,"
+                                                         f"{la.HEADLINE_BG})")
+    g.add_argument("--caches", metavar="LIST", help="cold,warm (default both; --quick cold)")
+    g.add_argument("--modes", metavar="LIST", help="real,replay (default both)")
     p.set_defaults(func=compare)
 
 
@@ -90,11 +99,29 @@ def sqlite_plan_from_args(a: argparse.Namespace) -> sq.SqlitePlan:
 
 
 def plan_from_args(a: argparse.Namespace) -> Plan:
-    return Plan(schedulers=parse_schedulers(a.schedulers), experiment=a.experiment, streams=a.streams,
-                quick=a.quick, repeats=a.repeats, size=a.size, mixes=a.mixes, nr_requests=a.nr_requests)
+    schedulers = DEFAULT_SCHEDULERS if a.schedulers is None else a.schedulers
+    return Plan(schedulers=parse_schedulers(schedulers), experiment=a.experiment, streams=a.streams, quick=a.quick,
+                repeats=a.repeats, size=a.size, mixes=a.mixes, nr_requests=a.nr_requests)
+
+
+def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
+    schedulers = la.DEFAULT_SCHEDULERS if a.schedulers is None else a.schedulers
+    return la.LaunchPlan(
+        schedulers=parse_schedulers(schedulers),
+        apps=_list(a.apps) if a.apps else ("python-stdlib",) if a.quick else la.APPS,
+        backgrounds=_list(a.backgrounds) if a.backgrounds else ("none", la.HEADLINE_BG),
+        caches=_list(a.caches) if a.caches else ("cold",) if a.quick else la.CACHES,
+        modes=_list(a.modes) if a.modes else la.MODES,
+        repeats=a.repeats or (1 if a.quick else 3), nr_requests=a.nr_requests)
 
 
 def compare(a: argparse.Namespace) -> int:
+    if a.experiment == "launch":
+        doc, out = la.run_launch_compare(launch_plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
+                                         command=command_line(), time_scale=a.time_scale, stream=sys.stderr.buffer)
+        print(la.render(doc))
+        print(f"\ncompare.json in {out}", file=sys.stderr)
+        return 0
     if a.experiment == "sqlite":
         from smartio.compare.sqlite_report import render as render_sqlite
 
