@@ -173,3 +173,31 @@ def test_writer_jobset_is_buffered_and_allocates(tmp_path: Path) -> None:
 
     text = writer_jobset(tmp_path / "bg", 8 << 20).jobfile()
     assert "direct=0" in text and "fallocate=none" in text and "rw=write" in text and "time_based" in text
+
+
+def test_background_fio_stops_with_results() -> None:
+    """The writer runs until stopped and still reports what it wrote (fio answers SIGINT with its JSON). On /dev/shm,
+    so that the test writes nothing to a disk."""
+    import os
+    import shutil
+    import time
+
+    from smartio.engine.fio import BackgroundFio, FioEngine
+    from smartio.qasio.run import wait_for_writer, writer_jobset
+
+    shm = Path("/dev/shm")
+    if shutil.which("fio") is None or not os.access(shm, os.W_OK):
+        pytest.skip("needs fio and a writable /dev/shm")
+    path = shm / f"smartio-qasio-test-{os.getpid()}"
+    w = BackgroundFio(FioEngine(), writer_jobset(path, 4 << 20), "test")
+    try:
+        w.start()
+        wait_for_writer(w, path)
+        time.sleep(0.3)
+        assert w.running()
+        res = w.stop()
+    finally:
+        w.kill()
+        path.unlink(missing_ok=True)
+    bg = res.jobs["bg"].write
+    assert bg is not None and bg.bytes >= 4 << 20 and bg.runtime_ms > 0      # it looped over the file

@@ -241,7 +241,7 @@ def writer_jobset(path: Path, size: int) -> JobSet:
     return JobSet(groups=((job,),), direct=False, options=("fallocate=none", "end_fsync=0"))
 
 
-def _wait_for_writer(writer: BackgroundFio, path: Path, timeout: float = 30.0) -> None:
+def wait_for_writer(writer: BackgroundFio, path: Path, timeout: float = 30.0) -> None:
     """Until fio has written its first bytes (it is then past its start-up and will answer SIGINT with results)."""
     end = time.monotonic() + timeout
     while writer.running() and time.monotonic() < end:
@@ -279,7 +279,7 @@ def run_one(bench: str, root: Path, dev: Device, engine: FioEngine, settings: Se
         if bench == "m5":
             os.truncate(bg_path, 0)          # "another task truncates an existing 8GB file and writes ... again"
         writer.start()
-        _wait_for_writer(writer, bg_path)
+        wait_for_writer(writer, bg_path)
         if bench != "m5":
             time.sleep(settings.warmup_s)   # dirty pages have expired once: background writeback is under way
         if not writer.running():
