@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "smartio.cli.flashdev",
     "smartio.cli.compare",
     "smartio.cli.sqlite",
+    "smartio.cli.launch",
 )
 
 

@@ -54,12 +54,19 @@ def _add(parser: argparse.ArgumentParser, opt: Option) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="StoreBench measurements with fio: latency, slowdown, concurrency, mixed",
-                       description="Run a StoreBench experiment (seed 000, section 4) with fio as the engine.")
-    p.add_argument("experiment", choices=EXPERIMENTS, metavar="EXPERIMENT",
-                   help=f"one of: {', '.join(EXPERIMENTS)}")
+    p = sub.add_parser("bench", help="StoreBench measurements with fio: latency, slowdown, concurrency, mixed; "
+                                     "qasio: seed 001's M1-M5",
+                       description="Run a StoreBench experiment (seed 000, section 4) with fio as the engine, or "
+                                   "`qasio`: seed 001's microbenchmarks M1-M5 beside a background buffered writer "
+                                   "on a mounted ext4 directory (root).",
+                       epilog="Exit codes: 0 ok, 1 run failed, 2 bad input, 3 needs root, 130 interrupted.")
+    p.add_argument("experiment", choices=(*EXPERIMENTS, "qasio"), metavar="EXPERIMENT",
+                   help=f"one of: {', '.join(EXPERIMENTS)}, qasio")
     for opt in OPTIONS:
         _add(p, opt)
+    q = p.add_argument_group("qasio (seed 001's M1-M5; --target, --repeats, --json and --db apply too)")
+    for flag, kw in QASIO_OPTIONS:
+        q.add_argument(flag, **kw)
     p.set_defaults(func=bench)
 
     q = sub.add_parser("profile", help="the Concurrency Profiler: print the four concurrency parameters",
@@ -109,8 +116,54 @@ def _execute(experiment: str, a: argparse.Namespace,
 
 
 def bench(a: argparse.Namespace) -> int:
+    if a.experiment == "qasio":
+        return bench_qasio(a)
+    given = [flag for flag, _ in QASIO_OPTIONS if getattr(a, flag[2:].replace("-", "_")) is not None]
+    if given:
+        raise UsageError(given[0], getattr(a, given[0][2:].replace("-", "_")), "applies to `smartio bench qasio` only")
     doc, _ = _execute(a.experiment, a)
     print(tables.render(doc))
+    print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
+    return 0
+
+
+QASIO_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--dependency", {"choices": ("all", "none", "meta", "data", "sync", "discard"),
+                      "help": "set the smartio scheduler's QASIO tunables for the run and restore them afterwards: "
+                              "boost every dependency type (all), none (boosting off), or one type alone "
+                              "(default: leave the tunables as they are; refused under another scheduler)"}),
+    ("--scale", {"type": float, "metavar": "F",
+                 "help": "multiply the paper's sizes (M2's 1MB and M4's 2MB files, M3's 300MB, the 8GB "
+                         "background and M5 files, the dirty thresholds) by F; 1 / the device's time scale "
+                         "keeps them as long on the emulated device as on the phone (default 0.1)"}),
+    ("--count-scale", {"type": float, "metavar": "C",
+                       "help": "multiply the iteration counts (500, 200, 500) and M3's size by C (default 0.1)"}),
+    ("--benchmarks", {"metavar": "LIST", "help": "comma-separated subset of m1,m2,m3,m4,m5 (default all)"}),
+)
+# StoreBench's options that mean nothing to `bench qasio`: refused rather than ignored.
+QASIO_REFUSED = ("quick", "size", "scheduler", "destroy_data", "read_only", "plots")
+
+
+def bench_qasio(a: argparse.Namespace) -> int:
+    from smartio.qasio.report import render_bench
+    from smartio.qasio.run import Settings, run_qasio
+    from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
+
+    for dest in QASIO_REFUSED:
+        if getattr(a, dest) not in (None, False):
+            raise UsageError(f"--{dest.replace('_', '-')}", getattr(a, dest), "does not apply to `bench qasio`")
+    settings = Settings(benchmarks=parse_benchmarks(a.benchmarks) if a.benchmarks else BENCHMARKS,
+                        dependency=a.dependency, scale=a.scale, count_scale=a.count_scale,
+                        repeats=a.repeats if a.repeats is not None else 1)
+    if a.json:
+        check_output_file("--json", a.json)
+    store = Store(a.db)
+    doc = run_qasio(settings, a.target, command=command_line())
+    doc["id"] = store.add(doc)
+    store.close()
+    if a.json:
+        write_json("--json", a.json, doc)
+    print(render_bench(doc))
     print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
     return 0
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from smartio.compare import sqlite as sq
+from smartio.compare import launch as la, qasio as qa, sqlite as sq
 from smartio.compare.report import render
 from smartio.compare.run import run_compare
 from smartio.compare.spec import (
@@ -20,6 +20,7 @@ from smartio.compare.spec import (
     parse_schedulers,
 )
 from smartio.experiments.runner import command_line
+from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,12 +34,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                               "2 bad input.")
     p.add_argument("--profile", default="s5-emmc", metavar="NAME",
                    help="emulated flash profile (see `smartio flashdev profiles`; default s5-emmc)")
-    p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS, metavar="LIST",
+    p.add_argument("--schedulers", metavar="LIST",
                    help=f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets tunables after "
-                        f"switching (default {DEFAULT_SCHEDULERS})")
-    p.add_argument("--experiment", default="slowdown", choices=(*EXPERIMENTS, "sqlite"),
-                   help="slowdown (Figure 11), mixed (Figure 12), both, or sqlite (seed 002's Table 2 and "
-                        "Figure 4 per filesystem and optimisation; see the options below) (default slowdown)")
+                        f"switching (default {DEFAULT_SCHEDULERS}; for launch {la.DEFAULT_SCHEDULERS})")
+    p.add_argument("--experiment", default="slowdown", choices=(*EXPERIMENTS, "sqlite", "launch", "qasio"),
+                   help="slowdown (Figure 11), mixed (Figure 12), both, sqlite (seed 002's Table 2 and "
+                        "Figure 4 per filesystem and optimisation), launch (application start-up, real and "
+                        "replayed, cold and warm, idle and beside background writes), or qasio (seed 001's Table 2 "
+                        "and Figure 8: M1-M5 per scheduler and QASIO dependency type); see the options below "
+                        "(default slowdown)")
     p.add_argument("--streams", type=int, default=1, choices=STREAMS,
                    help="readers and writers of the slowdown experiment (4 = 4R4W; default 1)")
     p.add_argument("--quick", action="store_true",
@@ -73,8 +77,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--transactions", type=int, metavar="N",
                    help=f"transactions per repeat (default {sq.VM_TX[0]}, --quick {sq.VM_TX[1]})")
     q.add_argument("--time-scale", type=float, default=sq.DEFAULT_TIME_SCALE, metavar="X",
-                   help=f"the profile's time scale for this experiment (default {sq.DEFAULT_TIME_SCALE:g}; "
-                        "see README)")
+                   help=f"the profile's time scale for this experiment, launch and qasio (default "
+                        f"{sq.DEFAULT_TIME_SCALE:g}; see README)")
+    g = p.add_argument_group("--experiment launch (default schedulers: " + la.DEFAULT_SCHEDULERS + ")")
+    g.add_argument("--apps", metavar="LIST", help=f"applications of the set (default {','.join(la.APPS)}; "
+                                                  "--quick python-stdlib)")
+    g.add_argument("--backgrounds", metavar="LIST", help=f"of {','.join(la.BACKGROUNDS)} (default none,"
+                                                         f"{la.HEADLINE_BG})")
+    g.add_argument("--caches", metavar="LIST", help="cold,warm (default both; --quick cold)")
+    g.add_argument("--modes", metavar="LIST", help="real,replay (default both)")
+    r = p.add_argument_group("--experiment qasio (--schedulers then lists runs: smartio:DEPENDENCY with DEPENDENCY "
+                             "none, all, meta, data, sync or discard, and none, mq-deadline, kyber, bfq; default "
+                             + ",".join(qa.DEFAULT_RUNS) + ")")
+    r.add_argument("--scale", type=float, default=qa.DEFAULT_SCALE, metavar="F",
+                   help=f"bench qasio's --scale: the paper's sizes times F (default {qa.DEFAULT_SCALE:g})")
+    r.add_argument("--count-scale", type=float, default=qa.DEFAULT_COUNT_SCALE, metavar="C",
+                   help=f"bench qasio's --count-scale: iterations times C (default {qa.DEFAULT_COUNT_SCALE:g})")
+    r.add_argument("--benchmarks", default=",".join(BENCHMARKS), metavar="LIST",
+                   help="of m1,m2,m3,m4,m5 (default all)")
     p.set_defaults(func=compare)
 
 
@@ -90,11 +110,44 @@ def sqlite_plan_from_args(a: argparse.Namespace) -> sq.SqlitePlan:
 
 
 def plan_from_args(a: argparse.Namespace) -> Plan:
-    return Plan(schedulers=parse_schedulers(a.schedulers), experiment=a.experiment, streams=a.streams,
-                quick=a.quick, repeats=a.repeats, size=a.size, mixes=a.mixes, nr_requests=a.nr_requests)
+    schedulers = DEFAULT_SCHEDULERS if a.schedulers is None else a.schedulers
+    return Plan(schedulers=parse_schedulers(schedulers), experiment=a.experiment, streams=a.streams, quick=a.quick,
+                repeats=a.repeats, size=a.size, mixes=a.mixes, nr_requests=a.nr_requests)
+
+
+def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
+    schedulers = la.DEFAULT_SCHEDULERS if a.schedulers is None else a.schedulers
+    return la.LaunchPlan(
+        schedulers=parse_schedulers(schedulers),
+        apps=_list(a.apps) if a.apps else ("python-stdlib",) if a.quick else la.APPS,
+        backgrounds=_list(a.backgrounds) if a.backgrounds else ("none", la.HEADLINE_BG),
+        caches=_list(a.caches) if a.caches else ("cold",) if a.quick else la.CACHES,
+        modes=_list(a.modes) if a.modes else la.MODES,
+        repeats=a.repeats or (1 if a.quick else 3), nr_requests=a.nr_requests)
+
+
+def qasio_plan_from_args(a: argparse.Namespace) -> qa.QasioPlan:
+    runs = qa.DEFAULT_RUNS if a.schedulers is None else qa.parse_runs(a.schedulers)
+    return qa.QasioPlan(runs=runs, benchmarks=parse_benchmarks(a.benchmarks), scale=a.scale,
+                        count_scale=a.count_scale, repeats=a.repeats or 1, nr_requests=a.nr_requests)
 
 
 def compare(a: argparse.Namespace) -> int:
+    if a.experiment == "launch":
+        doc, out = la.run_launch_compare(launch_plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
+                                         command=command_line(), time_scale=a.time_scale, stream=sys.stderr.buffer)
+        print(la.render(doc))
+        print(f"\ncompare.json in {out}", file=sys.stderr)
+        return 0
+    if a.experiment == "qasio":
+        from smartio.qasio.report import render_compare
+
+        doc, out = qa.run_qasio_compare(qasio_plan_from_args(a), profile=a.profile, time_scale=a.time_scale,
+                                        out=a.out, timeout=a.timeout, command=command_line(),
+                                        stream=sys.stderr.buffer)
+        print(render_compare(doc))
+        print(f"\ncompare.json in {out}", file=sys.stderr)
+        return 0
     if a.experiment == "sqlite":
         from smartio.compare.sqlite_report import render as render_sqlite
 

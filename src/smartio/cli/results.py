@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from smartio.report import tables
 from smartio.results import Store
@@ -45,5 +46,20 @@ def show_run(a: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"run {a.id}: {doc['command']}\n")
-        print(tables.render(doc))
+        print(_renderer(doc.get("experiment"))(doc))
     return 0
+
+
+def _renderer(experiment: str | None) -> Any:
+    """The table of a stored document: StoreBench's, or that of the command that made it."""
+    if experiment == "launch":
+        from smartio.launch.report import render as launch
+
+        return launch
+    if experiment == "sqlite":
+        from smartio.sqlite.report import render as sqlite
+
+        return sqlite
+    if experiment in tables.RENDER or experiment == "all":
+        return tables.render
+    return lambda doc: f"(no table for experiment {experiment!r}; see --json)"

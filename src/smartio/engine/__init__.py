@@ -41,6 +41,8 @@ class JobSet:
     ioengine: str = "psync"
     # End a group as soon as its first job ends: a background stream must not outlive the measured one.
     exitall: bool = False
+    # Further [global] lines, e.g. ("fallocate=none",): a buffered writer that allocates as it goes.
+    options: tuple[str, ...] = ()
 
     @property
     def jobs(self) -> list[Job]:
@@ -53,6 +55,7 @@ class JobSet:
                  "randrepeat=0", "invalidate=1"]
         if self.exitall:
             lines.append("exitall")
+        lines += list(self.options)
         for gi, group in enumerate(self.groups):
             for ji, job in enumerate(group):
                 files = (job.filename,) if isinstance(job.filename, str) else job.filename
@@ -75,7 +78,8 @@ class JobSet:
         shape = [[(j.name, j.rw, j.size, j.bs, j.iodepth, j.rwmixread, j.time_based_s) +
                   ((j.startdelay_ms,) if j.startdelay_ms else ()) for j in g]
                  for g in self.groups]
-        blob = json.dumps([shape, self.direct, self.ioengine, self.exitall])
+        blob = json.dumps([shape, self.direct, self.ioengine, self.exitall, *([list(self.options)] if self.options
+                                                                               else [])])
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

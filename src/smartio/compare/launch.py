@@ -1,0 +1,311 @@
+"""`smartio compare --experiment launch`: application start-up per scheduler in the testbed (issue 14, item 4).
+
+One VM session on the emulated flash device (s5-emmc by default). The guest makes an ext4 filesystem on /dev/vda
+(noatime, as Android mounts it), records each application of the plan under strace (its programs are the host's,
+seen through the testbed's shared filesystem), installs each onto the emulated disk (`Installed`: a real launch
+reads only the emulated disk) and lays its trace out beside it (`Layout`: the replay), once. Then for every
+scheduler (switched as `compare.guest` does: from `none`, nr_requests raised, tunables written) and every cell
+(application × cache × background × real/replay) it times `repeats` launches with `launch.measure`, and writes the
+document to OUT/runs/. The host gathers them into compare.json and a table; the headline is the cold launch beside
+a sequential writer over the cold launch on the idle device, per scheduler.
+
+    python -m smartio.compare.launch PLAN_JSON OUT_DIR        (in the guest)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, SchedulerSpec, parse_schedulers
+from smartio.errors import SmartioError, UsageError
+
+DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
+APPS = ("python-stdlib", "editor", "sqlite")          # python-numpy: ~12 s of imports per launch under TCG
+BACKGROUNDS = ("none", "seq-write", "rand-write", "buffered-write")
+CACHES = ("cold", "warm")
+MODES = ("real", "replay")
+DEVICE, MOUNT = "/dev/vda", "/mnt/smartio-launch"
+DISK_SIZE = 1 << 30
+GUEST_FILE, RUNS_DIR, TRACES_DIR = "launch-guest.json", "runs", "traces"
+HEADLINE_BG = "seq-write"
+# As for the sqlite experiment: the application set is tens of MiB installed and laid out on the emulated disk,
+# which at the profile's own scale (100 for s5-emmc) would take most of an hour to write.
+DEFAULT_TIME_SCALE = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    schedulers: tuple[SchedulerSpec, ...]
+    apps: tuple[str, ...] = APPS
+    backgrounds: tuple[str, ...] = ("none", HEADLINE_BG)
+    caches: tuple[str, ...] = CACHES
+    modes: tuple[str, ...] = MODES
+    repeats: int = 3
+    background_size: int = 64 << 20
+    warmup_s: float = 1.0
+    nr_requests: int = DEFAULT_NR_REQUESTS
+
+    def __post_init__(self) -> None:
+        from smartio.launch.apps import APPS as KNOWN
+
+        for flag, values, known in (("--apps", self.apps, tuple(KNOWN)), ("--backgrounds", self.backgrounds,
+                                    BACKGROUNDS), ("--caches", self.caches, CACHES), ("--modes", self.modes, MODES)):
+            bad = [v for v in values if v not in known]
+            if bad or not values:
+                raise UsageError(flag, ",".join(values), f"choose from {', '.join(known)}")
+        if not 1 <= self.repeats <= 100:
+            raise UsageError("--repeats", self.repeats, "must be between 1 and 100")
+
+    def cells(self) -> list[tuple[str, str, str, str]]:
+        """(app, cache, background, mode), in run order under each scheduler."""
+        return [(a, c, b, m) for a in self.apps for c in self.caches for b in self.backgrounds for m in self.modes]
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        d["schedulers"] = [s.label for s in self.schedulers]
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> LaunchPlan:
+        d: dict[str, Any] = json.loads(text)
+        d["schedulers"] = parse_schedulers(",".join(d["schedulers"]))
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        return cls(**fields)
+
+
+def run_file(label: str, app: str, cache: str, bg: str, mode: str) -> str:
+    return f"{RUNS_DIR}/{label}.{app}.{cache}.{bg}.{mode}.json"
+
+
+# --- guest -----------------------------------------------------------------------------------------------------
+
+def guest_main(argv: list[str]) -> int:
+    from smartio.blockdev import device_of_node
+    from smartio.compare.guest import device_state, restore, say, switch, warm_up
+    from smartio.compare.sqlite import make_fs
+    from smartio.experiments.target import open_target
+    from smartio.launch.apps import APPS as APPSET
+    from smartio.launch.measure import CommandLauncher, Settings, measure
+    from smartio.launch.replay import Installed, Layout, Replayer
+    from smartio.launch.trace import Trace, record
+
+    plan = LaunchPlan.from_json(argv[0])
+    out = Path(argv[1])
+    for d in (RUNS_DIR, TRACES_DIR):
+        (out / d).mkdir(parents=True, exist_ok=True)
+    dev = device_of_node(DEVICE)
+    rec: dict[str, Any] = {"device": DEVICE, "before": device_state(dev), "runs": [], "after": None, "apps": {}}
+    save = lambda: (out / GUEST_FILE).write_text(json.dumps(rec, indent=2) + "\n")  # noqa: E731
+    save()
+    opts = make_fs("ext4", False)
+    Path(MOUNT).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "ext4", "-o", ",".join(opts), DEVICE, MOUNT], check=True)
+    failed = 0
+    try:
+        target = open_target(MOUNT, writes=True, destroy_data=False)
+        installs: dict[str, tuple[Trace, Installed, Layout, str, list[str]]] = {}
+        for name in plan.apps:
+            app = APPSET[name]
+            why = app.available()
+            if why:
+                raise SmartioError(f"application {name}: {why}")
+            app_argv, cwd = app.prepare()
+            say(f"recording {name}: {' '.join(app_argv)}")
+            trace = record(app_argv, cwd, cold_residency=True)
+            tfile = out / TRACES_DIR / f"{name}.launch"
+            trace.write(tfile)
+            trace.header["path"] = str(tfile)
+            say(f"installing {name} and laying out its trace on {DEVICE}")
+            # Made once and left in place: the filesystem is made afresh at the next boot.
+            inst = Installed(trace, MOUNT).__enter__()
+            layout = Layout(trace, MOUNT).__enter__()
+            installs[name] = (trace, inst, layout, trace.header.get("cwd") or "/", app_argv)
+            rec["apps"][name] = {"argv": app_argv, "files": len(trace.files), "ops": len(trace.ops),
+                                 "untraced_wall_s": trace.header["untraced_wall_s"]}
+        warm_up(DEVICE)
+        steps = [(s, c) for s in plan.schedulers for c in plan.cells()]
+        for i, (spec, (name, cache, bg, mode)) in enumerate(steps, 1):
+            if i == 1 or steps[i - 2][0] != spec:
+                switch(dev, spec, plan.nr_requests)
+            say(f"[{i}/{len(steps)}] {spec.label}: {name} {cache} {mode}, background {bg}")
+            trace, inst, layout, cwd, app_argv = installs[name]
+            settings = Settings(cold=cache == "cold", background=bg, repeats=plan.repeats,
+                                background_size=plan.background_size, warmup_s=plan.warmup_s)
+            launcher: Any
+            if mode == "real":
+                launcher, what = CommandLauncher(app_argv, cwd, root=str(inst.root)), {"app": name}
+            else:
+                launcher = Replayer(trace, layout)
+                what = {"app": name, "calibration": launcher.calibrate()}
+            started = time.monotonic()
+            run: dict[str, Any] = {"scheduler": spec.label, "app": name, "cache": cache, "background": bg,
+                                   "mode": mode, "file": run_file(spec.label, name, cache, bg, mode),
+                                   "state": device_state(dev)}
+            try:
+                doc = measure(target, settings, launcher, what={"mode": mode, **what},
+                              command=f"smartio compare --experiment launch ({name}, {cache}, {bg}, {mode})",
+                              progress=False)
+                (out / run["file"]).write_text(json.dumps(doc, indent=1) + "\n")
+                run["rc"] = 0
+            except SmartioError as e:
+                run.update(rc=e.exit_code, error=str(e))
+                failed += 1
+                say(f"{spec.label} {name} {cache} {bg} {mode} failed: {e}")
+            run["duration_s"] = round(time.monotonic() - started, 1)
+            rec["runs"].append(run)
+            save()
+    finally:
+        restore(dev, rec["before"])
+        rec["after"] = device_state(dev)
+        save()
+        subprocess.run(["umount", MOUNT], capture_output=True)
+    return 1 if failed else 0
+
+
+# --- host ------------------------------------------------------------------------------------------------------
+
+def _gmean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def assemble(plan: LaunchPlan, guest_out: Path, *, profile: Any, command: str, started: str,
+             vm_result: Any | None) -> dict[str, Any]:
+    """One document from the guest's run files (pure: tests feed it recorded ones)."""
+    cells: dict[str, dict[str, Any]] = {}
+    missing = []
+    for spec in plan.schedulers:
+        for app, cache, bg, mode in plan.cells():
+            f = guest_out / run_file(spec.label, app, cache, bg, mode)
+            if not f.exists():
+                missing.append(f"{spec.label} {app} {cache} {bg} {mode}")
+                continue
+            d = json.loads(f.read_text())
+            cells.setdefault(spec.label, {})[f"{app}.{cache}.{bg}.{mode}"] = d["results"]
+    headline: dict[str, Any] = {}
+    for spec in plan.schedulers:
+        c = cells.get(spec.label, {})
+        ratios = []
+        for app in plan.apps:
+            idle, busy = c.get(f"{app}.cold.none.real"), c.get(f"{app}.cold.{HEADLINE_BG}.real")
+            if idle and busy:
+                ratios.append(busy["wall_s"]["mean"] / idle["wall_s"]["mean"])
+        busy_ms = _gmean([c[k]["wall_s"]["mean"] * 1e3 for k in c if k.endswith(f".cold.{HEADLINE_BG}.real")])
+        headline[spec.label] = {"cold_bg_over_idle": _gmean(ratios), "cold_bg_ms": busy_ms}
+    gfile = guest_out / GUEST_FILE
+    record = json.loads(gfile.read_text()) if gfile.exists() else None
+    return {
+        "kind": "compare", "experiment": "launch", "plan": json.loads(plan.to_json()),
+        "profile": {"name": profile.name, "description": profile.description, "queue_depth": profile.queue_depth,
+                    "time_scale": profile.time_scale},
+        "kernel": vm_result.kernel if vm_result else None, "accel": vm_result.accel if vm_result else None,
+        "command": command, "started": started,
+        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
+        "apps": record and record.get("apps"), "device": record and {"before": record["before"],
+                                                                      "after": record["after"]},
+        "missing": missing, "headline": headline, "cells": cells,
+    }
+
+
+def headline_line(doc: dict[str, Any]) -> str:
+    """bench/launch's last line: smartio's cold launch beside the writer over idle, the best other scheduler's,
+    and how much faster smartio's cold launch beside the writer is than none's (%)."""
+    h = doc["headline"]
+    s = (h.get("smartio") or {}).get("cold_bg_over_idle")
+    others = [v["cold_bg_over_idle"] for k, v in h.items() if not k.startswith("smartio") and v["cold_bg_over_idle"]]
+    sm, no = (h.get("smartio") or {}).get("cold_bg_ms"), (h.get("none") or {}).get("cold_bg_ms")
+    pct = (no - sm) / no * 100 if sm and no else None
+
+    def f(x: float | None, fmt: str) -> str:
+        return "n/a" if x is None else fmt.format(x)
+
+    return (f"smartio_cold_bg_over_idle={f(s, '{:.3f}')} best_other_cold_bg_over_idle="
+            f"{f(min(others) if others else None, '{:.3f}')} smartio_vs_none_pct={f(pct, '{:.1f}')}")
+
+
+def render(doc: dict[str, Any]) -> str:
+    from smartio.report.tables import grid
+
+    plan = doc["plan"]
+    lines = [f"Launch time per scheduler (ms, mean over {plan['repeats']} launches), profile {doc['profile']['name']} "
+             f"(time scale {doc['profile']['time_scale']:g}); kernel {doc.get('kernel')}", ""]
+    cols = [(a, c, b, m) for a in plan["apps"] for c in plan["caches"] for b in plan["backgrounds"]
+            for m in plan["modes"]]
+    header = ["scheduler", *[f"{a} {c} {b} {m}" for a, c, b, m in cols], f"cold {HEADLINE_BG}/idle"]
+    rows = []
+    for label in plan["schedulers"]:
+        c = doc["cells"].get(label, {})
+        row = [label] + [f"{c[k]['wall_s']['mean'] * 1e3:.0f}" if (k := f"{a}.{cc}.{b}.{m}") in c else "-"
+                         for a, cc, b, m in cols]
+        r = doc["headline"].get(label, {}).get("cold_bg_over_idle")
+        rows.append([*row, "-" if r is None else f"{r:.2f}"])
+    # One column per cell is wide: print it transposed, a row per cell.
+    t_rows = [[h, *[r[i] for r in rows]] for i, h in enumerate(header[1:], start=1)]
+    lines.append(grid(["cell", *plan["schedulers"]], t_rows))
+    lines += ["", "  " + headline_line(doc)]
+    if doc["missing"]:
+        lines.append(f"  missing: {', '.join(doc['missing'])}")
+    return "\n".join(lines)
+
+
+def run_launch_compare(plan: LaunchPlan, *, profile: str, out: Path | None, timeout: float, command: str,
+                       time_scale: float | None = DEFAULT_TIME_SCALE,
+                       stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
+    from smartio.compare.run import check_testbed, guest_python, new_out_dir
+    from smartio.flashdev import load_profile
+    from smartio.testbed import initramfs, vm
+
+    prof = load_profile(profile)
+    if time_scale is not None:
+        if not 0 < time_scale < math.inf:
+            raise UsageError("--time-scale", time_scale, "must be positive")
+        prof = dataclasses.replace(prof, time_scale=time_scale)
+    if timeout <= 0:
+        raise UsageError("--timeout", timeout, "must be positive")
+    modules: list[Path] = []
+    if any(s.name == "smartio" for s in plan.schedulers):
+        repo = vm.repo_root()
+        ko = repo / vm.DEFAULT_MODULE if repo else None
+        if ko is None or not ko.is_file():
+            raise UsageError("--schedulers", "smartio", "the scheduler module is not built; run `make module`")
+        modules = [ko]
+    check_testbed()
+    out_dir = new_out_dir(out)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    argv = [guest_python(), "-m", "smartio.compare.launch", plan.to_json(), initramfs.GUEST_OUT]
+    doc_path = out_dir / "compare.json"
+    try:
+        result = vm.run(argv, profile=prof, disks=1, disk_size=DISK_SIZE, timeout=timeout, artifacts=out_dir / "vm",
+                        modules=modules, stream=stream)
+    except KeyboardInterrupt:
+        guest_out = out_dir / "vm" / "out"
+        if guest_out.is_dir():
+            doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
+            doc_path.write_text(json.dumps(doc, indent=2) + "\n")
+        raise
+    doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
+    doc_path.write_text(json.dumps(doc, indent=2) + "\n")
+    if result.failure:
+        raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
+    if result.rc != 0 or doc["missing"]:
+        raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
+                           f"see {result.output_log}; what was measured is in {doc_path}")
+    return doc, out_dir
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(guest_main(sys.argv[1:]))
+    except SmartioError as e:
+        print(f"smartio: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)

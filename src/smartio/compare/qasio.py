@@ -1,0 +1,230 @@
+"""`smartio compare --experiment qasio`: seed 001's Table 2 and Figure 8 in the testbed, per scheduler.
+
+One VM session on the emulated flash device (s5-emmc, at time scale 10 by default: see README), one disk. For every
+run of the plan the guest switches /dev/vda to the scheduler (nr_requests raised as for the other experiments),
+makes ext4 afresh (no discard at mkfs, lazy init off the disk's back: noinit_itable) and mounts it ordered with the
+discard option, then runs `smartio bench qasio` (smartio.qasio.run) in this one process: under smartio with
+`--dependency` set to the run's dependency type, so `smartio:none` is the paper's NONE (boosting off),
+`smartio:all` its ALL, and `smartio:meta|data|sync|discard` Figure 8's single types; mq-deadline, kyber and bfq as
+they come. The host gathers the documents into compare.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from smartio.errors import SmartioError, UsageError
+from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, Params
+
+DEPS = ("none", "all", "meta", "data", "sync", "discard")
+OTHERS = ("none", "mq-deadline", "kyber", "bfq")
+DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "smartio:sync", "smartio:discard",
+                "mq-deadline", "kyber", "bfq")
+DISK = "/dev/vda"
+MOUNT = "/mnt/smartio-qasio"
+DEFAULT_TIME_SCALE = 10.0      # with --scale 0.1 the sizes take the emulated device as long as the phone's
+DEFAULT_COUNT_SCALE = 0.01     # M1 5 iterations, M2 2, M4 5: 90-130 s per run on s5-emmc (README)
+RUN_DIR = "runs"
+GUEST_FILE = "qasio-guest.json"
+
+
+def parse_runs(text: str) -> tuple[str, ...]:
+    runs = tuple(x.strip() for x in text.split(",") if x.strip())
+    for r in runs:
+        name, _, dep = r.partition(":")
+        ok = (name == "smartio" and dep in DEPS) or (name in OTHERS and not dep)
+        if not ok:
+            raise UsageError("--schedulers", r, "for --experiment qasio name smartio:DEPENDENCY (none, all, meta, "
+                             f"data, sync, discard) or one of {', '.join(OTHERS)}, e.g. {','.join(DEFAULT_RUNS)}")
+    if not runs or len(set(runs)) != len(runs):
+        raise UsageError("--schedulers", text, "name each run once, e.g. smartio:none,smartio:all")
+    return runs
+
+
+@dataclasses.dataclass(frozen=True)
+class QasioPlan:
+    runs: tuple[str, ...] = DEFAULT_RUNS
+    benchmarks: tuple[str, ...] = BENCHMARKS
+    scale: float = DEFAULT_SCALE
+    count_scale: float = DEFAULT_COUNT_SCALE
+    repeats: int = 1
+    nr_requests: int = 128
+
+    def __post_init__(self) -> None:
+        Params(self.scale, self.count_scale)
+        if not 1 <= self.repeats <= 100:
+            raise UsageError("--repeats", self.repeats, "must be between 1 and 100")
+
+    def settings(self, dependency: str | None) -> Any:
+        from smartio.qasio.run import Settings
+
+        return Settings(benchmarks=self.benchmarks, dependency=dependency, scale=self.scale,
+                        count_scale=self.count_scale, repeats=self.repeats)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> QasioPlan:
+        d: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+        return cls(**d)
+
+
+def run_file(label: str) -> str:
+    return f"{RUN_DIR}/{label}.json"
+
+
+# --- guest -----------------------------------------------------------------------------------------------------
+
+def _sh(cmd: list[str]) -> None:
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SmartioError(f"{' '.join(cmd)} failed ({res.returncode}): {(res.stderr or res.stdout).strip()[:300]}")
+
+
+def guest_main(argv: list[str]) -> int:
+    import os
+
+    from smartio.blockdev import device_of_node
+    from smartio.compare.guest import device_state, restore, switch, warm_up
+    from smartio.compare.spec import SchedulerSpec
+    from smartio.qasio.run import run_qasio
+
+    plan = QasioPlan.from_json(argv[0])
+    out = Path(argv[1])
+    (out / RUN_DIR).mkdir(parents=True, exist_ok=True)
+    dev = device_of_node(DISK)
+    record: dict[str, Any] = {"runs": [], "kernel": os.uname().release, "before": device_state(dev), "after": None}
+    save = lambda: (out / GUEST_FILE).write_text(json.dumps(record, indent=2) + "\n")  # noqa: E731
+    save()
+    warm_up(DISK)
+    os.makedirs(MOUNT, exist_ok=True)
+    failed = 0
+    try:
+        for i, label in enumerate(plan.runs, 1):
+            name, _, dep = label.partition(":")
+            print(f"smartio compare: [{i}/{len(plan.runs)}] qasio under {label}", file=sys.stderr, flush=True)
+            t0 = time.monotonic()
+            rc, err = 0, None
+            try:
+                switch(dev, SchedulerSpec(name), plan.nr_requests)
+                _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+                     DISK])
+                _sh(["mount", "-t", "ext4", "-o", "discard,data=ordered,noatime,noinit_itable", DISK, MOUNT])
+                try:
+                    command = (f"smartio bench qasio --target {MOUNT} --scale {plan.scale:g} --count-scale "
+                               f"{plan.count_scale:g} --repeats {plan.repeats} --benchmarks "
+                               f"{','.join(plan.benchmarks)}" + (f" --dependency {dep}" if dep else ""))
+                    doc = run_qasio(plan.settings(dep or None), MOUNT, command=command)
+                    (out / run_file(label)).write_text(json.dumps(doc, indent=1) + "\n")
+                finally:
+                    subprocess.run(["umount", MOUNT], capture_output=True)
+            except SmartioError as e:
+                rc, err = e.exit_code, str(e)
+                print(f"smartio compare: {label}: {e}", file=sys.stderr, flush=True)
+            failed += rc != 0
+            record["runs"].append({"run": label, "rc": rc, "error": err, "duration_s": round(time.monotonic() - t0, 1)})
+            save()
+            print(f"smartio compare: {label} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    finally:
+        restore(dev, record["before"])
+        record["after"] = device_state(dev)
+        save()
+    return 1 if failed else 0
+
+
+# --- host ------------------------------------------------------------------------------------------------------
+
+def assemble(plan: QasioPlan, guest_out: Path, *, profile: Any, command: str, started: str,
+             vm_result: Any | None) -> dict[str, Any]:
+    """One document from the guest's run files (pure: tests feed it recorded ones)."""
+    runs: dict[str, Any] = {}
+    missing = []
+    for label in plan.runs:
+        f = guest_out / run_file(label)
+        if f.exists():
+            runs[label] = json.loads(f.read_text())
+        else:
+            missing.append(label)
+    gfile = guest_out / GUEST_FILE
+    record = json.loads(gfile.read_text()) if gfile.exists() else {}
+    first: dict[str, Any] = next(iter(runs.values()), {})
+    return {
+        "kind": "compare", "experiment": "qasio", "plan": json.loads(plan.to_json()),
+        "profile": {"name": profile.name, "description": profile.description, "queue_depth": profile.queue_depth,
+                    "time_scale": profile.time_scale},
+        "kernel": vm_result.kernel if vm_result else first.get("kernel"),
+        "accel": vm_result.accel if vm_result else None, "fio_version": first.get("fio_version"),
+        "command": command, "started": started,
+        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
+        "guest": record, "missing": missing, "runs": runs,
+    }
+
+
+def disk_size(plan: QasioPlan) -> int:
+    need = plan.settings(None).space_needed()
+    size = max(512 << 20, need * 3 // 2)
+    return -(-size // (1 << 20)) * (1 << 20)
+
+
+def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None, out: Path | None,
+                      timeout: float, command: str,
+                      stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
+    from smartio.compare.run import check_testbed, guest_python, new_out_dir
+    from smartio.flashdev import load_profile
+    from smartio.testbed import initramfs, vm
+
+    prof = load_profile(profile)
+    if time_scale is not None:
+        if not time_scale > 0:
+            raise UsageError("--time-scale", time_scale, "must be positive")
+        prof = dataclasses.replace(prof, time_scale=time_scale)
+    if not timeout > 0:
+        raise UsageError("--timeout", timeout, "must be positive")
+    modules: list[Path] = []
+    if any(r.startswith("smartio") for r in plan.runs):
+        repo = vm.repo_root()
+        ko = repo / vm.DEFAULT_MODULE if repo else None
+        if ko is None or not ko.is_file():
+            raise UsageError("--schedulers", "smartio", "the scheduler module is not built; run `make module` first")
+        modules = [ko]
+    check_testbed()
+    out_dir = new_out_dir(out)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    argv = [guest_python(), "-m", "smartio.compare.qasio", plan.to_json(), initramfs.GUEST_OUT]
+    doc_path = out_dir / "compare.json"
+    try:
+        result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
+                        artifacts=out_dir / "vm", modules=modules, stream=stream)
+    except KeyboardInterrupt:
+        guest_out = out_dir / "vm" / "out"
+        if guest_out.is_dir():
+            doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
+            doc_path.write_text(json.dumps(doc, indent=2) + "\n")
+            print(f"smartio compare: interrupted; what was measured is in {doc_path}", file=sys.stderr)
+        raise
+    doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
+    doc_path.write_text(json.dumps(doc, indent=2) + "\n")
+    if result.failure:
+        raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
+    if result.rc != 0 or doc["missing"]:
+        raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
+                           f"see {result.output_log}; what was measured is in {doc_path}")
+    return doc, out_dir
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(guest_main(sys.argv[1:]))
+    except SmartioError as e:
+        print(f"smartio: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)

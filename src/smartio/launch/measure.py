@@ -1,0 +1,308 @@
+"""The timing loop of `smartio launch run` and `smartio launch replay`: one launch per repeat, each timed from its
+start to its end, cold (caches dropped before it) or warm (after one untimed warm-up launch), alone or beside a
+background fio workload that starts first and is stopped when the launch ends.
+
+    doc = measure(target, settings, launcher, what={...}, command="smartio launch run ...")
+
+`launcher` is a `Launcher`: its `launch()` does one launch and returns its wall time in seconds. A real command
+(`CommandLauncher`) is timed from just before its exec to its exit as the parent sees it; a replay
+(`replay.Replayer`) from its first operation to its last think time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import os
+import platform
+import shlex
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from typing import Any, Protocol
+
+from smartio import __version__
+from smartio.blockdev import is_root, read_scheduler
+from smartio.engine.fio import FioEngine
+from smartio.errors import NeedsRootError, SmartioError, UsageError
+from smartio.experiments.stats import Stat
+from smartio.experiments.target import Target
+from smartio.launch import background
+from smartio.progress import Progress
+from smartio.signals import sigterm_as_interrupt
+from smartio.units import mib
+
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    cold: bool = False
+    background: str = "none"
+    repeats: int = 5
+    background_size: int = 256 << 20     # bytes of the background workload's scratch file
+    warmup_s: float = 1.0                # the background does I/O this long before the launch starts
+
+    def check(self) -> None:
+        if self.background not in background.NAMES:
+            raise UsageError("--background", self.background, f"unknown; one of {', '.join(background.NAMES)}")
+        if self.repeats < 1:
+            raise UsageError("--repeats", self.repeats, "must be at least 1")
+        if not 0 <= self.warmup_s <= 600:
+            raise UsageError("--background-warmup", self.warmup_s, "must be between 0 and 600 seconds")
+        if self.cold and not is_root():
+            raise NeedsRootError("--cold (dropping the page cache through /proc/sys/vm/drop_caches)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cache": "cold" if self.cold else "warm", "background": self.background, "repeats": self.repeats,
+                "background_size_bytes": self.background_size, "background_warmup_s": self.warmup_s}
+
+
+class Launcher(Protocol):
+    def launch(self) -> float: ...
+
+
+def check_command(argv: list[str], cwd: str, root: str | None = None) -> None:
+    """The command exists and is executable, as it will be run in `cwd` (a relative path is taken from there),
+    chrooted to `root` if given (then `cwd` is the host's path of the directory inside)."""
+    if not argv:
+        raise UsageError("--", "(missing)", "give the command to launch after `--`")
+    exe = argv[0]
+    if os.sep in exe:
+        path = os.path.join(cwd, exe) if root is None or not exe.startswith("/") else root + exe
+        ok = os.access(path, os.X_OK) and not os.path.isdir(path)
+    elif root is not None:
+        ok = shutil.which(exe, path=os.pathsep.join(root + d for d in os.get_exec_path() if d.startswith("/"))) \
+            is not None
+    else:
+        ok = shutil.which(exe) is not None
+    if not ok:
+        raise UsageError("--", exe, "command not found or not executable" + (f" (in {cwd})" if os.sep in exe else ""))
+
+
+class CommandLauncher:
+    """A real command, run in `cwd` with no input and its output discarded; a failure (exit code other than 0)
+    fails the run, with the end of what it wrote to stderr.
+
+    Timed from exec to exit: the child takes the time just before it execs (after fork, and the chroot of an
+    installed copy) and hands it to the parent through a pipe; the end is when the parent sees it exit. Forking
+    smartio itself (tens of MiB of Python) costs milliseconds that belong to no application's start-up."""
+
+    def __init__(self, argv: list[str], cwd: str, root: str | None = None) -> None:
+        """`root`: run the command chrooted there (an installed copy, see replay.Installed), `cwd` inside it."""
+        check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
+        self.argv, self.cwd, self.root = argv, cwd, root
+        self._stamp_fd = -1
+
+    def _before_exec(self) -> None:
+        """In the child, after fork, right before exec: only system calls, no locks (the parent has threads)."""
+        if self.root is not None:
+            os.chroot(self.root)
+            os.chdir(self.cwd)
+        os.write(self._stamp_fd, struct.pack("d", time.perf_counter()))
+
+    def launch(self) -> float:
+        r, w = os.pipe()
+        self._stamp_fd = w
+        try:
+            with tempfile.TemporaryFile() as err:
+                proc = subprocess.Popen(self.argv, cwd=self.cwd if self.root is None else None,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                        preexec_fn=self._before_exec)
+                os.close(w)
+                w = -1
+                try:
+                    rc = proc.wait()
+                finally:
+                    if proc.poll() is None:      # interrupted: do not leave it behind
+                        proc.kill()
+                        proc.wait()
+                end = time.perf_counter()
+                stamp = os.read(r, 8)
+                if rc != 0:
+                    err.seek(0)
+                    tail = err.read().decode(errors="replace").strip()[-800:]
+                    raise SmartioError(f"`{shlex.join(self.argv)}` exited with {rc}" + (f": {tail}" if tail else ""))
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        if len(stamp) != 8:
+            raise SmartioError(f"`{shlex.join(self.argv)}`: no exec time from the child")
+        return end - struct.unpack("d", stamp)[0]
+
+
+def drop_caches() -> None:
+    """Write back dirty data, then drop the page cache, dentries and inodes: the next launch starts cold."""
+    os.sync()
+    try:
+        with open(DROP_CACHES, "w") as f:
+            f.write("3\n")
+    except PermissionError as e:
+        raise NeedsRootError("--cold (dropping the page cache)") from e
+
+
+def device_info(target: Target) -> dict[str, Any]:
+    b = target.backing
+    info: dict[str, Any] = {"fstype": b.fstype if b else None, "source": b.source if b else None, "name": None}
+    if target.device is not None:
+        current, _ = read_scheduler(target.device)
+        info.update(name=target.device.name, disk=target.device.disk, size_bytes=target.device.size,
+                    scheduler=current)
+    return info
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _prepare_background(target: Target, settings: Settings) -> str | None:
+    """The background workload's scratch file, allocated up front so that fio does not lay it out (a burst of
+    writes of its own) while a launch is timed."""
+    if settings.background == "none":
+        return None
+    target.check_space([settings.background_size])
+    filename, _ = target.slot("bg", settings.background_size)
+    fd = os.open(filename, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, settings.background_size)
+    except OSError as e:
+        raise UsageError("--target", target.path, f"cannot allocate the background file "
+                         f"({mib(settings.background_size)}): {e.strerror} (lower --background-size)") from e
+    finally:
+        os.close(fd)
+    os.sync()
+    return filename
+
+
+def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dict[str, Any], command: str,
+            progress: bool = True) -> dict[str, Any]:
+    """Run `settings.repeats` timed launches; returns the result document (see the README's launch section)."""
+    settings.check()
+    engine = FioEngine() if settings.background != "none" else None
+    device = device_info(target)
+    started = _now()
+    walls: list[float] = []
+    bg_mib_s: list[float] = []
+    steps = settings.repeats + (0 if settings.cold else 1)
+    label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
+    with sigterm_as_interrupt(), Progress(steps, stream=None if progress else io.StringIO()) as bar:
+        try:
+            bg_file = _prepare_background(target, settings)
+            if not settings.cold:
+                bar.begin(f"warm-up launch ({label})")
+                launcher.launch()
+                bar.end()
+            for r in range(settings.repeats):
+                bar.begin(f"launch {r + 1}/{settings.repeats} ({label})")
+                if settings.cold:
+                    drop_caches()
+                if engine is None or bg_file is None:
+                    walls.append(launcher.launch())
+                else:
+                    jobs = background.jobset(settings.background, bg_file, settings.background_size)
+                    with engine.start(jobs, f"background {settings.background}") as bg:
+                        bg.wait_started()
+                        time.sleep(settings.warmup_s)
+                        if not bg.running():
+                            raise SmartioError(bg.failure())
+                        walls.append(launcher.launch())
+                        result = bg.stop()
+                    st = next(iter(result.jobs.values())).write
+                    bg_mib_s.append(st.bytes / (1 << 20) / (st.runtime_ms / 1000) if st and st.runtime_ms else 0.0)
+                bar.end()
+        finally:
+            target.cleanup()
+    results: dict[str, Any] = {
+        "wall_s": Stat.of(walls).to_json(),
+        "min_s": round(min(walls), 6),
+        "max_s": round(max(walls), 6),
+    }
+    if bg_mib_s:
+        results["background_write_mib_s"] = Stat.of(bg_mib_s).to_json()
+    return {
+        "experiment": "launch",
+        **what,
+        "target": {"path": target.path, "kind": target.kind, "description": target.describe()},
+        "device": device,
+        "scheduler": device.get("scheduler"),
+        "kernel": platform.release(),
+        "host": platform.node(),
+        "fio_version": engine.version() if engine else None,
+        "smartio_version": __version__,
+        "command": command,
+        "started": started,
+        "finished": _now(),
+        "settings": settings.to_json(),
+        "results": results,
+    }
+
+
+def run_launch(argv: list[str], target_path: str | None, settings: Settings, *, command: str,
+               app: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """`smartio launch run`: time a real command, run in the target directory; with `app` (a trace), the
+    recorded application installed in the target and run there in a chroot (its command unless `argv`)."""
+    from pathlib import Path
+
+    from smartio.launch.replay import Installed
+    from smartio.launch.trace import Trace
+
+    settings.check()
+    if app is None:
+        launcher = CommandLauncher(argv, target_path or ".")
+        target = _open_dir(target_path)
+        return measure(target, settings, launcher, what={"mode": "run", "argv": argv}, command=command,
+                       progress=progress)
+    if not is_root():
+        raise NeedsRootError("--app (running the installed copy in a chroot)")
+    trace = Trace.read(Path(app), "--app")
+    trace.header["path"] = app
+    argv = argv or list(trace.header.get("command") or [])
+    target = _open_dir(target_path)
+    with sigterm_as_interrupt(), Installed(trace, target.path) as inst:
+        launcher = CommandLauncher(argv, trace.header.get("cwd") or "/", root=str(inst.root))
+        return measure(target, settings, launcher, what={"mode": "run", "argv": argv, "app": app},
+                       command=command, progress=progress)
+
+
+def replay_launch(trace_path: str, target_path: str | None, settings: Settings, *, command: str,
+                  progress: bool = True) -> dict[str, Any]:
+    """`smartio launch replay`: lay the trace's files out in the target directory, then time replays of it."""
+    from pathlib import Path
+
+    from smartio.launch.replay import Layout, Replayer
+    from smartio.launch.trace import Trace
+
+    settings.check()
+    trace = Trace.read(Path(trace_path))
+    target = _open_dir(target_path)
+    h = trace.header
+    info = {"path": str(trace_path), "command": h.get("command", []), "ops": len(trace.ops),
+            "files": len(trace.files), "mib": sum(f.size for f in trace.files) / (1 << 20),
+            "think_scale": trace.think_scale, "residency": h.get("residency"),
+            "untraced_wall_s": h.get("untraced_wall_s", 0.0), "recorded": h.get("recorded")}
+    bar = Progress(None, stream=None if progress else io.StringIO())
+    with sigterm_as_interrupt():
+        try:
+            bar.begin(f"laying out {info['files']} files ({info['mib']:.1f} MiB) in {target.path}")
+            with Layout(trace, target.path) as layout:
+                bar.begin("calibrating think times (the operations alone, warm)")
+                replayer = Replayer(trace, layout)
+                info["calibration"] = replayer.calibrate()
+                info["think_scale"] = replayer.scale
+                bar.close()
+                return measure(target, settings, replayer, what={"mode": "replay", "trace": info},
+                               command=command, progress=progress)
+        finally:
+            bar.close()
+
+
+def _open_dir(path: str | None) -> Target:
+    from smartio.experiments.target import open_target
+
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError("--target", path, "is not a directory (the launch's scratch files are made in one)")
+    return open_target(path, writes=True, destroy_data=False)

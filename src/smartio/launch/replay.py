@@ -1,0 +1,226 @@
+"""Replaying a launch trace (smartio.launch.trace) on a target directory, as Mobigen does (seed 002).
+
+    with Layout(trace, "/mnt/flash") as layout:       # the trace's files, same sizes, under a scratch directory
+        Replayer(trace, layout).launch()              # seconds from the first operation to the end
+
+Why not fio, the project's one I/O engine: a launch is closed-loop (each operation waits for the one before, then
+the program computes for a while) and most of its cost when cold is metadata (path lookups, inodes) and mapped
+pages. fio's iolog replay (version 3) delays each I/O relative to the previous one's issue, in whole
+milliseconds, so I/O time eats think time instead of adding to it; and it has no stat or mmap. The replayer is
+therefore a loop of plain system calls: open, stat, close, pread/pwrite (of exactly the recorded bytes), fsync,
+fdatasync, and a pread of each mapped extent. Think times are spent busy (a launch computes between its I/Os,
+and sleeping would hand the CPU to the background writer and mistime gaps of microseconds).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+from smartio.errors import UsageError
+from smartio.launch.trace import PAD_MAX, Trace
+from smartio.units import mib
+
+SCRATCH_PREFIX = ".smartio-launch-"
+CHUNK = 1 << 20
+# Mapped pages are read as the kernel's fault path reads them: a page fault on a file mapping that misses the page
+# cache reads the readahead window around it (mm/filemap.c, do_sync_mmap_readahead: ra_pages, 128 KiB by default),
+# synchronously, one window per fault. Replay reads each mapped extent in windows of this size through a second fd
+# with POSIX_FADV_RANDOM, so that no readahead makes the reads larger or asynchronous.
+FAULT_CHUNK = 128 << 10
+
+
+class Layout:
+    """The trace's files laid out under `<dir>/.smartio-launch-<token>/`, each at its recorded path and size, filled
+    with pseudo-random bytes (not zeros, which a device or filesystem might keep sparse) and synced. Removed on
+    exit from the `with` block, also on Ctrl-C."""
+
+    def __init__(self, trace: Trace, directory: str, root: Path | None = None) -> None:
+        """`root`: the scratch directory of a layout made earlier (a test replays one under strace), which this
+        object then neither makes nor removes."""
+        self.trace = trace
+        self.root = root or Path(directory) / f"{SCRATCH_PREFIX}{secrets.token_hex(4)}"
+        self.paths = {f.id: self.root / f.path.lstrip("/") for f in trace.files}
+
+    def check_space(self) -> None:
+        need = sum(-(-f.size // 4096) * 4096 for f in self.trace.files)
+        st = os.statvfs(self.root.parent)
+        free = st.f_bavail * st.f_frsize
+        if need + (64 << 20) > free:
+            raise UsageError("--target", self.root.parent, f"too little space: the trace's files take {mib(need)} "
+                             f"and 64 MiB are left to the filesystem, {mib(free)} available")
+
+    def __enter__(self) -> Layout:
+        self.check_space()
+        pattern = os.urandom(CHUNK)
+        try:
+            self.root.mkdir()
+            for f in self.trace.files:
+                p = self.paths[f.id]
+                p.parent.mkdir(parents=True, exist_ok=True)
+                self._fill(p, f.size, f.path, pattern)
+            self._pad_directories()
+            self._finish()
+        except BaseException:
+            self.remove()
+            raise
+        os.sync()
+        return self
+
+    def _pad_directories(self) -> None:
+        """Every directory the launch went through, with as many entries as it had when recorded (empty files
+        `.smartio-pad-N`, at most PAD_MAX per directory): a cold lookup then reads as many directory blocks."""
+        for d, n in sorted(self.trace.header.get("dirs", {}).items()):
+            where = self.root / d.lstrip("/")
+            if not os.path.realpath(where).startswith(str(self.root.resolve())):
+                continue
+            where.mkdir(parents=True, exist_ok=True)
+            have = sum(1 for _ in os.scandir(where))
+            for i in range(have, min(int(n), PAD_MAX)):
+                os.close(os.open(where / f".smartio-pad-{i}", os.O_CREAT | os.O_WRONLY, 0o600))
+
+    def _finish(self) -> None:
+        """What a layout needs beyond the files (an installed copy: its symbolic links and directories)."""
+
+    def _fill(self, path: Path, size: int, source: str, pattern: bytes) -> None:
+        with open(path, "wb") as out:
+            left = size
+            while left > 0:
+                n = min(left, CHUNK)
+                out.write(pattern[:n])
+                left -= n
+            out.flush()
+            os.fsync(out.fileno())
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class Replayer:
+    """One launch = the trace's operations, in order, with think times scaled by the trace's `think_scale`."""
+
+    def __init__(self, trace: Trace, layout: Layout) -> None:
+        self.trace, self.layout = trace, layout
+        self.scale = trace.think_scale
+        biggest = max([o.size for o in trace.ops if o.op in ("read", "write")] +
+                      [min(n, CHUNK) for o in trace.ops for _, n in o.extents] + [1])
+        self.buf = memoryview(bytearray(biggest))
+
+    def calibrate(self, passes: int = 3) -> dict[str, float]:
+        """Set the think-time scale from this machine and target: the operations alone, warm (one pass to warm
+        the cache, then the shortest of `passes`), take T; the recorded launch took W warm without strace; think
+        times are scaled so that they add up to W − T (within [0, 1] of what strace saw). A warm replay then
+        lasts about as long as the warm launch by construction; what a cold one adds is the storage's."""
+        think = sum(o.think_s for o in self.trace.ops)
+        wall = float(self.trace.header.get("untraced_wall_s") or 0.0)
+        saved, self.scale = self.scale, 0.0
+        try:
+            self.launch()
+            ops_s = min(self.launch() for _ in range(passes))
+        finally:
+            self.scale = saved
+        if think > 0 and wall > 0:
+            self.scale = min(1.0, max(0.0, (wall - ops_s) / think))
+        return {"ops_warm_s": round(ops_s, 6), "think_recorded_s": round(think, 6), "think_scale": self.scale}
+
+    def launch(self) -> float:
+        paths = self.layout.paths
+        root = str(self.layout.root)
+        fds: dict[int, int] = {}
+        mfds: dict[int, int] = {}             # per file, the fd its mapped pages are read through
+        buf = self.buf
+        clock = time.perf_counter
+        t0 = end = clock()
+        try:
+            for op in self.trace.ops:
+                ready = end + op.think_s * self.scale
+                while clock() < ready:
+                    pass
+                kind, fid = op.op, op.file
+                if kind == "exit":
+                    end = clock()
+                    break
+                if kind == "lookup":
+                    try:
+                        os.stat(root + (op.path or ""))
+                    except OSError:
+                        pass
+                    end = clock()
+                    continue
+                assert fid is not None            # only exit has no file (checked when the trace is read)
+                if kind == "stat":
+                    os.stat(paths[fid])
+                elif kind == "open":
+                    if fid in fds:
+                        os.close(fds.pop(fid))
+                    fds[fid] = os.open(paths[fid], os.O_RDWR)
+                elif kind == "close":
+                    if fid in fds:
+                        os.close(fds.pop(fid))
+                else:
+                    fd = fds.get(fid)
+                    if fd is None:                  # an fd the launch inherited or got another way
+                        fd = fds[fid] = os.open(paths[fid], os.O_RDWR)
+                    if kind == "read":
+                        os.preadv(fd, [buf[:op.size]], op.offset)
+                    elif kind == "write":
+                        os.pwritev(fd, [buf[:op.size]], op.offset)
+                    elif kind in ("mmap", "exec"):
+                        mfd = mfds.get(fid, -1)
+                        if mfd < 0 and op.extents:
+                            mfd = mfds[fid] = os.open(paths[fid], os.O_RDONLY)
+                            os.posix_fadvise(mfd, 0, 0, os.POSIX_FADV_RANDOM)
+                        for off, n in op.extents:
+                            for o in range(off, off + n, FAULT_CHUNK):
+                                os.preadv(mfd, [buf[:min(FAULT_CHUNK, off + n - o)]], o)
+                    elif kind == "fsync":
+                        os.fsync(fd)
+                    elif kind == "fdatasync":
+                        os.fdatasync(fd)
+                end = clock()
+        finally:
+            for fd in (*fds.values(), *mfds.values()):
+                os.close(fd)
+        return end - t0
+
+
+class Installed(Layout):
+    """The application a trace recorded, installed under `<dir>/.smartio-launch-<token>/` to be run there in a
+    chroot (`smartio launch run --app TRACE`): its files with their real content (copied from the paths they had
+    when recorded, which must still hold files of the recorded sizes), the symbolic links the program followed to
+    them, and its working directory. Only what the recorded launch opened, stat()ed or mapped is there: a launch
+    that goes another way (other arguments, files that changed) fails or reads less."""
+
+    def __enter__(self) -> Installed:
+        missing = [f.path for f in self.trace.files if not os.path.isfile(f.path) or os.path.getsize(f.path) != f.size]
+        if missing:
+            raise UsageError("--app", self.trace.header.get("path", "TRACE"), f"{len(missing)} of the recorded "
+                             f"files are gone or changed size since the recording (e.g. {missing[0]}); record again")
+        super().__enter__()
+        return self
+
+    def _fill(self, path: Path, size: int, source: str, pattern: bytes) -> None:
+        shutil.copyfile(source, path)
+        shutil.copystat(source, path)    # mode and times: Python checks a .pyc against its source's mtime
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+
+    def _finish(self) -> None:
+        for link, target in sorted(self.trace.header.get("symlinks", {}).items()):
+            where = self.root / link.lstrip("/")
+            # Never through a link that points out of the copy (an absolute target names a host path).
+            inside = os.path.realpath(where.parent) + os.sep
+            if not inside.startswith(str(self.root.resolve()) + os.sep):
+                continue
+            if where.is_symlink() or where.exists():
+                continue
+            where.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, where)
+        cwd = self.trace.header.get("cwd") or "/"
+        (self.root / cwd.lstrip("/")).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,42 @@
+"""The terminal table of a `smartio launch run` or `replay` document; a pure function of it."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from smartio.report.tables import grid, pm
+
+
+def render(doc: dict[str, Any]) -> str:
+    s, r, dev = doc["settings"], doc["results"], doc["device"]
+    what = (f"replay of {doc['trace']['path']} ({shlex.join(doc['trace']['command'])})" if doc["mode"] == "replay"
+            else shlex.join(doc["argv"]) + (f" (installed from {doc['app']}, in a chroot)" if doc.get("app") else ""))
+    bg = "idle device" if s["background"] == "none" else f"beside {s['background']}"
+    lines = [f"Launch time: {what}; {s['cache']}, {bg}; {s['repeats']} repeats (mean [95 % CI])",
+             f"  target {doc['target']['description']}; scheduler {doc.get('scheduler')}; kernel {doc['kernel']}"
+             + (f"; {doc['fio_version']}" if doc.get("fio_version") else ""),
+             ""]
+    rows = [["wall time (ms)", pm(_ms(r["wall_s"]), "{:.1f}"), f"{r['min_s'] * 1e3:.1f}", f"{r['max_s'] * 1e3:.1f}"]]
+    if "background_write_mib_s" in r:
+        b = r["background_write_mib_s"]
+        rows.append([f"{s['background']} (MiB/s)", pm(b, "{:.1f}"), f"{min(b['values']):.1f}",
+                     f"{max(b['values']):.1f}"])
+    lines.append(grid(["what", "mean", "min", "max"], rows))
+    if doc["mode"] == "replay":
+        t = doc["trace"]
+        lines += ["", f"  trace: {t['ops']} operations on {t['files']} files ({t['mib']:.1f} MiB laid out); think "
+                      f"times × {t['think_scale']:.3f}; mapped pages: {t['residency']}; recorded launch "
+                      f"{t['untraced_wall_s'] * 1e3:.1f} ms warm without strace"]
+    if dev.get("name") is None:
+        lines.append(f"  note: no block device found under {dev.get('source')}; the scheduler is unknown")
+    return "\n".join(lines)
+
+
+def _ms(stat: dict[str, Any]) -> dict[str, Any]:
+    """A seconds Stat document in milliseconds."""
+    def ms(x: float | None) -> float | None:
+        return None if x is None else x * 1e3
+
+    return {**stat, "mean": ms(stat["mean"]), "std": ms(stat["std"]),
+            "ci95": [ms(x) for x in stat["ci95"]], "values": [x * 1e3 for x in stat["values"]]}

@@ -1,0 +1,70 @@
+"""`smartio compare --experiment launch` without a VM (issue 14, item 4): the plan, and the document, table and
+bench/launch's last line assembled from run files as the guest writes them."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import pytest
+
+from smartio.compare import launch as la
+from smartio.compare.spec import parse_schedulers
+from smartio.errors import UsageError
+
+PROFILE = types.SimpleNamespace(name="s5-emmc", description="x", queue_depth=2, time_scale=10.0)
+
+
+def _plan(**kw) -> la.LaunchPlan:
+    return la.LaunchPlan(schedulers=parse_schedulers("none,bfq,smartio,smartio:qasio_boost=0"),
+                         apps=("python-stdlib", "sqlite"), caches=("cold",), modes=("real",), **kw)
+
+
+def test_plan_round_trips_and_refuses_bad_input():
+    p = _plan(repeats=2)
+    assert la.LaunchPlan.from_json(p.to_json()) == p
+    assert len(p.cells()) == 2 * 1 * 2 * 1
+    for kw, flag in (({"apps": ("nope",)}, "--apps"), ({"backgrounds": ("read",)}, "--backgrounds"),
+                     ({"repeats": 0}, "--repeats"), ({"modes": ()}, "--modes")):
+        with pytest.raises(UsageError, match=flag):
+            la.LaunchPlan(schedulers=parse_schedulers("none"), **kw)
+
+
+def _write(out: Path, label: str, app: str, bg: str, ms: float) -> None:
+    f = out / la.run_file(label, app, "cold", bg, "real")
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({"results": {"wall_s": {"mean": ms / 1e3}}}))
+
+
+def test_headline_from_run_files(tmp_path):
+    plan = _plan()
+    # idle, beside seq-write, per app (ms)
+    times = {"none": (100, 200, 40, 100), "bfq": (100, 150, 40, 60), "smartio": (100, 110, 40, 44),
+             "smartio:qasio_boost=0": (100, 130, 40, 50)}
+    for label, (si, sb, qi, qb) in times.items():
+        _write(tmp_path, label, "python-stdlib", "none", si)
+        _write(tmp_path, label, "python-stdlib", "seq-write", sb)
+        _write(tmp_path, label, "sqlite", "none", qi)
+        _write(tmp_path, label, "sqlite", "seq-write", qb)
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert doc["missing"] == []
+    h = doc["headline"]
+    assert h["smartio"]["cold_bg_over_idle"] == pytest.approx((1.1 * 1.1) ** 0.5)
+    assert h["none"]["cold_bg_over_idle"] == pytest.approx((2.0 * 2.5) ** 0.5)
+    line = la.headline_line(doc)
+    # best other excludes both smartio variants; smartio vs none from the geometric means of the busy times
+    none_ms, sm_ms = (200 * 100) ** 0.5, (110 * 44) ** 0.5
+    assert line == (f"smartio_cold_bg_over_idle={(1.21) ** 0.5:.3f} best_other_cold_bg_over_idle="
+                    f"{(1.5 * 1.5) ** 0.5:.3f} smartio_vs_none_pct={(none_ms - sm_ms) / none_ms * 100:.1f}")
+    table = la.render(doc)
+    assert "python-stdlib cold seq-write real" in table and table.rstrip().endswith(line)
+
+
+def test_missing_runs_are_listed(tmp_path):
+    plan = _plan()
+    _write(tmp_path, "none", "sqlite", "none", 10)
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert "none python-stdlib cold none real" in doc["missing"]
+    assert la.headline_line(doc).startswith("smartio_cold_bg_over_idle=n/a")
+    assert "missing:" in la.render(doc)

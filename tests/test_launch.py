@@ -1,0 +1,338 @@
+"""`smartio launch` (issue 14): strace parsing, the trace format, replay fidelity to the recorded operations, and
+real launches timed beside a real fio background writer. No VM; nothing here drops the page cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from smartio.cli import main
+from smartio.launch import trace as tr
+from smartio.launch.replay import FAULT_CHUNK, Layout, Replayer
+
+STRACE = shutil.which("strace") or ""
+needs_strace = pytest.mark.skipif(not STRACE, reason="strace is not installed (scripts/install-deps installs it)")
+needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (make deps installs it)")
+PYTHON = os.path.realpath(sys.executable)
+
+
+def _strace_files(tmp_path: Path, per_pid: dict[int, list[str]]) -> list[Path]:
+    out = []
+    for pid, lines in per_pid.items():
+        p = tmp_path / f"st.{pid}"
+        p.write_text("\n".join(lines) + "\n")
+        out.append(p)
+    return out
+
+
+def test_parse_strace_tracks_positions_offsets_and_skips_failures(tmp_path):
+    lines = [
+        '100.000000 execve("/usr/bin/app", [...], 0x7ffd /* 3 vars */) = 0 <0.000400>',
+        '100.001000 openat(AT_FDCWD</w>, "data.bin", O_RDONLY) = 3</w/data.bin> <0.000010>',
+        '100.002000 read(3</w/data.bin>, ""..., 100) = 100 <0.000010>',
+        '100.003000 read(3</w/data.bin>, ""..., 50) = 50 <0.000010>',
+        '100.004000 lseek(3</w/data.bin>, 4096, SEEK_SET) = 4096 <0.000005>',
+        '100.005000 read(3</w/data.bin>, ""..., 10) = 10 <0.000010>',
+        '100.006000 pread64(3</w/data.bin>, ""..., 20, 8192) = 20 <0.000010>',
+        '100.007000 dup(3</w/data.bin>) = 4</w/data.bin> <0.000003>',
+        '100.008000 read(4</w/data.bin>, ""..., 5) = 5 <0.000010>',
+        '100.009000 read(3</w/data.bin>, ""..., 5) = 0 <0.000010>',
+        '100.010000 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 3</w/data.bin>, 0x1000) = 0x7f00 <0.000010>',
+        '100.011000 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f01 <0.00001>',
+        '100.012000 openat(AT_FDCWD</w>, "/missing", O_RDONLY) = -1 ENOENT (No such file or directory) <0.00001>',
+        '100.013000 newfstatat(AT_FDCWD</w>, "sub/x.py", {st_mode=S_IFREG|0644, st_size=1, ...}, 0) = 0 <0.00001>',
+        '100.014000 newfstatat(3</w/data.bin>, "", {st_mode=S_IFREG|0644, st_size=9, ...}, AT_EMPTY_PATH) = 0 <0.1>',
+        '100.015000 read(5<pipe:[1234]>, ""..., 10) = 10 <0.000010>',
+        '100.016000 pwrite64(3</w/data.bin>, ""..., 30, 100) = 30 <0.000010>',
+        '100.017000 fsync(3</w/data.bin>) = 0 <0.000200>',
+        '100.018000 close(3</w/data.bin>) = 0 <0.000003>',
+        '100.020000 +++ exited with 0 +++',
+    ]
+    raws, first, last = tr.parse_strace(_strace_files(tmp_path, {42: lines}))
+    assert (first, last) == (100.0, 100.02)
+    got = [(r.op, r.path, r.offset, r.size) for r in raws]
+    assert got == [
+        ("exec", "/usr/bin/app", 0, 0),
+        ("open", "/w/data.bin", 0, 0),
+        ("read", "/w/data.bin", 0, 100),
+        ("read", "/w/data.bin", 100, 50),
+        ("read", "/w/data.bin", 4096, 10),
+        ("read", "/w/data.bin", 8192, 20),
+        ("read", "/w/data.bin", 4106, 5),          # the dup'ed fd starts at the position of the one it copies
+        ("mmap", "/w/data.bin", 4096, 8192),
+        ("lookup", "/missing", 0, 0),                # a failed lookup still reads directories when cold
+        ("stat", "/w/sub/x.py", 0, 0),
+        ("write", "/w/data.bin", 100, 30),
+        ("fsync", "/w/data.bin", 0, 0),
+        ("close", "/w/data.bin", 0, 0),
+    ]
+    assert all(r.pid == 42 for r in raws)
+
+
+def test_parse_strace_merges_processes_by_time(tmp_path):
+    parent = ['10.0 execve("/bin/sh", [...], 0x1 /* 1 var */) = 0 <0.000100>',
+              '10.3 read(3</a>, ""..., 10) = 10 <0.000010>', '10.5 +++ exited with 0 +++']
+    child = ['10.2 read(3</b>, ""..., 7) = 7 <0.000010>', '10.4 +++ exited with 0 +++']
+    raws, first, last = tr.parse_strace(_strace_files(tmp_path, {1: parent, 2: child}))
+    assert [(r.pid, r.path) for r in raws] == [(1, "/bin/sh"), (2, "/b"), (1, "/a")]
+    assert (first, last) == (10.0, 10.5)
+
+
+def test_build_think_times_and_mapped_extents(tmp_path):
+    raws = [tr._Raw(1.0, 0.001, 1, "exec", "/bin/x"), tr._Raw(1.002, 0.0005, 1, "read", "/lib/y", 0, 832),
+            tr._Raw(1.003, 0.0001, 1, "mmap", "/lib/y", 0, 5 * 4096),
+            tr._Raw(1.004, 0.0001, 1, "mmap", "/lib/y", 8192, 8192)]
+    sizes = {"/bin/x": 3 * 4096 + 10, "/lib/y": 5 * 4096 - 100}
+    residency = {"/bin/x": {0, 3}, "/lib/y": {0, 1, 2, 4}}
+    files, ops = tr.build(raws, 1.0, 1.01, sizes, residency)
+    assert [f.path for f in files] == ["/bin/x", "/lib/y"]
+    assert [o.op for o in ops] == ["exec", "read", "mmap", "mmap", "exit"]
+    assert ops[0].extents == ((0, 4096), (3 * 4096, 10))            # resident pages only, clipped to the size
+    assert ops[2].extents == ((4096, 8192), (4 * 4096, 4096 - 100))  # page 0 was read; page 3 is not resident
+    assert ops[3].extents == ()                                      # its pages came with the mapping before
+    assert [round(o.think_s, 6) for o in ops] == [0.0, 0.001, 0.0005, 0.0009, 0.0059]
+    whole = tr.build(raws, 1.0, 1.01, sizes, None)[1]
+    assert whole[2].extents == ((4096, 4 * 4096 - 100),)
+
+
+def test_trace_round_trip_and_bad_traces(tmp_path):
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.5},
+                 [tr.FileEntry(0, "/a", 10)], [tr.Op("read", 0, 0, 10, 0.1, 0.01, 7), tr.Op("exit", None)])
+    p = tmp_path / "t.launch"
+    t.write(p)
+    back = tr.Trace.read(p)
+    assert back.files == t.files and back.ops == t.ops and back.think_scale == 0.5
+    for text, why in (("", "not a smartio launch trace"), ("{]", "bad JSON"),
+                      ('{"format": "smartio-launch-trace", "version": 9}', "version 9"),
+                      ('{"format": "smartio-launch-trace", "version": 1}\n{"op": "read", "file": 3, "offset": 0, '
+                       '"size": 1, "think_s": 0, "dur_s": 0}', "unknown file 3"),
+                      ('{"format": "smartio-launch-trace", "version": 1}\n{"op": "fly"}', "malformed")):
+        p.write_text(text)
+        with pytest.raises(Exception, match=why) as e:
+            tr.Trace.read(p)
+        assert getattr(e.value, "exit_code", None) == 2
+
+
+def test_exec_chain_finds_the_dynamic_loader_and_script_interpreters(tmp_path):
+    chain = tr.exec_chain(PYTHON)
+    assert chain[-1] == PYTHON and len(chain) == 2 and "ld-linux" in chain[0]
+    script = tmp_path / "s.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    chain = tr.exec_chain(str(script))
+    assert chain[-1] == str(script) and os.path.realpath("/bin/sh") in chain
+
+
+def test_resident_pages_sees_a_file_just_written(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"x" * (3 * 4096))
+    assert tr.resident_pages(str(p)) == {0, 1, 2}
+
+
+def _expected(trace: tr.Trace, repeats: int) -> list[tuple]:
+    """The system calls a replay must make on the laid-out files: stats and data transfers, in order."""
+    path: dict[int | None, str] = {f.id: f.path for f in trace.files}
+    one: list[tuple] = []
+    for o in trace.ops:
+        if o.op == "stat":
+            one.append(("stat", path[o.file], 0, 0))
+        elif o.op == "lookup":
+            one.append(("lookup", o.path, 0, 0))
+        elif o.op in ("read", "write"):
+            one.append((o.op, path[o.file], o.offset, o.size))
+        elif o.op in ("fsync",):
+            one.append(("fsync", path[o.file], 0, 0))
+        elif o.op in ("mmap", "exec"):
+            one += [("read", path[o.file], x, min(FAULT_CHUNK, off + n - x)) for off, n in o.extents
+                    for x in range(off, off + n, FAULT_CHUNK)]
+    return one * repeats
+
+
+@needs_strace
+def test_issue14_replay_reproduces_recorded_operations(tmp_path):
+    """Record a real start-up, replay it under strace on a scratch directory, and compare: the same files, the
+    same reads (offsets, sizes) and stats, in the same order; every recorded open is opened."""
+    trace = tr.record([PYTHON, "-c", "import json"], str(tmp_path), cold_residency=False)
+    files = {f.path for f in trace.files}
+    assert any(p.endswith("json/__init__.py") for p in files)
+    assert any(o.op == "read" for o in trace.ops) and any(o.op == "exec" for o in trace.ops)
+    assert trace.ops[-1].op == "exit" and 0 < trace.think_scale <= 1
+    assert any(o.op == "lookup" for o in trace.ops)          # Python probes paths that do not exist
+    libdir = os.path.dirname(next(p for p in files if p.endswith("json/__init__.py")))
+    assert trace.header["dirs"][libdir] == len(os.listdir(libdir))
+    tfile = tmp_path / "t.launch"
+    trace.write(tfile)
+    trace = tr.Trace.read(tfile)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with Layout(trace, str(scratch)) as layout:
+        for f in trace.files:
+            assert layout.paths[f.id].stat().st_size == f.size
+        assert len(os.listdir(layout.root / libdir.lstrip("/"))) == trace.header["dirs"][libdir]
+        code = ("import sys; from pathlib import Path; from smartio.launch.trace import Trace; "
+                "from smartio.launch.replay import Layout, Replayer; t = Trace.read(Path(sys.argv[1])); "
+                "r = Replayer(t, Layout(t, '', root=Path(sys.argv[2]))); r.launch(); r.launch()")
+        out = tmp_path / "st"
+        subprocess.run([STRACE, "-f", "-ff", "-q", "-ttt", "-T", "-y", "-s", "0", "-e",
+                        f"trace={','.join(tr.SYSCALLS)}", "-o", str(out), "--", sys.executable, "-c", code,
+                        str(tfile), str(layout.root)], check=True)
+        raws, _, _ = tr.parse_strace(sorted(tmp_path.glob("st.*")))
+        root = str(layout.root)
+        seen = [(r.op, r.path[len(root):], r.offset, r.size) for r in raws
+                if r.path and r.path.startswith(root + "/") and r.op in ("stat", "lookup", "read", "write", "fsync")]
+        opened = {r.path[len(root):] for r in raws if r.op == "open" and r.path and r.path.startswith(root)}
+    assert not layout.root.exists()
+    assert seen == _expected(trace, repeats=2)
+    assert {f.path for o in trace.ops if o.op == "open" for f in trace.files if f.id == o.file} <= opened
+
+
+def test_replay_times_think_and_io(tmp_path):
+    ops = [tr.Op("open", 0, think_s=0.0), tr.Op("read", 0, 0, 4096, think_s=0.02), tr.Op("exit", None, think_s=0.03)]
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.5}, [tr.FileEntry(0, "/x/y", 8192)],
+                 ops)
+    with Layout(t, str(tmp_path)) as layout:
+        wall = Replayer(t, layout).launch()
+    assert 0.025 <= wall < 0.1          # (0.02 + 0.03) × 0.5 of think time, plus a cached read
+    assert not list(tmp_path.iterdir())
+
+
+def _cli(*args: str) -> int:
+    return main(["launch", *args])
+
+
+@pytest.mark.parametrize("args, rc, message", [
+    (["run", "--", "true"], 2, "--target (missing)"),
+    (["run", "--target", "{tmp}"], 2, "give the command"),
+    (["run", "--target", "{tmp}", "--", "no-such-command-x"], 2, "command not found"),
+    (["run", "--target", "{tmp}", "--repeats", "0", "--", "true"], 2, "--repeats 0"),
+    (["run", "--target", "{tmp}/nope", "--", "true"], 2, "does not exist"),
+    (["run", "--target", "{tmp}", "--background-size", "x", "--", "true"], 2, "not a size"),
+    (["run", "--target", "{tmp}", "--repeats", "1", "--", "false"], 1, "exited with 1"),
+    (["replay", "{tmp}/none.launch", "--target", "{tmp}"], 2, "does not exist"),
+    (["record", "--", "true"], 2, "-o (missing)"),
+    (["record", "-o", "{tmp}/no/dir/t", "--", "true"], 2, "does not exist"),
+])
+def test_cli_errors_name_the_flag(tmp_path, capsys, monkeypatch, args, rc, message):
+    monkeypatch.setenv("SMARTIO_DB", str(tmp_path / "r.db"))
+    assert _cli(*[a.format(tmp=tmp_path) for a in args]) == rc
+    assert message in capsys.readouterr().err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".smartio")]
+
+
+def test_cold_without_root_is_exit_3(tmp_path, capsys, monkeypatch):
+    import smartio.launch.measure as m
+
+    monkeypatch.setattr(m, "is_root", lambda: False)
+    assert _cli("run", "--target", str(tmp_path), "--cold", "--", "true") == 3
+    assert "needs root" in capsys.readouterr().err
+
+
+@needs_fio
+def test_run_beside_a_background_writer(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SMARTIO_DB", str(tmp_path / "r.db"))
+    target = tmp_path / "t"
+    target.mkdir()
+    out = tmp_path / "doc.json"
+    rc = _cli("run", "--target", str(target), "--repeats", "2", "--background", "seq-write", "--background-size",
+              "8M", "--background-warmup", "0.3", "--json", str(out), "--", "sleep", "0.2")
+    assert rc == 0, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    r = doc["results"]
+    assert doc["mode"] == "run" and doc["settings"]["background"] == "seq-write"
+    assert 0.2 <= r["min_s"] <= r["wall_s"]["mean"] <= r["max_s"] < 2
+    assert r["wall_s"]["n"] == 2 and r["background_write_mib_s"]["mean"] > 0
+    assert "wall time (ms)" in capsys.readouterr().out
+    assert list(target.iterdir()) == []                  # the background's scratch file is gone
+    assert main(["results", "show", str(doc["id"])]) == 0      # the stored document renders as the run printed it
+    assert "seq-write (MiB/s)" in capsys.readouterr().out
+
+
+@needs_strace
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chroot)")
+def test_app_runs_the_installed_copy_in_a_chroot(tmp_path, capsys, monkeypatch):
+    """`run --app TRACE`: the recorded files, with their content, mtimes and the symbolic links the program
+    followed, are enough to launch it again from the target alone; removed afterwards."""
+    monkeypatch.setenv("SMARTIO_DB", str(tmp_path / "r.db"))
+    trace = tr.record(["/usr/bin/python3", "-c", "import json"], "/tmp", cold_residency=False)
+    assert "/lib64" in trace.header["symlinks"] or not os.path.islink("/lib64")
+    tfile = tmp_path / "t.launch"
+    trace.write(tfile)
+    target = tmp_path / "target"
+    target.mkdir()
+    out = tmp_path / "doc.json"
+    assert _cli("run", "--app", str(tfile), "--target", str(target), "--repeats", "2", "--json", str(out)) == 0, \
+        capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["app"] == str(tfile) and doc["argv"] == ["/usr/bin/python3", "-c", "import json"]
+    assert doc["results"]["wall_s"]["n"] == 2
+    assert list(target.iterdir()) == []
+    # A command the copy cannot run (a module the recording never imported) fails the run, exit 1.
+    rc = _cli("run", "--app", str(tfile), "--target", str(target), "--repeats", "1", "--",
+              "/usr/bin/python3", "-c", "import sqlite3")
+    assert rc == 1 and "exited with 1" in capsys.readouterr().err
+    assert list(target.iterdir()) == []
+
+
+def test_calibration_scales_think_time_to_the_untraced_launch(tmp_path):
+    """Replay's think times add up to the untraced wall time less what the operations take here."""
+    ops = [tr.Op("open", 0), tr.Op("read", 0, 0, 4096, think_s=0.05), tr.Op("exit", None, think_s=0.05)]
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "untraced_wall_s": 0.04, "think_scale": 1.0},
+                 [tr.FileEntry(0, "/x/y", 4096)], ops)
+    with Layout(t, str(tmp_path)) as layout:
+        r = Replayer(t, layout)
+        cal = r.calibrate()
+        assert cal["ops_warm_s"] < 0.01 and cal["think_recorded_s"] == pytest.approx(0.1)
+        assert r.scale == pytest.approx((0.04 - cal["ops_warm_s"]) / 0.1, abs=1e-4)
+        assert 0.035 < r.launch() < 0.08
+    t.header["untraced_wall_s"] = 1.0                  # more than strace saw: never stretched beyond 1
+    with Layout(t, str(tmp_path)) as layout:
+        r = Replayer(t, layout)
+        r.calibrate()
+        assert r.scale == 1.0
+
+
+def test_installed_copy_never_follows_a_link_out_of_itself(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"12345")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    f = str(src / "f")
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "cwd": "/work",
+                  "symlinks": {"/abs": str(outside), "/abs/escape": "x", "/rel": "abs", f + ".link": "f"}},
+                 [tr.FileEntry(0, f, 5)], [tr.Op("exit", None)])
+    target = tmp_path / "target"
+    target.mkdir()
+    from smartio.launch.replay import Installed
+
+    with Installed(t, str(target)) as inst:
+        assert (inst.root / f.lstrip("/")).read_bytes() == b"12345"
+        assert os.readlink(inst.root / "abs") == str(outside) and os.readlink(inst.root / "rel") == "abs"
+        assert os.readlink(inst.root / (f + ".link").lstrip("/")) == "f"
+        assert (inst.root / "work").is_dir()
+    assert list(outside.iterdir()) == []               # /abs/escape was not made through /abs
+    assert list(target.iterdir()) == []
+
+
+def test_command_is_timed_from_exec_to_exit(tmp_path):
+    from smartio.launch.measure import CommandLauncher
+
+    wall = CommandLauncher(["sleep", "0.2"], str(tmp_path)).launch()
+    assert 0.2 <= wall < 0.35
+
+
+@needs_strace
+def test_record_follows_child_processes(tmp_path):
+    data = tmp_path / "data.txt"
+    data.write_bytes(b"x" * 10000)
+    t = tr.record(["/bin/sh", "-c", f"cat {data} > /dev/null; head -c 100 {data} > /dev/null"], str(tmp_path),
+                  cold_residency=False)
+    fid = next(f.id for f in t.files if f.path == str(data))
+    reads = [o for o in t.ops if o.file == fid and o.op == "read"]
+    assert sum(o.size for o in reads) == 10000 + 100 and len({o.pid for o in reads}) == 2
+    assert [o.offset for o in reads][0] == 0 and t.files[fid].size == 10000

@@ -1,0 +1,43 @@
+"""`smartio compare --experiment launch` for real (issue 14, item 5): one VM session launches one application
+(vim, the smallest of the set) cold under each of the five schedulers, from its copy installed on the emulated
+disk; checks the table, compare.json, that every launch ran under its scheduler and that the device was restored."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.vm, pytest.mark.usefixtures("testbed_ready"),
+              pytest.mark.skipif(shutil.which("strace") is None or shutil.which("vim.basic") is None,
+                                 reason="needs strace and vim.basic (scripts/install-deps; apt-get install vim)")]
+
+MODULE = Path(__file__).resolve().parents[1] / "kernel" / "smartio-iosched.ko"
+SCHEDULERS = ["none", "mq-deadline", "kyber", "bfq", "smartio"]
+
+
+@pytest.mark.timeout(300)
+def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
+    if not MODULE.is_file():
+        pytest.skip(f"{MODULE} is not built (make module)")
+    out = tmp_path / "cmp"
+    p = subprocess.run([sys.executable, "-m", "smartio", "compare", "--experiment", "launch", "--schedulers",
+                        ",".join(SCHEDULERS), "--apps", "editor", "--caches", "cold", "--backgrounds", "none",
+                        "--modes", "real", "--repeats", "1", "--out", str(out)], capture_output=True, text=True,
+                       timeout=280, env={**os.environ, "SMARTIO_DB": str(tmp_path / "host.db")})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "editor cold none real" in p.stdout
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["missing"] == [] and list(doc["cells"]) == SCHEDULERS
+    guest = json.loads((out / "vm" / "out" / "launch-guest.json").read_text())
+    assert [r["state"]["scheduler"] for r in guest["runs"]] == SCHEDULERS
+    assert all(r["rc"] == 0 for r in guest["runs"])
+    for label in SCHEDULERS:
+        wall = doc["cells"][label]["editor.cold.none.real"]["wall_s"]["mean"]
+        assert 0 < wall < 60
+    assert guest["after"]["scheduler"] == guest["before"]["scheduler"]
