@@ -16,6 +16,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -153,6 +154,46 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
         "results": results,
         "runs": runs,
     }
+
+
+def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.VmResult | None, str], dict],
+                 *, profile: Any, out: Path | None, timeout: float,
+                 stream: IO[bytes] | None | Literal["stdout"], **vm_args: Any) -> tuple[dict, Path]:
+    """Boot the testbed once and run `python -m MODULE PLAN_JSON OUT` in the guest (an experiment's guest side),
+    then build the document with assemble_doc(guest out dir, VM result or None, start time) into compare.json:
+    also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json."""
+    check_testbed()
+    out_dir = new_out_dir(out)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    argv = [guest_python(), "-m", module, plan_json, initramfs.GUEST_OUT]
+    doc_path = out_dir / DOCUMENT
+    try:
+        result = vm.run(argv, profile=profile, timeout=timeout, artifacts=out_dir / "vm", stream=stream, **vm_args)
+    except KeyboardInterrupt:
+        guest_out = out_dir / "vm" / "out"
+        if guest_out.is_dir():
+            doc_path.write_text(json.dumps(assemble_doc(guest_out, None, started), indent=2) + "\n")
+            print(f"smartio compare: interrupted; what was measured is in {doc_path}", file=sys.stderr)
+        raise
+    doc = assemble_doc(result.out_dir, result, started)
+    doc_path.write_text(json.dumps(doc, indent=2) + "\n")
+    if result.failure:
+        raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
+    if result.rc != 0 or doc["missing"]:
+        raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
+                           f"see {result.output_log}; what was measured is in {doc_path}")
+    return doc, out_dir
+
+
+def guest_entry(main: Callable[[list[str]], int]) -> None:
+    """The `python -m` entry of an experiment's guest side: exit codes as the CLI's."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except SmartioError as e:
+        print(f"smartio: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,

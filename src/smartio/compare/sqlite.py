@@ -18,7 +18,6 @@ The optimisations (seed 002, section 6; Table 2):
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import os
 import subprocess
@@ -284,9 +283,8 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
 def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | None, out: Path | None,
                        timeout: float, command: str,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    from smartio.compare.run import check_testbed, guest_python, new_out_dir
+    from smartio.compare.run import run_in_guest
     from smartio.flashdev import load_profile
-    from smartio.testbed import initramfs, vm
 
     prof = load_profile(profile)
     if time_scale is not None:
@@ -295,33 +293,14 @@ def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | No
         prof = dataclasses.replace(prof, time_scale=time_scale)
     if timeout <= 0:
         raise UsageError("--timeout", timeout, "must be positive")
-    check_testbed()
-    out_dir = new_out_dir(out)
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    argv = [guest_python(), "-m", "smartio.compare.sqlite", plan.to_json(), initramfs.GUEST_OUT]
-    doc_path = out_dir / "compare.json"
-    try:
-        result = vm.run(argv, profile=prof, disks=2, disk_size=DISK_SIZE, timeout=timeout, artifacts=out_dir / "vm",
-                        modules=[], stream=stream, flavour=plan.flavour)
-    except KeyboardInterrupt:
-        guest_out = out_dir / "vm" / "out"
-        if guest_out.is_dir():
-            doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
-            doc_path.write_text(json.dumps(doc, indent=2) + "\n")
-            print(f"smartio compare: interrupted; what was measured is in {doc_path}", file=sys.stderr)
-        raise
-    doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
-    doc_path.write_text(json.dumps(doc, indent=2) + "\n")
-    if result.failure:
-        raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
-    if result.rc != 0 or doc["missing"]:
-        raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
-                           f"see {result.output_log}; what was measured is in {doc_path}")
-    return doc, out_dir
+    return run_in_guest("smartio.compare.sqlite", plan.to_json(),
+                        lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
+                                                                    started=started, vm_result=result),
+                        profile=prof, out=out, timeout=timeout, stream=stream, disks=2, disk_size=DISK_SIZE, modules=[],
+                        flavour=plan.flavour)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(guest_main(sys.argv[1:]))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    from smartio.compare.run import guest_entry
+
+    guest_entry(guest_main)
