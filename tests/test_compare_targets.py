@@ -62,8 +62,9 @@ def test_checks_on_a_recorded_comparison():
     want = 100 * sum(r["smartio"]["response_s"]["seq"][x] / r["mq-deadline"]["response_s"]["seq"][x] - 1
                      for x in ("20", "80")) / 2
     assert reduction["seq"]["mq-deadline"] == pytest.approx(want, abs=0.5)
-    widest = targets.halfwidths([doc])
+    widest = targets.halfwidths([doc], ["smartio"])
     assert widest[0][0] == math.inf            # one repeat: no interval
+    assert all("under smartio" in name for _, name in widest)
 
 
 def test_a_missing_run_is_not_met():
@@ -71,3 +72,14 @@ def test_a_missing_run_is_not_met():
     del doc["runs"]["smartio"]["slowdown"]
     checks = targets.slowdown_checks(doc, "smartio", ["mq-deadline"])
     assert [c.verdict for c in checks] == ["NOT met", "NOT met"]
+
+
+def test_a_missing_other_scheduler_is_named_not_confused():
+    doc = _doc()
+    checks = targets.slowdown_checks(doc, "smartio", ["kyber", "mq-deadline"])   # kyber never ran
+    lowest_read = next(c for c in checks if c.name == "1R1W seq read slowdown, lowest of all")
+    mq = doc["runs"]["mq-deadline"]["slowdown"]["results"]["detail"]["seq"]["read_slowdown"]["mean"]
+    assert lowest_read.target == f"< mq-deadline {mq:.2f}, kyber missing"
+    assert targets.lowest(Figure(1.0, 0.9, 1.1), []) == "undecided"
+    del doc["runs"]["smartio"]["slowdown"], doc["runs"]["mq-deadline"]["slowdown"]
+    assert [c.verdict for c in targets.slowdown_checks(doc, "smartio", ["mq-deadline"])] == ["NOT met"]

@@ -126,6 +126,8 @@ def test_plots_are_pngs(tmp_path):
 def test_disk_holds_every_stream():
     assert disk_size(Plan(parse_schedulers("none"), streams=4, size="100M")) >= 8 * (100 << 20)
     assert disk_size(Plan(parse_schedulers("none"), size="64K")) == 256 << 20
+    mixed = Plan(parse_schedulers("smartio:profile"), experiment="mixed", size="200M")
+    assert disk_size(mixed) >= 4 * (200 << 20)     # the Concurrency Profiler's 4 streams
 
 
 def test_spec_errors_are_usage_errors():

@@ -336,3 +336,22 @@ def test_record_follows_child_processes(tmp_path):
     reads = [o for o in t.ops if o.file == fid and o.op == "read"]
     assert sum(o.size for o in reads) == 10000 + 100 and len({o.pid for o in reads}) == 2
     assert [o.offset for o in reads][0] == 0 and t.files[fid].size == 10000
+
+
+def test_background_run_that_died_reports_why_and_closes_once():
+    """A background fio that ended before stop() (here a program that fails at once): stop() says so with its exit
+    code, not a traceback from reading a closed file; close() after that is a no-op (its group id is free again)."""
+    import time
+
+    from smartio.engine import Job, JobSet
+    from smartio.engine.fio import BackgroundRun
+    from smartio.errors import SmartioError
+
+    run = BackgroundRun("/bin/false", JobSet(((Job("bg", "write", "/nonexistent", 4096, 0, 4096, 1),),)), "test")
+    deadline = time.monotonic() + 10
+    while run.running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(SmartioError, match=r"fio ended early \(1\) in test"):
+        run.stop()
+    run.close()
+    run.close()

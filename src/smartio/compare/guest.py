@@ -158,12 +158,13 @@ def main(argv: list[str]) -> int:
     try:
         for i, (spec, exp) in enumerate(steps, 1):
             say(f"[{i}/{len(steps)}] {exp} under {spec.label}")
+            if spec.profiled and profiled is None:
+                switch(dev, SchedulerSpec(spec.name), plan.nr_requests)   # measured at the scheduler's defaults
+                profiled = profile(dev, plan, out)
+                record["profile"] = {"file": PROFILE_FILE, "tunables": profiled}
+                save()
             switch(dev, spec, plan.nr_requests)
-            if spec.profiled:
-                if profiled is None:
-                    profiled = profile(dev, plan, out)
-                    record["profile"] = {"file": PROFILE_FILE, "tunables": profiled}
-                    save()
+            if spec.profiled and profiled is not None:
                 write_tunables(dev, {**profiled, **dict(spec.tunables)})
             state = device_state(dev)
             say(f"{dev.disk}: scheduler {state['scheduler']}, nr_requests {state['nr_requests']}"

@@ -68,6 +68,8 @@ def disk_size(plan: Plan) -> int:
     for exp in plan.experiments:
         size = parse_size("--size", plan.size_for(exp))
         need = max(need, size * (2 * plan.streams if exp == "slowdown" else 1))
+    if any(s.profiled for s in plan.schedulers):    # the profiler's 4 streams at the slowdown size (guest.profile)
+        need = max(need, 4 * parse_size("--size", plan.size_for("slowdown")))
     size = max(MIN_DISK, 2 * need)
     return -(-size // (1 << 20)) * (1 << 20)
 

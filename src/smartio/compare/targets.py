@@ -66,7 +66,9 @@ def below(f: Figure, bound: float) -> str:
 
 
 def lowest(mine: Figure, others: list[Figure]) -> str:
-    """Lower than every other: met when my interval lies below all of theirs."""
+    """Lower than every other: met when my interval lies below all of theirs (undecided with nothing to beat)."""
+    if not others:
+        return "undecided"
     if any(mine.mean >= o.mean for o in others):
         return "NOT met"
     if mine.hi is None or any(o.lo is None or mine.hi >= o.lo for o in others):
@@ -96,11 +98,17 @@ def mixed_figures(doc: dict[str, Any], label: str, mode: str) -> dict[str, Figur
 
 
 def slowdown_checks(doc: dict[str, Any], mine: str, others: list[str]) -> list[Check]:
-    n = next(d["slowdown"] for d in doc["runs"].values() if "slowdown" in d)["results"]["streams"]
+    """The bounds, lowest read slowdown and highest efficiency, seq and rand; others without a run are left out
+    (and named in the target column as missing)."""
+    first = next((d["slowdown"] for d in doc["runs"].values() if "slowdown" in d), None)
+    if first is None:
+        return [Check(f"slowdown: {mine}", "(missing)", "measured", "NOT met")]
+    n = first["results"]["streams"]
     checks = []
     for mode in MODES:
         me = slowdown_figures(doc, mine, mode)
-        them = [f for o in others if (f := slowdown_figures(doc, o, mode))]
+        them = {o: f for o in others if (f := slowdown_figures(doc, o, mode))}
+        missing = "".join(f", {o} missing" for o in others if o not in them)
         w = f"{n}R{n}W {mode}"
         if me is None:
             checks.append(Check(f"{w}: {mine}", "(missing)", "measured", "NOT met"))
@@ -112,11 +120,11 @@ def slowdown_checks(doc: dict[str, Any], mine: str, others: list[str]) -> list[C
             Check(f"{w} read slowdown", me["read_slowdown"].text(), f"<= {rb}{note}", below(me["read_slowdown"], rb)),
             Check(f"{w} write slowdown", me["write_slowdown"].text(), f"<= {wb}", below(me["write_slowdown"], wb)),
             Check(f"{w} read slowdown, lowest of all", me["read_slowdown"].text(),
-                  "< " + ", ".join(f"{o} {f['read_slowdown'].mean:.2f}" for o, f in zip(others, them, strict=False)),
-                  lowest(me["read_slowdown"], [f["read_slowdown"] for f in them])),
+                  "< " + ", ".join(f"{o} {f['read_slowdown'].mean:.2f}" for o, f in them.items()) + missing,
+                  lowest(me["read_slowdown"], [f["read_slowdown"] for f in them.values()])),
             Check(f"{w} efficiency, highest of all", me["efficiency"].text(),
-                  ">= " + ", ".join(f"{o} {f['efficiency'].mean:.2f}" for o, f in zip(others, them, strict=False)),
-                  highest(me["efficiency"], [f["efficiency"] for f in them])),
+                  ">= " + ", ".join(f"{o} {f['efficiency'].mean:.2f}" for o, f in them.items()) + missing,
+                  highest(me["efficiency"], [f["efficiency"] for f in them.values()])),
         ]
     return checks
 
@@ -139,12 +147,12 @@ def mixed_checks(doc: dict[str, Any], mine: str, others: list[str]) -> tuple[lis
     return checks, reduction
 
 
-def halfwidths(docs: list[dict[str, Any]]) -> list[tuple[float, str]]:
-    """The 95 % half-width (% of the mean) of every figure the targets use, for every scheduler, widest first;
-    a figure measured once counts as infinitely wide."""
+def halfwidths(docs: list[dict[str, Any]], labels: list[str]) -> list[tuple[float, str]]:
+    """The 95 % half-width (% of the mean) of every figure the targets use, for the schedulers `labels`, widest
+    first; a figure measured once counts as infinitely wide."""
     out = []
     for doc in docs:
-        for label in doc["schedulers"]:
+        for label in (x for x in doc["schedulers"] if x in labels):
             for mode in MODES:
                 s = slowdown_figures(doc, label, mode) or {}
                 m = mixed_figures(doc, label, mode) or {}

@@ -79,6 +79,7 @@ class BackgroundRun:
             f.write(jobset.jobfile())
         cmd = [fio, "--output-format=json", f"--output={self._output}", jobfile]
         self._err = open(os.path.join(self._tmp.name, "stderr"), "w+")
+        self._closed = False
         # Its own process group: a Ctrl-C at the terminal reaches smartio, which stops fio itself, in order.
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._err, start_new_session=True)
 
@@ -111,8 +112,9 @@ class BackgroundRun:
 
     def stop(self) -> RunResult:
         if self.proc.poll() is not None:
+            why = self.failure()
             self.close()
-            raise SmartioError(self.failure())
+            raise SmartioError(why)
         self.proc.send_signal(signal.SIGINT)
         try:
             self.proc.wait(timeout=30)
@@ -135,7 +137,11 @@ class BackgroundRun:
 
     def close(self) -> None:
         """Stop fio if it still runs (an error path) and remove its files. fio runs each job in a child process of
-        its own: the whole process group (its session, see __init__) is stopped, or the jobs would go on writing."""
+        its own: the whole process group (its session, see __init__) is stopped, or the jobs would go on writing.
+        Only once: after that the group's id may belong to someone else."""
+        if self._closed:
+            return
+        self._closed = True
         if self.proc.poll() is None:
             _signal_group(self.proc.pid, signal.SIGINT)
             try:

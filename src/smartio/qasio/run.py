@@ -278,6 +278,7 @@ def run_one(bench: str, root: Path, dev: Device, engine: FioEngine, settings: Se
                           f"the background writer of {bench}")
     lat: dict[str, list[float]] = {}
     try:
+        writer.wait_started()
         wait_for_writer(writer, bg_path)
         if bench != "m5":
             time.sleep(settings.warmup_s)   # dirty pages have expired once: background writeback is under way
