@@ -244,6 +244,7 @@ struct sio_data {
 	enum sio_phase phase;
 	u64 last_write_ns;			/* last dispatch of a write: starvation clock */
 	bool last_write_rand;			/* ... and was it a random one (its pace) */
+	sector_t last_write_end;		/* ... and where it ended */
 	u64 write_window_end_ns;		/* WINDOW until then */
 	u64 last_read_done_ns;			/* last completion of a read */
 	u64 last_write_done_ns;			/* last completion of a write: read hold */
@@ -1334,7 +1335,14 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	sio_stream_advance(sd, rq);
 	if (sio_rq_dir(rq) == SIO_WRITE) {
 		sd->last_write_ns = now;
-		sd->last_write_rand = sio_rq_kind(rq) == SIO_RAND_WRITE;
+		/*
+		 * For the pace, a write is random unless it continues the last
+		 * one exactly, as the device sees it (flashdev, an eMMC's
+		 * next-LBA detection): the stream table's 32 KiB gap takes
+		 * random writes over a small region for sequential ones.
+		 */
+		sd->last_write_rand = blk_rq_pos(rq) != sd->last_write_end;
+		sd->last_write_end = blk_rq_pos(rq) + blk_rq_sectors(rq);
 		sio_write_out_add(sd, rq);
 	}
 	rq->rq_flags |= RQF_STARTED;
