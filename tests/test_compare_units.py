@@ -70,6 +70,10 @@ def test_plan_travels_as_json():
     (["--schedulers", "none", "--repeats", "0"], "--repeats", "at least 1"),
     (["--schedulers", "none", "--nr-requests", "0"], "--nr-requests", "between"),
     (["--schedulers", "none", "--timeout", "0"], "--timeout", "positive"),
+    # the guest experiments share the checks (run.vm_profile): nan and inf are refused too
+    (["--experiment", "sqlite", "--time-scale", "nan"], "--time-scale", "positive"),
+    (["--experiment", "launch", "--timeout", "inf"], "--timeout", "positive"),
+    (["--experiment", "qasio", "--time-scale", "-1"], "--time-scale", "positive"),
 ])
 def test_bad_input_exits_2_naming_the_flag(argv, flag, words, capsys, tmp_path):
     assert main(["compare", *argv, "--out", str(tmp_path / "out")]) == 2

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from smartio.compare import launch as la, qasio as qa, sqlite as sq
 from smartio.compare.report import render
@@ -132,29 +134,25 @@ def qasio_plan_from_args(a: argparse.Namespace) -> qa.QasioPlan:
                         count_scale=a.count_scale, repeats=a.repeats or 1, nr_requests=a.nr_requests)
 
 
-def compare(a: argparse.Namespace) -> int:
+def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, Path]], Any, Callable[[dict], str]]:
+    """The runner, plan and renderer of an experiment with a guest side of its own (launch, qasio, sqlite)."""
     if a.experiment == "launch":
-        doc, out = la.run_launch_compare(launch_plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
-                                         command=command_line(), time_scale=a.time_scale, stream=sys.stderr.buffer)
-        print(la.render(doc))
-        print(f"\ncompare.json in {out}", file=sys.stderr)
-        return 0
+        return la.run_launch_compare, launch_plan_from_args(a), la.render
     if a.experiment == "qasio":
         from smartio.qasio.report import render_compare
 
-        doc, out = qa.run_qasio_compare(qasio_plan_from_args(a), profile=a.profile, time_scale=a.time_scale,
-                                        out=a.out, timeout=a.timeout, command=command_line(),
-                                        stream=sys.stderr.buffer)
-        print(render_compare(doc))
-        print(f"\ncompare.json in {out}", file=sys.stderr)
-        return 0
-    if a.experiment == "sqlite":
-        from smartio.compare.sqlite_report import render as render_sqlite
+        return qa.run_qasio_compare, qasio_plan_from_args(a), render_compare
+    from smartio.compare.sqlite_report import render as render_sqlite
 
-        doc, out = sq.run_sqlite_compare(sqlite_plan_from_args(a), profile=a.profile, time_scale=a.time_scale,
-                                         out=a.out, timeout=a.timeout, command=command_line(),
-                                         stream=sys.stderr.buffer)
-        print(render_sqlite(doc))
+    return sq.run_sqlite_compare, sqlite_plan_from_args(a), render_sqlite
+
+
+def compare(a: argparse.Namespace) -> int:
+    if a.experiment in ("launch", "qasio", "sqlite"):
+        run, plan, render_doc = _guest_experiment(a)
+        doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
+                       command=command_line(), stream=sys.stderr.buffer)
+        print(render_doc(doc))
         print(f"\ncompare.json in {out}", file=sys.stderr)
         return 0
     doc, out = run_compare(plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.spec import DEFAULT_NR_REQUESTS, SchedulerSpec, parse_schedulers
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec
 from smartio.errors import SmartioError, UsageError
 
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
@@ -40,7 +40,7 @@ DEFAULT_TIME_SCALE = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(JsonPlan):
     schedulers: tuple[SchedulerSpec, ...]
     apps: tuple[str, ...] = APPS
     backgrounds: tuple[str, ...] = ("none", HEADLINE_BG)
@@ -66,17 +66,6 @@ class LaunchPlan:
         """(app, cache, background, mode), in run order under each scheduler."""
         return [(a, c, b, m) for a in self.apps for c in self.caches for b in self.backgrounds for m in self.modes]
 
-    def to_json(self) -> str:
-        d = dataclasses.asdict(self)
-        d["schedulers"] = [s.label for s in self.schedulers]
-        return json.dumps(d)
-
-    @classmethod
-    def from_json(cls, text: str) -> LaunchPlan:
-        d: dict[str, Any] = json.loads(text)
-        d["schedulers"] = parse_schedulers(",".join(d["schedulers"]))
-        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
-        return cls(**fields)
 
 
 def run_file(label: str, app: str, cache: str, bg: str, mode: str) -> str:
@@ -257,24 +246,10 @@ def render(doc: dict[str, Any]) -> str:
 def run_launch_compare(plan: LaunchPlan, *, profile: str, out: Path | None, timeout: float, command: str,
                        time_scale: float | None = DEFAULT_TIME_SCALE,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    from smartio.compare.run import run_in_guest
-    from smartio.flashdev import load_profile
-    from smartio.testbed import vm
+    from smartio.compare.run import module_for, run_in_guest, vm_profile
 
-    prof = load_profile(profile)
-    if time_scale is not None:
-        if not 0 < time_scale < math.inf:
-            raise UsageError("--time-scale", time_scale, "must be positive")
-        prof = dataclasses.replace(prof, time_scale=time_scale)
-    if timeout <= 0:
-        raise UsageError("--timeout", timeout, "must be positive")
-    modules: list[Path] = []
-    if any(s.name == "smartio" for s in plan.schedulers):
-        repo = vm.repo_root()
-        ko = repo / vm.DEFAULT_MODULE if repo else None
-        if ko is None or not ko.is_file():
-            raise UsageError("--schedulers", "smartio", "the scheduler module is not built; run `make module`")
-        modules = [ko]
+    prof = vm_profile(profile, timeout, time_scale)
+    modules = module_for(s.name for s in plan.schedulers)
     return run_in_guest("smartio.compare.launch", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),

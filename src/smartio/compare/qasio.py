@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from smartio.compare.spec import JsonPlan
 from smartio.errors import SmartioError, UsageError
 from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, Params
 
@@ -48,7 +49,7 @@ def parse_runs(text: str) -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class QasioPlan:
+class QasioPlan(JsonPlan):
     runs: tuple[str, ...] = DEFAULT_RUNS
     benchmarks: tuple[str, ...] = BENCHMARKS
     scale: float = DEFAULT_SCALE
@@ -67,13 +68,6 @@ class QasioPlan:
         return Settings(benchmarks=self.benchmarks, dependency=dependency, scale=self.scale,
                         count_scale=self.count_scale, repeats=self.repeats)
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> QasioPlan:
-        d: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
-        return cls(**d)
 
 
 def run_file(label: str) -> str:
@@ -176,24 +170,10 @@ def disk_size(plan: QasioPlan) -> int:
 def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None, out: Path | None,
                       timeout: float, command: str,
                       stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    from smartio.compare.run import run_in_guest
-    from smartio.flashdev import load_profile
-    from smartio.testbed import vm
+    from smartio.compare.run import module_for, run_in_guest, vm_profile
 
-    prof = load_profile(profile)
-    if time_scale is not None:
-        if not time_scale > 0:
-            raise UsageError("--time-scale", time_scale, "must be positive")
-        prof = dataclasses.replace(prof, time_scale=time_scale)
-    if not timeout > 0:
-        raise UsageError("--timeout", timeout, "must be positive")
-    modules: list[Path] = []
-    if any(r.startswith("smartio") for r in plan.runs):
-        repo = vm.repo_root()
-        ko = repo / vm.DEFAULT_MODULE if repo else None
-        if ko is None or not ko.is_file():
-            raise UsageError("--schedulers", "smartio", "the scheduler module is not built; run `make module` first")
-        modules = [ko]
+    prof = vm_profile(profile, timeout, time_scale)
+    modules = module_for(r.split(":")[0] for r in plan.runs)
     return run_in_guest("smartio.compare.qasio", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),

@@ -10,13 +10,14 @@ Whatever the guest measured is kept even when a later step fails; the failure is
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -74,9 +75,25 @@ def disk_size(plan: Plan) -> int:
     return -(-size // (1 << 20)) * (1 << 20)
 
 
-def module_for(plan: Plan) -> list[Path]:
-    """The scheduler module to insmod at boot; an error naming the flag if smartio is wanted but not built."""
-    if not any(s.name == "smartio" for s in plan.schedulers):
+def vm_profile(profile: str, timeout: float, time_scale: float | None = None) -> Any:
+    """The emulated device of a comparison (with `time_scale` in place of the profile's, if given), after checking
+    the flags: an unknown profile, a time scale or timeout that is not a positive number (nan, inf) is exit 2."""
+    from smartio.flashdev import load_profile
+
+    prof = load_profile(profile)             # UsageError naming --profile for an unknown one
+    if time_scale is not None:
+        if not 0 < time_scale < math.inf:
+            raise UsageError("--time-scale", time_scale, "must be a positive number")
+        prof = dataclasses.replace(prof, time_scale=time_scale)
+    if not 0 < timeout < math.inf:
+        raise UsageError("--timeout", timeout, "must be a positive number of seconds")
+    return prof
+
+
+def module_for(schedulers: Iterable[str]) -> list[Path]:
+    """The scheduler module to insmod at boot if smartio is among the scheduler names; an error naming the flag if
+    it is wanted but not built."""
+    if "smartio" not in schedulers:
         return []
     repo = vm.repo_root()
     ko = repo / vm.DEFAULT_MODULE if repo else None
@@ -202,12 +219,8 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
                 command: str = "smartio compare",
                 stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
     """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir)."""
-    from smartio.flashdev import load_profile
-
-    prof = load_profile(profile)             # UsageError naming --profile for an unknown one
-    if not 0 < timeout < math.inf:      # also refuses nan
-        raise UsageError("--timeout", timeout, "must be a positive number of seconds")
-    modules = module_for(plan)
+    prof = vm_profile(profile, timeout)
+    modules = module_for(s.name for s in plan.schedulers)
     check_testbed()
     out_dir = new_out_dir(out)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

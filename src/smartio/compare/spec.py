@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any
+from typing import Any, Self
 
 from smartio.errors import UsageError
 from smartio.experiments.options import parse_mixes
@@ -83,8 +83,26 @@ def parse_schedulers(text: str, flag: str = "--schedulers") -> tuple[SchedulerSp
     return specs
 
 
+class JsonPlan:
+    """How an experiment's plan (a frozen dataclass) travels to the guest as JSON: lists come back as tuples, and a
+    `schedulers` field travels as the specs' labels."""
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)  # type: ignore[call-overload]   # mixed into dataclasses only
+        if "schedulers" in d:
+            d["schedulers"] = [s.label for s in vars(self)["schedulers"]]
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        d: dict[str, Any] = json.loads(text)
+        if "schedulers" in d:
+            d["schedulers"] = parse_schedulers(",".join(d["schedulers"]))
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Plan(JsonPlan):
     """Everything the guest needs to run the comparison; `smartio bench` options are passed through."""
 
     schedulers: tuple[SchedulerSpec, ...]
@@ -136,13 +154,3 @@ class Plan:
             return self.mixed_size
         return self.size if self.size is not None else VM_SIZES[experiment][self.quick]
 
-    def to_json(self) -> str:
-        d = dataclasses.asdict(self)
-        d["schedulers"] = [s.label for s in self.schedulers]
-        return json.dumps(d)
-
-    @classmethod
-    def from_json(cls, text: str) -> Plan:
-        d: dict[str, Any] = json.loads(text)
-        d["schedulers"] = parse_schedulers(",".join(d["schedulers"]))
-        return cls(**d)

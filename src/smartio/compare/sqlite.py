@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from smartio.compare.spec import JsonPlan
 from smartio.errors import SmartioError, UsageError
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "f2fs", "nilfs2")
@@ -77,7 +78,7 @@ def resolve(fs: str, opt: str) -> tuple[Config | None, list[str]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class SqlitePlan:
+class SqlitePlan(JsonPlan):
     filesystems: tuple[str, ...] = FILESYSTEMS
     optimisations: tuple[str, ...] = OPTIMISATIONS
     ops: tuple[str, ...] = OPS
@@ -123,13 +124,6 @@ class SqlitePlan:
                     step[2].append("insert")
         return [(fs, cfg, tuple(ops)) for fs, cfg, ops in out.values()]
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> SqlitePlan:
-        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
-        return cls(**fields)
 
 
 def run_file(fs: str, cfg: Config, op: str) -> str:
@@ -283,16 +277,9 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
 def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | None, out: Path | None,
                        timeout: float, command: str,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    from smartio.compare.run import run_in_guest
-    from smartio.flashdev import load_profile
+    from smartio.compare.run import run_in_guest, vm_profile
 
-    prof = load_profile(profile)
-    if time_scale is not None:
-        if time_scale <= 0:
-            raise UsageError("--time-scale", time_scale, "must be positive")
-        prof = dataclasses.replace(prof, time_scale=time_scale)
-    if timeout <= 0:
-        raise UsageError("--timeout", timeout, "must be positive")
+    prof = vm_profile(profile, timeout, time_scale)
     return run_in_guest("smartio.compare.sqlite", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
