@@ -17,9 +17,9 @@ from smartio.errors import NeedsRootError, UsageError
 from smartio.experiments.options import EXPERIMENTS, OPTIONS, PATTERNS, Option, Settings
 from smartio.experiments.runner import check, command_line, run_bench
 from smartio.experiments.target import Target
-from smartio.outputs import check_output_dir, check_output_file, write_json
+from smartio.outputs import check_output_dir, check_output_file
 from smartio.report import tables
-from smartio.results import Store
+from smartio.results import Store, save_run, stored_line
 
 PROFILE_SKIPS = {"--streams", "--mixes", "--iodepth"}
 # The module's tunables that take the Concurrency Profiler's parameters (kernel/smartio-iosched.c).
@@ -103,10 +103,7 @@ def _execute(experiment: str, a: argparse.Namespace,
     if preflight:
         preflight(target)
     doc = run_bench(experiment, target, settings, engine, scheduler=a.scheduler, command=command_line())
-    doc["id"] = store.add(doc)
-    store.close()
-    if a.json:
-        write_json("--json", a.json, doc)
+    save_run(store, doc, a.json)
     if a.plots:
         from smartio.report.plots import write_plots
 
@@ -123,7 +120,7 @@ def bench(a: argparse.Namespace) -> int:
         raise UsageError(given[0], getattr(a, given[0][2:].replace("-", "_")), "applies to `smartio bench qasio` only")
     doc, _ = _execute(a.experiment, a)
     print(tables.render(doc))
-    print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
+    print(stored_line(doc))
     return 0
 
 
@@ -159,12 +156,9 @@ def bench_qasio(a: argparse.Namespace) -> int:
         check_output_file("--json", a.json)
     store = Store(a.db)
     doc = run_qasio(settings, a.target, command=command_line())
-    doc["id"] = store.add(doc)
-    store.close()
-    if a.json:
-        write_json("--json", a.json, doc)
+    save_run(store, doc, a.json)
     print(render_bench(doc))
-    print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
+    print(stored_line(doc))
     return 0
 
 

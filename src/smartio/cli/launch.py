@@ -8,7 +8,7 @@ from typing import Any
 
 from smartio.errors import UsageError
 from smartio.experiments.runner import command_line
-from smartio.outputs import check_output_file, write_json
+from smartio.outputs import check_output_file
 from smartio.units import parse_size
 
 EXIT_CODES = "Exit codes: 0 ok, 1 run failed (or the command did), 2 bad input, 3 needs root (--cold), 130 interrupted."
@@ -107,15 +107,11 @@ def _settings(a: argparse.Namespace) -> Any:
 
 def _finish(a: argparse.Namespace, doc: dict[str, Any]) -> int:
     from smartio.launch.report import render
-    from smartio.results import Store
+    from smartio.results import Store, save_run, stored_line
 
-    store = Store(a.db)
-    doc["id"] = store.add(doc)
-    store.close()
-    if a.json:
-        write_json("--json", a.json, doc)
+    save_run(Store(a.db), doc, a.json)
     print(render(doc))
-    print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
+    print(stored_line(doc))
     return 0
 
 

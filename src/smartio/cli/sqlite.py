@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from smartio.experiments.runner import command_line
-from smartio.outputs import check_output_file, write_json
-from smartio.results import Store
+from smartio.outputs import check_output_file
+from smartio.results import Store, save_run, stored_line
 from smartio.sqlite.settings import OPTIONS, Settings
 
 
@@ -51,10 +51,7 @@ def sqlite(a: argparse.Namespace) -> int:
         check_output_file("--json", a.json)
     store = Store(a.db)                      # a bad --db fails before anything runs
     doc = run_sqlite(settings, a.target, trace=a.trace, trace_file=a.trace_file, command=command_line())
-    doc["id"] = store.add(doc)
-    store.close()
-    if a.json:
-        write_json("--json", a.json, doc)
+    save_run(store, doc, a.json)
     print(render(doc))
-    print(f"\nstored as run {doc['id']} (smartio results show {doc['id']})")
+    print(stored_line(doc))
     return 0

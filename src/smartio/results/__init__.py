@@ -152,3 +152,18 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+
+def save_run(store: Store, doc: dict[str, Any], json_file: str | None) -> None:
+    """Add a run's document to `store` (its id goes into the document) and close it; write `--json` if asked."""
+    from smartio.outputs import write_json
+
+    doc["id"] = store.add(doc)
+    store.close()
+    if json_file:
+        write_json("--json", json_file, doc)
+
+
+def stored_line(doc: dict[str, Any]) -> str:
+    """What a command prints last about a run that save_run() stored."""
+    return f"\nstored as run {doc['id']} (smartio results show {doc['id']})"
