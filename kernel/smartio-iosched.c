@@ -39,12 +39,12 @@
  *     writes, which a task is blocked on.
  *  7. Write pacing (write_pace_us, 0 = off, then 6 applies): while a reader
  *     is active (a read queued or in flight, or completed less than
- *     read_anticipation_us or a pace ago), reads still go first, but a write may go
- *     even with reads in flight once write_pace_us has passed since the last
- *     write was dispatched (write_pace_rand_us after a random write, if set:
- *     a random write fills more of the buffer and takes longer to program),
- *     so the device's write buffer never fills and its
- *     reads overtake programming. After a write completes, queued reads are
+ *     read_anticipation_us or a pace ago), reads still go first, but a
+ *     write may go even with reads in flight once write_pace_us has passed
+ *     since the last write was dispatched (write_pace_rand_us after a
+ *     random write, if set: it fills more of the buffer and takes longer
+ *     to program), so the device's write buffer never fills and its reads
+ *     overtake programming. After a write completes, queued reads are
  *     held for read_hold_us (each read at most that long from its arrival,
  *     so reads cannot starve), so the die programs that write undisturbed.
  *     A writer alone is not paced; boosted writes never are, and the write
