@@ -88,9 +88,8 @@ def restore(dev: Device, before: dict[str, Any]) -> None:
         write_tunables(dev, changed)
 
 
-def bench(argv: list[str], command: str = "bench") -> int:
-    """`smartio bench ARGV` (or another `command`) in this process; its exit code, as the command would have
-    exited."""
+def smartio(command: str, argv: list[str]) -> int:
+    """`smartio COMMAND ARGV` (bench, profile) in this process; its exit code, as the command would have exited."""
     from smartio.cli import main as cli_main
 
     own_argv, sys.argv = sys.argv, ["smartio", command, *argv]   # the document records sys.argv as its command
@@ -118,7 +117,7 @@ def profile(dev: Device, plan: Plan, out: Path) -> dict[str, int]:
     args = ["--target", plan.device, "--destroy-data", "--apply", "--levels", "1,2,4", "--repeats", "2",
             "--size", plan.size_for("slowdown"), "--json", str(out / PROFILE_FILE)]
     say("Concurrency Profiler for smartio:profile: `smartio profile " + " ".join(args) + "`")
-    rc = bench(args, command="profile")
+    rc = smartio("profile", args)
     if rc != 0:
         raise SmartioError(f"`smartio profile --apply` failed with exit code {rc}")
     names = (*TUNABLE.values(), *PACING_TUNABLES)
@@ -173,7 +172,7 @@ def main(argv: list[str]) -> int:
             args = [exp, *plan.bench_args(exp), "--json", str(out / name)]
             cmd = ["smartio", "bench", *args]
             started = time.monotonic()
-            rc = bench(args)
+            rc = smartio("bench", args)
             run = {"scheduler": spec.label, "experiment": exp, "file": name, "rc": rc, "state": state,
                    "duration_s": round(time.monotonic() - started, 1), "command": cmd}
             record["runs"].append(run)
