@@ -1,6 +1,8 @@
 """The flashdev timing model in Python: the same discrete-event device as flashdev/flashdev.c, plus the host side
 (QD1 fio streams, the device queue depth, a FIFO or read-first dispatch policy) so that a profile's solo latencies,
-concurrency speedups and 1R1W / 4R4W slowdowns can be predicted and fitted without booting the testbed.
+concurrency speedups and 1R1W / 4R4W slowdowns can be predicted and fitted without booting the testbed. The
+read-first policy is the smartio module's own picker (smartio.flashdev.picker.decide), which
+smartio.flashdev.replay checks against traces of the module (`smartio trace model-check`).
 
 The device (times in µs of the real device, unscaled):
   - a request spends cmd[class] in its front end (overlapping everything else);

@@ -382,7 +382,8 @@ def format_text(res: Result, show: int = 10) -> str:
         f"model vs module: {s['issues_checked']} issues checked ({s['skipped']} skipped), "
         f"{s['contested']} with a read and a write queued",
         f"  agreement {100 * s['agreement']:.1f} % (strict {100 * s['agreement_strict']:.1f} %, "
-        f"within {s['tolerance_us']:g} us before the issue); contested {100 * s['agreement_contested']:.1f} %",
+        f"within {s['tolerance_us']:g} us before the issue); contested "
+        + (f"{100 * s['agreement_contested']:.1f} %" if s["contested"] else "-"),
         f"  verdicts: agree {v.get('agree', 0)}, agree_within {v.get('agree_within', 0)}, kind {v.get('kind', 0)}, "
         f"waited {v.get('waited', 0)}; another request of the same kind: {s['other_request']}",
         f"  dispatch delay after the model was ready: p50 {s['delay_us']['p50']:.0f} us, "
