@@ -250,11 +250,13 @@ RAND_STRIDE = 64         # sectors between a random stream's requests: never con
 
 
 def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios: int = 2000, think: float = 0.0,
-                seed: int = 1) -> list[float]:
+                seed: int = 1, log: list[tuple[float, str, int, bool]] | None = None) -> list[float]:
     """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream.
 
     Under read_first the host is the module's picker (picker.decide): each stream writes or reads its own region,
-    sequentially or with gaps, so that the module's sequential/random tell (for the pace) sees what it would."""
+    sequentially or with gaps, so that the module's sequential/random tell (for the pace) sees what it would.
+    `log` gets (time, 'I' | 'D' | 'C', sector, is a write) for every insert, dispatch and completion, as a block
+    trace has them (tests replay it through smartio.flashdev.replay)."""
     rng = random.Random(seed)
     eng = Engine(dev)
     host: list[tuple[float, int, int]] = []          # (time, seq, stream) submissions
@@ -293,8 +295,10 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             if writes(i):
                 st.last_write, st.last_write_rand = now, pos[i] != last_write_end
                 last_write_end = pos[i] + SECTORS_PER_PAGE
+            if log is not None:
+                log.append((now, "D", pos[i], writes(i)))
+            r = Request(WRITE if writes(i) else READ, streams[i], tag=(i, pos[i]))
             pos[i] += SECTORS_PER_PAGE if streams[i].startswith("seq") else RAND_STRIDE
-            r = Request(WRITE if writes(i) else READ, streams[i], tag=i)
             eng.submit(now, r)
             inflight[i] = (sub, r)
         return NEVER
@@ -310,13 +314,18 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
                 st.last_write_done = r.complete
             else:
                 st.last_read_done = r.complete
-            sub, _ = inflight.pop(r.tag)
-            lat[r.tag].append(r.complete - sub)
-            heapq.heappush(host, (r.complete + think, next(seq), r.tag))
+            i, sector = r.tag
+            if log is not None:
+                log.append((r.complete, "C", sector, r.kind == WRITE))
+            sub, _ = inflight.pop(i)
+            lat[i].append(r.complete - sub)
+            heapq.heappush(host, (r.complete + think, next(seq), i))
         eng.completed.clear()
         while host and host[0][0] <= t:
             _, _, i = heapq.heappop(host)
             waiting.append((t, i))
+            if log is not None:
+                log.append((t, "I", pos[i], writes(i)))
             if not writes(i) and st.phase == ANTICIPATING:
                 st.phase = READING           # a read arrived while anticipated (sio_insert_request)
         retry = dispatch(t)
