@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--tunable", action="append", default=[], metavar="NAME=VALUE",
                    help="one tunable, over --tunables (repeatable), e.g. write_pace_us=28500")
     m.add_argument("--tolerance-us", type=float, default=TOLERANCE_US, metavar="US",
-                   help=f"how long before an issue event the module may have read its clock (default "
+                   help=f"how far the module's clock at a dispatch may be from its issue event (default "
                         f"{TOLERANCE_US:g})")
     m.add_argument("--queue-depth", type=int, metavar="N",
                    help="the device's queue depth, for the dispatch delays (default: unlimited)")
