@@ -7,8 +7,8 @@ in virtio-blk's queue_rq), and records a completion in sio_finish_request, after
 under TCG these gaps are tens of µs and sometimes over a millisecond (a cold code path, a descheduled vCPU), so an
 issue near the end of a pace or a hold can be judged on either side. The replay allows 200 µs (replay.TOLERANCE_US)
 and reports the strict figure beside it. Measured (README, "Model and module agree"): 99.3 to 100 % per mode in
-three runs, 98.6 to 100 % of the contested issues; one more timing artefact in ~150 issues costs 0.7 %, hence
-95 % and 90 %.
+four runs (one on a busy host), 98.6 to 100 % of the contested issues; one more timing artefact in ~150 issues
+costs 0.7 %, hence 95 % and 90 %.
 """
 
 from __future__ import annotations
