@@ -8,6 +8,7 @@ import pytest
 
 from smartio.flashdev import load_profile
 from smartio.flashdev.model import Device, Engine, Policy, Request, best_read_first, slowdown, solo, speedup
+from smartio.flashdev.picker import Tunables
 from smartio.flashdev.profiles import CLASSES
 
 S5 = load_profile("s5-emmc")
@@ -96,3 +97,15 @@ def test_read_first_policy_keeps_reads_ahead_of_held_writes() -> None:
     fifo = slowdown(d, "seq", ios=600)
     paced = slowdown(d, "seq", Policy("read_first", pace=S5.cmd_us["seq_write"] * 2), ios=600)
     assert paced[0] < fifo[0] and paced[1] > fifo[1]
+
+
+@pytest.mark.timeout(60)
+def test_issue11_read_first_beside_four_readers_lets_writes_through_by_the_slice() -> None:
+    """With 4 readers a read is always queued, and the module sends writes only when their slice expires (and,
+    paced, during the read hold after them); the model had no slice and never returned (writes starved)."""
+    d = Device.from_profile(S5)
+    # The module's defaults (100 and 30 ms of the testbed) at s5-emmc's time scale of 100, in the model's clock.
+    tun = Tunables(write_pace_us=285, read_hold_us=133, read_anticipation_us=0, write_slice_ms=1, write_window_ms=0.3)
+    r, w = slowdown(d, "seq", Policy("read_first", tunables=tun), streams=4, ios=300)
+    fifo_r, _ = slowdown(d, "seq", streams=4, ios=300)
+    assert r < fifo_r and w > 1.5

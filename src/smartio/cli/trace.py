@@ -1,4 +1,5 @@
-"""`smartio trace record|analyze`: wires the command line to smartio.trace."""
+"""`smartio trace record|analyze|model-check`: wires the command line to smartio.trace (and, for model-check,
+smartio.flashdev.replay)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from smartio.errors import UsageError
+from smartio.flashdev.replay import TOLERANCE_US
 from smartio.outputs import check_output_file
 
 
@@ -41,6 +43,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="attribute requests to the files under DIR (FIEMAP) and to file types")
     a.add_argument("--top", type=int, default=10, metavar="N", help="most accessed blocks to list (default 10)")
     a.set_defaults(func=run_analyze)
+
+    m = sub.add_parser("model-check", help="replay a trace recorded under smartio through the model's picker",
+                       description="At every issue of a trace recorded under the smartio scheduler, rebuild what the "
+                                   "module knew (queued and in-flight requests, last write and its kind, last "
+                                   "completions) and ask the model's decision function (smartio.flashdev.picker) "
+                                   "what it would have dispatched: the agreement rate and every disagreement. "
+                                   "Exit 1 if the agreement is below --min-agreement.")
+    m.add_argument("file", type=Path, metavar="FILE")
+    m.add_argument("--tunables", type=Path, metavar="FILE",
+                   help="the module's tunables during the run: JSON, or `grep . iosched/*` lines (default: the "
+                        "module's defaults)")
+    m.add_argument("--tunable", action="append", default=[], metavar="NAME=VALUE",
+                   help="one tunable, over --tunables (repeatable), e.g. write_pace_us=28500")
+    m.add_argument("--tolerance-us", type=float, default=TOLERANCE_US, metavar="US",
+                   help=f"how far the module's clock at a dispatch may be from its issue event (default "
+                        f"{TOLERANCE_US:g})")
+    m.add_argument("--queue-depth", type=int, metavar="N",
+                   help="the device's queue depth, for the dispatch delays (default: unlimited)")
+    m.add_argument("--min-agreement", type=float, default=0.0, metavar="PCT",
+                   help="exit 1 when the agreement (%%) is below this (default 0)")
+    m.add_argument("--show", type=int, default=10, metavar="N", help="disagreements to print (default 10)")
+    m.add_argument("--json", type=Path, metavar="OUT", help="write the summary and every disagreement as JSON")
+    m.set_defaults(func=run_model_check)
 
 
 def run_record(args: argparse.Namespace) -> int:
@@ -92,3 +117,36 @@ def run_analyze(args: argparse.Namespace) -> int:
     if args.json is None or str(args.json) != "-":
         print(format_text(metrics))
     return 0
+
+
+def run_model_check(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from smartio.flashdev.picker import Tunables
+    from smartio.flashdev.replay import format_text, load_tunables, replay_trace
+    from smartio.trace.formats import read_trace
+
+    if args.json is not None:
+        check_output_file("--json", args.json)
+    try:
+        tun = load_tunables(args.tunables) if args.tunables else Tunables()
+    except OSError as e:
+        raise UsageError("--tunables", args.tunables, e.strerror or str(e)) from None
+    except ValueError as e:
+        raise UsageError("--tunables", args.tunables, str(e)) from None
+    for item in args.tunable:
+        name, eq, value = item.partition("=")
+        try:
+            one = Tunables.from_mapping({name: value}) if eq else None
+        except ValueError as e:
+            raise UsageError("--tunable", item, str(e)) from None
+        if one is None:
+            raise UsageError("--tunable", item, "expected NAME=VALUE")
+        tun = dataclasses.replace(tun, **{name: getattr(one, name)})
+    res = replay_trace(read_trace(args.file), tun, tolerance_us=args.tolerance_us, queue_depth=args.queue_depth)
+    if not res.checks:
+        raise UsageError(None, args.file, "no issue of a request inserted through the scheduler in this trace")
+    print(format_text(res, show=args.show))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"tunables": dataclasses.asdict(tun), **res.to_json()}, indent=1) + "\n")
+    return 1 if 100 * res.rate() < args.min_agreement else 0

@@ -1,6 +1,8 @@
 """The flashdev timing model in Python: the same discrete-event device as flashdev/flashdev.c, plus the host side
 (QD1 fio streams, the device queue depth, a FIFO or read-first dispatch policy) so that a profile's solo latencies,
-concurrency speedups and 1R1W / 4R4W slowdowns can be predicted and fitted without booting the testbed.
+concurrency speedups and 1R1W / 4R4W slowdowns can be predicted and fitted without booting the testbed. The
+read-first policy is the smartio module's own picker (smartio.flashdev.picker.decide), which
+smartio.flashdev.replay checks against traces of the module (`smartio trace model-check`).
 
 The device (times in µs of the real device, unscaled):
   - a request spends cmd[class] in its front end (overlapping everything else);
@@ -17,6 +19,7 @@ the filter's own request log and compare (tests/test_flashdev_model.py).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import heapq
 import itertools
@@ -26,6 +29,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from smartio.flashdev.picker import ANTICIPATING, READING, Queued, State, Tunables, decide, is_read
 from smartio.flashdev.profiles import CLASSES, Profile
 
 NEVER = math.inf
@@ -224,18 +228,35 @@ class Engine:
 
 @dataclasses.dataclass(frozen=True)
 class Policy:
-    """none: dispatch in arrival order. read_first: reads go first, except for `hold` µs after a write completed
-    (the die programs it undisturbed); a write goes only when at least `pace` µs passed since the last write was
-    dispatched, so the host keeps the device's write buffer from filling."""
+    """none: dispatch in arrival order. read_first: the smartio module's picker (smartio.flashdev.picker.decide)
+    with write pacing `pace` µs (write_pace_us) and a read hold of `hold` µs (read_hold_us) after a write completed,
+    no anticipation beyond the pace; `tunables` (the module's, in the device's µs) replaces pace and hold when
+    given. Beside an active reader a write goes only when `pace` µs passed since the last write was dispatched, so
+    the host keeps the device's write buffer from filling; reads go first except during the hold."""
 
     name: str = "none"
     pace: float = 0.0
     hold: float = 0.0
+    tunables: Tunables | None = None
+
+    def module_tunables(self) -> Tunables:
+        if self.tunables is not None:
+            return self.tunables
+        return Tunables(write_pace_us=self.pace, read_hold_us=self.hold, read_anticipation_us=0.0)
+
+
+SECTORS_PER_PAGE = 8     # 4 KiB requests
+RAND_STRIDE = 64         # sectors between a random stream's requests: never contiguous, as the module sees them
 
 
 def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios: int = 2000, think: float = 0.0,
-                seed: int = 1) -> list[float]:
-    """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream."""
+                seed: int = 1, log: list[tuple[float, str, int, bool]] | None = None) -> list[float]:
+    """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream.
+
+    Under read_first the host is the module's picker (picker.decide): each stream writes or reads its own region,
+    sequentially or with gaps, so that the module's sequential/random tell (for the pace) sees what it would.
+    `log` gets (time, 'I' | 'D' | 'C', sector, is a write) for every insert, dispatch and completion, as a block
+    trace has them (tests replay it through smartio.flashdev.replay)."""
     rng = random.Random(seed)
     eng = Engine(dev)
     host: list[tuple[float, int, int]] = []          # (time, seq, stream) submissions
@@ -243,8 +264,10 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
     waiting: deque[tuple[float, int]] = deque()      # (submitted, stream), in the host scheduler
     inflight: dict[int, tuple[float, Request]] = {}
     lat: list[list[float]] = [[] for _ in streams]
-    last_write = -NEVER
-    write_done = -NEVER
+    tun = policy.module_tunables()
+    st = State()                                     # the picker's memory: last write, completions, phase
+    last_write_end = 0
+    pos = [(i + 1) << 30 for i in range(len(streams))]   # each stream's next sector, in a region of its own
     for i in range(len(streams)):
         heapq.heappush(host, (rng.uniform(0, 1), next(seq), i))
 
@@ -252,32 +275,33 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
         return streams[i].endswith("write")
 
     def dispatch(now: float) -> float:
-        """Dispatches what the policy allows; returns when it should be asked again (pacing), or NEVER."""
-        nonlocal last_write
-        retry = NEVER
+        """Dispatches what the policy allows; returns when it should be asked again (a timer), or NEVER."""
+        nonlocal last_write_end
         while waiting and len(inflight) < dev.queue_depth:
             if policy.name == "none":
                 pick = waiting[0]
             else:
-                reads = [w for w in waiting if not writes(w[1])]
-                if reads and now < write_done + policy.hold:
-                    retry = min(retry, write_done + policy.hold)
-                    reads = []
-                if reads:
-                    pick = reads[0]
-                elif now >= last_write + policy.pace:
-                    pick = waiting[0]
-                else:
-                    retry = min(retry, last_write + policy.pace)
-                    break
+                qs = [Queued(sub, streams[i], tag=(sub, i)) for sub, i in waiting]
+                st.reads = [q for q in qs if is_read(q.kind)]
+                st.writes = [q for q in qs if not is_read(q.kind)]
+                st.inflight = collections.Counter(streams[i] for i in inflight)
+                d = decide(st, now, tun)
+                st.phase, st.window_end = d.phase, d.window_end
+                if d.request is None:
+                    return NEVER if d.wait_until is None else d.wait_until
+                pick = d.request.tag
             waiting.remove(pick)
             sub, i = pick
             if writes(i):
-                last_write = now
-            r = Request(WRITE if writes(i) else READ, streams[i], tag=i)
+                st.last_write, st.last_write_rand = now, pos[i] != last_write_end
+                last_write_end = pos[i] + SECTORS_PER_PAGE
+            if log is not None:
+                log.append((now, "D", pos[i], writes(i)))
+            r = Request(WRITE if writes(i) else READ, streams[i], tag=(i, pos[i]))
+            pos[i] += SECTORS_PER_PAGE if streams[i].startswith("seq") else RAND_STRIDE
             eng.submit(now, r)
             inflight[i] = (sub, r)
-        return retry
+        return NEVER
 
     retry = NEVER
     while min(len(x) for x in lat) < ios:
@@ -287,14 +311,23 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
         eng.advance(t)
         for r in eng.completed:
             if r.kind == WRITE:
-                write_done = r.complete
-            sub, _ = inflight.pop(r.tag)
-            lat[r.tag].append(r.complete - sub)
-            heapq.heappush(host, (r.complete + think, next(seq), r.tag))
+                st.last_write_done = r.complete
+            else:
+                st.last_read_done = r.complete
+            i, sector = r.tag
+            if log is not None:
+                log.append((r.complete, "C", sector, r.kind == WRITE))
+            sub, _ = inflight.pop(i)
+            lat[i].append(r.complete - sub)
+            heapq.heappush(host, (r.complete + think, next(seq), i))
         eng.completed.clear()
         while host and host[0][0] <= t:
             _, _, i = heapq.heappop(host)
             waiting.append((t, i))
+            if log is not None:
+                log.append((t, "I", pos[i], writes(i)))
+            if not writes(i) and st.phase == ANTICIPATING:
+                st.phase = READING           # a read arrived while anticipated (sio_insert_request)
         retry = dispatch(t)
     skip = ios // 10
     return [sum(x[skip:ios]) / len(x[skip:ios]) for x in lat]

@@ -1,0 +1,223 @@
+"""The smartio module's dispatch decision for one I/O priority class, as a pure function.
+
+`decide(state, now, tunables)` answers what kernel/smartio-iosched.c's sio_select() -> sio_class_step() would do
+at `now` with the queue in `state`: dispatch the oldest read, dispatch a write, or dispatch nothing (and when its
+timer would run the queue again). It has the module's rules and the module's tunable names and units:
+
+  1. a write window (after a slice expired) that is still open: writes first;
+  2. the oldest write waited write_slice_ms since the later of its arrival and the last write dispatch: it goes
+     (ignoring the dispatch limits) and a window of write_window_ms opens;
+  3. reads first, unless the read hold holds them: with write_pace_us set, queued reads wait read_hold_us after
+     a write completed, but no longer than read_hold_us from the oldest read's arrival;
+  4. with write_pace_us set (pacing): a write goes at once when no reader is active (no read queued or in flight,
+     none completed less than max(read_anticipation_us, the pace) ago), else once the pace has passed since the
+     last write dispatch: write_pace_rand_us after a random write (one that did not start exactly where the
+     write before it ended), if set, else write_pace_us;
+  5. without pacing, anticipation: writes wait while a read is in flight or one completed less than
+     read_anticipation_us ago;
+  6. the per-kind dispatch limits (dispatch_limit_<kind>): a kind at its limit waits while another kind is queued.
+
+Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
+writes, the at-head dispatch list. Writes are in two FIFO groups, sync before async, as in the module.
+
+Times are µs on the caller's clock (the guest's CLOCK_MONOTONIC for a trace replay, the device's phone µs in
+model.run_streams); the tunables are read in that clock, write_slice_ms and write_window_ms in ms of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+KINDS = ("seq_read", "seq_write", "rand_read", "rand_write")
+READING, ANTICIPATING, WINDOW = "read", "anticipate", "window"   # the module's sio_phase
+READ, WRITE = "read", "write"
+
+
+def is_read(kind: str) -> bool:
+    return kind.endswith("read")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tunables:
+    """The module's tunables (sysfs names, its units; 0 = off) that matter for one class. Module defaults."""
+
+    write_pace_us: float = 0.0
+    write_pace_rand_us: float = 0.0
+    read_hold_us: float = 0.0
+    read_anticipation_us: float = 3000.0
+    write_slice_ms: float = 100.0
+    write_window_ms: float = 30.0
+    dispatch_limit_seq_read: int = 0
+    dispatch_limit_seq_write: int = 0
+    dispatch_limit_rand_read: int = 0
+    dispatch_limit_rand_write: int = 0
+
+    # Tunables of the module that play no part in one class without QASIO: accepted, ignored.
+    IGNORED = ("prio_aging_ms", "qasio_boost", "qasio_meta", "qasio_data", "qasio_sync")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> Tunables:
+        """From sysfs names and values (a dict, or what `cat iosched/*` gave); unknown names are an error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw: dict[str, Any] = {}
+        for k, v in values.items():
+            if k in cls.IGNORED:
+                continue
+            if k not in names:
+                raise ValueError(f"unknown smartio tunable {k!r}")
+            kw[k] = int(v) if k.startswith("dispatch_limit") else float(v)
+        return cls(**kw)
+
+    def limit(self, kind: str) -> int:
+        return int(getattr(self, f"dispatch_limit_{kind}"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Queued:
+    """A request waiting in the scheduler: when it was inserted (its fifo_time), its kind and write group."""
+
+    arrival: float
+    kind: str
+    sync: bool = True      # writes: the sync group (O_DIRECT writes are REQ_SYNC) or the async one
+    tag: Any = None        # the caller's
+
+
+@dataclasses.dataclass
+class State:
+    """What the module knows when it picks (sio_data, for one class)."""
+
+    reads: Sequence[Queued] = ()             # queued reads, oldest first
+    writes: Sequence[Queued] = ()            # queued writes, oldest first
+    inflight: Mapping[str, int] = dataclasses.field(default_factory=dict)   # per kind: dispatched, not completed
+    last_write: float | None = None          # last write dispatch (None: none yet)
+    last_write_rand: bool = False            # ... did not start where the write before it ended
+    last_write_done: float | None = None     # last write completion
+    last_read_done: float | None = None      # last read completion
+    phase: str = READING
+    window_end: float = 0.0                  # WINDOW until then
+
+    def reads_inflight(self) -> int:
+        return sum(n for k, n in self.inflight.items() if is_read(k))
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """A pick (READ or WRITE, with the request) or None: nothing now, and `wait_until` when a timer of the module
+    would run the queue again (None: only a completion or an arrival will). `phase` and `window_end` are the
+    module's state after the call (it changes them whether or not it dispatches); `reason` says which rule."""
+
+    pick: str | None
+    request: Queued | None
+    reason: str
+    wait_until: float | None = None
+    phase: str = READING
+    window_end: float = 0.0
+
+
+def pace_us(s: State, t: Tunables) -> float:
+    """sio_pace_ns(): the pace after the last write dispatched."""
+    return t.write_pace_rand_us if s.last_write_rand and t.write_pace_rand_us else t.write_pace_us
+
+
+def reader_active(s: State, now: float, t: Tunables) -> bool:
+    """sio_reader_active(): a read queued or in flight, or one completed less than max(anticipation, pace) ago."""
+    if s.reads or s.reads_inflight():
+        return True
+    window = max(t.read_anticipation_us, pace_us(s, t))
+    return s.last_read_done is not None and now - s.last_read_done < window
+
+
+def read_hold_end(s: State, now: float, t: Tunables) -> float | None:
+    """sio_read_hold_end(): when the read hold ends, or None if no queued read is held now."""
+    if not t.read_hold_us or not t.write_pace_us or s.last_write_done is None or not s.reads:
+        return None
+    end = min(s.last_write_done, min(q.arrival for q in s.reads)) + t.read_hold_us
+    return end if now < end else None
+
+
+def _since(now: float, then: float) -> float:
+    return max(0.0, now - then)
+
+
+def decide(s: State, now: float, t: Tunables) -> Decision:
+    """sio_select() for one class; pure (the state is not changed, the new phase is in the answer)."""
+    phase, window_end = s.phase, s.window_end
+    hold_end = read_hold_end(s, now, t)
+
+    def others_waiting(kind: str) -> bool:
+        if any(q.kind != kind for q in (*s.reads, *s.writes)):
+            return True
+        return not is_read(kind) and phase == ANTICIPATING
+
+    def may_dispatch(q: Queued) -> bool:
+        limit = t.limit(q.kind)
+        return not limit or s.inflight.get(q.kind, 0) < limit or not others_waiting(q.kind)
+
+    def pick_read() -> Queued | None:
+        return s.reads[0] if s.reads and may_dispatch(s.reads[0]) else None
+
+    def group_heads() -> list[Queued]:
+        sync = next((q for q in s.writes if q.sync), None)
+        unsync = next((q for q in s.writes if not q.sync), None)
+        return [q for q in (sync, unsync) if q is not None]
+
+    def pick_writes() -> Queued | None:     # SIO_PICK_WRITES: the first group head the limits allow
+        return next((q for q in group_heads() if may_dispatch(q)), None)
+
+    def oldest_write() -> Queued:
+        return min(group_heads(), key=lambda q: q.arrival)
+
+    def go(pick: str, q: Queued, reason: str) -> Decision:
+        return Decision(pick, q, reason, None, phase, window_end)
+
+    def wait(reason: str, until: float | None = None) -> Decision:
+        times = [x for x in (until, hold_end) if x is not None]    # sio_select arms the timer at hold_end too
+        return Decision(None, None, reason, min(times) if times else None, phase, window_end)
+
+    if phase == WINDOW and now >= window_end:
+        phase = READING
+    if not s.writes:
+        if hold_end is None:
+            q = pick_read()
+            return go(READ, q, "read") if q else wait("read limited")
+        return wait("read hold")
+    if phase == WINDOW:
+        q = oldest_write()
+        if may_dispatch(q):
+            return go(WRITE, q, "write window")
+    last = s.last_write if s.last_write is not None else -math.inf
+    if _since(now, max(oldest_write().arrival, last)) >= t.write_slice_ms * 1000:
+        if t.write_window_ms:
+            phase, window_end = WINDOW, now + t.write_window_ms * 1000
+        return go(WRITE, oldest_write(), "write slice expired")
+    if hold_end is None:
+        q = pick_read()
+        if q:
+            return go(READ, q, "read first")
+    if phase != WINDOW:
+        if t.write_pace_us:                  # sio_pace()
+            if phase == ANTICIPATING:
+                phase = READING
+            q = pick_writes()
+            if q is None:
+                return wait("write limited")
+            if not reader_active(s, now, t):
+                return go(WRITE, q, "write, no reader (unpaced)")
+            end = last + pace_us(s, t)
+            if now >= end:
+                return go(WRITE, q, "write at its pace")
+            return wait("write pace", end)
+        if t.read_anticipation_us:           # sio_anticipate()
+            if s.reads_inflight():
+                phase = ANTICIPATING
+                return wait("anticipation (read in flight)")
+            if s.last_read_done is not None and now - s.last_read_done < t.read_anticipation_us:
+                phase = ANTICIPATING
+                return wait("anticipation", s.last_read_done + t.read_anticipation_us)
+        if phase == ANTICIPATING:
+            phase = READING
+    q = pick_writes()
+    return go(WRITE, q, "write") if q else wait("write limited")

@@ -1,0 +1,44 @@
+"""Issue 11: the model and the module agree. A reader beside a writer (seq and rand) under the smartio module on the
+emulated s5-emmc, with the profiler's pacing, traced in the guest; every issue of the trace is replayed through the
+model's picker (smartio.flashdev.picker.decide), which must have made the same choice.
+
+Why not 100 %: the module reads its clock under its lock before the issue event is traced (blk_mq_start_request
+in virtio-blk's queue_rq), and records a completion in sio_finish_request, after block_rq_complete is traced;
+under TCG these gaps are tens of µs and sometimes over a millisecond (a cold code path, a descheduled vCPU), so an
+issue near the end of a pace or a hold can be judged on either side. The replay allows 200 µs (replay.TOLERANCE_US)
+and reports the strict figure beside it. Measured (README, "Model and module agree"): 99.3 to 100 % per mode in
+four runs (one on a busy host), 98.6 to 100 % of the contested issues; one more timing artefact in ~150 issues
+costs 0.7 %, hence 95 % and 90 %.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from smartio.flashdev.replay import format_text
+from smartio.flashdev.replay_vm import record_and_replay
+
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(600), pytest.mark.usefixtures("testbed_ready")]
+
+MIN_AGREEMENT = 0.95          # of all issues checked, per mode
+MIN_CONTESTED = 0.90          # of the issues where a read and a write were both queued
+MIN_CHECKED = 100             # issues of requests the trace saw inserted: the run exercised the scheduler
+
+
+def test_issue11_model_replays_the_modules_dispatch_order(tmp_path: Path) -> None:
+    module = os.environ.get("SMARTIO_TEST_MODULE")
+    r, runs = record_and_replay(tmp_path, module=Path(module) if module else None)
+    assert r.failure is None, r.failure
+    assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
+    report = "\n".join(f"== {run.mode}\n{format_text(run.result)}" for run in runs)
+    (tmp_path / "replay.txt").write_text(report + "\n")
+    for run in runs:
+        res = run.result
+        assert len(res.checks) >= MIN_CHECKED, report
+        assert res.skipped <= 2, report                    # only what was queued before the recording began
+        assert sum(c.contested for c in res.checks) >= 20, report   # reads and writes really competed
+        assert res.rate() >= MIN_AGREEMENT, report
+        assert res.rate(contested_only=True) >= MIN_CONTESTED, report
