@@ -2,11 +2,13 @@
 
 One guest run on ext4 (mount option discard) over `--profile s5-emmc`: a paced buffered writer keeps async writeback
 queued in the scheduler (24 random pages every 2 s, then sync_file_range(SYNC_FILE_RANGE_WRITE); dirty pages
-expire after 1 s). Meanwhile a foreground task writes small files, starts their writeback asynchronously and fsyncs
-them, creates files, and truncates a file under async writeback. fsync waits on async writes still queued in the
-scheduler (D_sync), which the module must boost; truncate waits on them too (D_data). Before that, O_DIRECT (sync)
-writes land right behind queued async writes of the same file (sync/async merges). Writeback throttling is off
-(wbt_lat_usec=0): it holds async writes above the scheduler, where neither a boost nor a merge can reach them.
+expire after 1 s). Meanwhile a foreground task overwrites small files, starts their writeback asynchronously and
+fsyncs them, creates files, and truncates a file under async writeback. fsync waits on async writes still queued in
+the scheduler (D_sync), which the module must boost: 8 async page writes of another file go first, so that the
+small file's write is still queued when fsync waits on it (without them it was often dispatched at once, and the
+test depended on the background writer's phase). truncate waits on async writes too (D_data). Before that, O_DIRECT
+(sync) writes land right behind queued async writes of the same file (sync/async merges). Writeback throttling is
+off (wbt_lat_usec=0): it holds async writes above the scheduler, where neither a boost nor a merge can reach them.
 The tests read the debugfs counters and the kprobe list the guest saved.
 """
 
@@ -69,9 +71,21 @@ for k in range(8):
     os.pwrite(mfd, os.urandom(16 << 10), base)
     start_writeback(mfd, base, 16 << 10)
     os.pwritev(dfd, [dbuf], base + (16 << 10))
+# Files whose blocks are already written: their writeback needs no journal handle, so sync_file_range queues it at
+# once. Before each fsync, 8 async page writes of "fill" go ahead of the small file's write, so that fsync finds it
+# queued whatever the background writer's phase (an idle queue would dispatch it at once, out of a boost's reach).
+for name, size in [("fill", BULK // 4)] + [(f"small.{k}", 32 << 10) for k in range(4)]:
+    fd = os.open(f"{root}/{name}", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, os.urandom(size))
+    os.fsync(fd)
+    os.close(fd)
+ffd, rnd = os.open(f"{root}/fill", os.O_WRONLY), random.Random(2)
 end, i = time.monotonic() + seconds - 3, 0
 while time.monotonic() < end:
-    fd = os.open(f"{root}/small.{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for off in rnd.sample(range(0, BULK // 4, 4096), 8):
+        os.pwrite(ffd, os.urandom(4096), off)
+    start_writeback(ffd, 0, BULK // 4)
+    fd = os.open(f"{root}/small.{i % 4}", os.O_WRONLY)
     os.write(fd, os.urandom(32 << 10))
     start_writeback(fd, 0, 32 << 10)      # all of it async: fsync only waits (D_sync)
     t = time.monotonic()
@@ -81,8 +95,6 @@ while time.monotonic() < end:
     t = time.monotonic()
     os.close(os.open(f"{root}/new.{i}", os.O_WRONLY | os.O_CREAT, 0o644))
     lat["creat"].append(time.monotonic() - t)
-    if i >= 8:
-        os.unlink(f"{root}/small.{i - 8}")
     fd = os.open(f"{root}/trunc", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.write(fd, os.urandom(32 << 10))
     start_writeback(fd, 0, 32 << 10)
@@ -146,6 +158,8 @@ def test_issue12_boost_fires_on_s5emmc(qasio_run: Path) -> None:
     assert boosted == sum(r["boosted"] for r in rows.values()), (boosted, rows)
     lat = json.loads((qasio_run / "lat.json").read_text())
     assert len(lat["fsync"]) >= 5, lat
+    # Each fsync's write is queued behind 8 others when fsync waits: most of them must be boosted (9 of 9 here).
+    assert rows["sync"]["boosted"] >= len(lat["fsync"]) // 2, (rows, len(lat["fsync"]))
 
 
 def test_issue12_dependency_counters_balance(qasio_run: Path) -> None:

@@ -177,8 +177,19 @@ def test_supervise_kills_at_the_timeout(tmp_path: Path) -> None:
     result = vm.VmResult(rc=None, artifacts_dir=tmp_path, console_log=tmp_path / "console.log",
                          output_log=tmp_path / "o", out_dir=tmp_path, kernel="k", accel="tcg", duration_s=0.5,
                          timeout_s=0.5, timed_out=True)
-    with pytest.raises(SmartioError, match=r"did not finish within 0.5 s \(--timeout 0.5\)"):
+    with pytest.raises(SmartioError, match=r"did not finish within 0.5 s \(--timeout 0.5\) and was killed; see"):
         result.check()
+    assert result.task_dump() == ""
+    # PID 1's task list near the timeout, and a hung-task report before it, reach the message.
+    (tmp_path / "console.log").write_text(
+        "[  130.1] INFO: task python3:201 blocked for more than 120 seconds.\n"
+        f"{vm.TASK_DUMP_START} near the host's timeout; its tasks, and all tasks blocked in the kernel (D):\n"
+        "--- pid 201 [D (disk sleep)] wchan=folio_wait_bit_common python3 -m smartio\n")
+    result.kernel_problems = vm.find_kernel_problems((tmp_path / "console.log").read_text())
+    msg = result.failure or ""
+    assert "before that the guest kernel reported: INFO: task python3:201 blocked for more than 120" in msg
+    assert "the tasks still running, with kernel stacks" in msg
+    assert result.task_dump().startswith(vm.TASK_DUMP_START) and "pid 201 [D" in result.task_dump()
 
 
 def test_sizes() -> None:

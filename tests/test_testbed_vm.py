@@ -68,6 +68,19 @@ def test_timeout_kills_the_vm(tmp_path: Path) -> None:
     assert [Path(f"/proc/{c}/comm").read_text().strip() for c in children] == []
 
 
+def test_a_hung_command_leaves_its_task_list_on_the_console(tmp_path: Path) -> None:
+    """Shortly before the host's timeout PID 1 lists the guest's tasks with kernel stacks; the failure says where."""
+    r = vm.run(["sh", "-c", "echo started; exec sleep 600"], disks=0, modules=[], timeout=150,
+               artifacts=tmp_path / "art", stream=None)
+    assert r.timed_out and r.output_log.read_text() == "started\n", r.failure
+    dump = r.task_dump()
+    assert dump, r.console_log.read_text()[-3000:]
+    assert "the tasks still running, with kernel stacks" in (r.failure or "")
+    line = next(ln for ln in dump.splitlines() if ln.endswith("sleep 600 "))
+    assert line.startswith("--- pid ") and "[S (sleeping)]" in line, dump
+    assert "hrtimer_nanosleep" in dump or "do_nanosleep" in dump, dump      # its kernel stack
+
+
 def test_a_module_that_does_not_load_fails_the_run(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.ko"
     bogus.write_text("not a module\n")

@@ -97,6 +97,29 @@ while read -r ko; do
 done <"$art/modules"
 cp "$art/command.sh" $r/smartio/command.sh
 
+# Shortly before the host's timeout, list what is still running, with kernel stacks, on the console: a run that
+# hangs then says where (blocked in the kernel, or waiting in user space) instead of only that it timed out.
+dump_tasks() {
+	echo "smartio-init: the command is still running $1; its tasks, and all tasks blocked in the kernel (D):"
+	for p in /proc/[0-9]*; do
+		state=$(sed -n 's/^State:[[:space:]]*//p' "$p/status" 2>/dev/null)
+		cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)
+		case "$state" in D*) ;; *) [ -n "$cmd" ] && [ "${p#/proc/}" != 1 ] || continue ;; esac
+		echo "--- pid ${p#/proc/} [$state] wchan=$(cat "$p/wchan" 2>/dev/null) ${cmd:-[$(cat "$p/comm")]}"
+		sed 's/^/    /' "$p/stack" 2>/dev/null
+	done
+	echo "smartio-init: end of the task list"
+}
+watchdog=
+if [ -n "$SMARTIO_DUMP_AT" ] && [ "$mode" != shell ]; then
+	(
+		now=$(date +%s)
+		[ "$SMARTIO_DUMP_AT" -gt "$now" ] && sleep $((SMARTIO_DUMP_AT - now))
+		dump_tasks "near the host's timeout" >/dev/console 2>&1
+	) &
+	watchdog=$!
+fi
+
 if [ "$mode" = shell ]; then
 	stty -F "$tty" sane rows "${SMARTIO_ROWS:-24}" cols "${SMARTIO_COLS:-80}"
 	setsid -c env -i sh -c ". $art/guest.env && exec chroot $r /bin/sh /smartio/command.sh" <"$tty" >"$tty" 2>&1
@@ -106,6 +129,7 @@ else
 	env -i sh -c ". $art/guest.env && exec chroot $r /bin/sh /smartio/command.sh" </dev/null >"$tty" 2>&1
 fi
 rc=$?
+[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
 dmesg >"$art/dmesg"
 echo "$rc" >"$art/exit-code"
 sync
