@@ -316,6 +316,14 @@ echo 0 > $T/qasio_data; check qasio_data 0
 echo -3 > $T/qasio_sync; check qasio_sync 0
 echo 9 > $T/qasio_meta; check qasio_meta 1
 grep -q '^folio_wait_writeback registered$' $D/kprobes || fail "kprobes: $(cat $D/kprobes)"
+nr=$(cat $Q/nr_requests)
+depth() {{ grep -q "^depth nr_requests=$1 async=$2 sync_write=$3$" $D/stats || fail "$(grep ^depth $D/stats)"; }}
+echo 64 > $Q/nr_requests; check async_depth 48; depth 64 48 60    # async 75 %; sync writes all but 1/16
+echo 1000 > $T/async_depth; check async_depth 60                      # clamped to the sync writes' share
+echo 0 > $T/async_depth; check async_depth 1
+if echo x > $T/async_depth 2>/dev/null; then fail "async_depth accepted x"; fi
+echo 4 > $Q/nr_requests; depth 4 2 3                                  # reset; below the sync writes' 3
+echo $nr > $Q/nr_requests
 dd if=/dev/zero of=/dev/vda bs=4k count=1000 oflag=direct 2>/dev/null
 dd if=/dev/vda of=/dev/null bs=4k count=1000 iflag=direct 2>/dev/null
 snap first

@@ -179,3 +179,10 @@ def test_issue11_sync_bio_merged_into_async_write_is_sync(qasio_run: Path) -> No
     """6.1 merges a sync bio into a queued async request; the request then counts as sync (sync_promoted)."""
     ev = Stats.load(qasio_run, "qasio").rows["events"]
     assert ev["sync_promoted"] > 0, ev
+
+
+def test_issue12_async_share_follows_the_device_not_nr_requests(qasio_run: Path) -> None:
+    """nr_requests 64 on s5-emmc (depth 2): async writes keep 75 % of the 4 tags blk-mq would give it, sync writes
+    get all but 1/16 of the 64 (the shares are computed from the tag map: 6.1 updates q->nr_requests after)."""
+    stats = (qasio_run / "stats-qasio").read_text()
+    assert "depth nr_requests=64 async=3 sync_write=60" in stats, stats
