@@ -99,7 +99,7 @@ static const int sio_default_write_pace_us;	/* writes spaced by a reader, us; 0 
 static const int sio_default_read_hold_us;	/* reads wait after a write, us; 0 = off */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
-static const int sio_default_async_depth_pct = 75;	/* share of tags async I/O may hold, % */
+static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
 static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) only reads may take */
 
 #define SIO_NR_STREAMS		8	/* sequential streams tracked per direction */
@@ -1655,9 +1655,8 @@ static bool sio_has_work(struct blk_mq_hw_ctx *hctx)
  * yet is out of its reach, so each kind keeps tags of its own. Async
  * requests may hold async_depth of the scheduler tags; sync writes more, so
  * that a journal commit or an fsync never waits for a tag behind background
- * writeback (the legacy block layer kept separate sync and async pools; one
- * pool, with writes of both kinds limited alike, held M1's creat() for
- * seconds, issue 12); reads the rest, so a reader always finds a tag.
+ * writeback (the legacy block layer kept separate sync and async pools);
+ * reads the rest, so a reader always finds a tag.
  */
 static void sio_limit_depth(blk_opf_t opf, struct blk_mq_alloc_data *data)
 {
@@ -1695,8 +1694,8 @@ static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
 	unsigned int dflt = 2 * q->tag_set->queue_depth;
 
 	sd->sync_write_depth = max(1U, writes);
-	sd->async_depth = max(1U, min(nrr, dflt) * sio_default_async_depth_pct / 100);
-	sd->async_depth = max(1U, min(sd->async_depth, writes - (writes > 1)));
+	sd->async_depth = max(1U, min(min(nrr, dflt) * sio_default_async_depth_pct / 100,
+				      writes - (writes > 1)));
 	sbitmap_queue_min_shallow_depth(&hctx->sched_tags->bitmap_tags, 1);
 }
 

@@ -111,7 +111,7 @@ dump_tasks() {
 	echo "smartio-init: end of the task list"
 }
 watchdog=
-if [ -n "$SMARTIO_DUMP_AT" ] && [ "$mode" != shell ]; then
+if [ -n "$SMARTIO_DUMP_AT" ]; then		# not set for a shell
 	(
 		now=$(date +%s)
 		[ "$SMARTIO_DUMP_AT" -gt "$now" ] && sleep $((SMARTIO_DUMP_AT - now))

@@ -45,6 +45,7 @@ KERNEL_PROBLEM_RE = re.compile(
     r"(Kernel panic - not syncing|kernel BUG at|BUG: |Oops: |WARNING: CPU: |general protection fault"
     r"|INFO: task .* blocked for more than|rcu: INFO: .*detected stalls|UBSAN: |KASAN: )[^\n]*")
 TASK_DUMP_START = "smartio-init: the command is still running"  # PID 1's task list near the timeout
+TASK_DUMP_HINT = f" (\"{TASK_DUMP_START}\": the tasks still running, with kernel stacks)"
 MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
 
 
@@ -125,7 +126,7 @@ class VmResult:
             said = f"; before that the guest kernel reported: {self.kernel_problems[0]}" if self.kernel_problems \
                 else ""
             return (f"the VM did not finish within {self.timeout_s:g} s (--timeout {self.timeout_s:g}) and was "
-                    f"killed{said}; {where}{self.task_dump_hint}")
+                    f"killed{said}; {where}{TASK_DUMP_HINT if self.task_dump() else ''}")
         if self.kernel_problems:
             more = f" (and {len(self.kernel_problems) - 1} more)" if len(self.kernel_problems) > 1 else ""
             return f"the guest kernel reported: {self.kernel_problems[0]}{more}; {where}"
@@ -135,15 +136,6 @@ class VmResult:
             qlog = qemu.tail(self.artifacts_dir / "qemu.log", 400)
             return f"the VM stopped before the command finished (QEMU exit {self.qemu_exit}: {qlog}); {where}"
         return None
-
-    @property
-    def task_dump_hint(self) -> str:
-        """Where the guest's list of running tasks near the timeout is, if PID 1 got to print it."""
-        try:
-            dumped = TASK_DUMP_START in self.console_log.read_text(errors="replace")
-        except OSError:
-            dumped = False
-        return f" (\"{TASK_DUMP_START}\": the tasks still running, with kernel stacks)" if dumped else ""
 
     def task_dump(self) -> str:
         """The guest's list of running tasks near the timeout (console log), or ""."""
@@ -384,7 +376,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     (art / "command").write_text(shlex.join(command) + "\n")
     (art / "command.sh").write_text(command_script(command, cwd))
     if timeout is not None and not interactive:
-        # PID 1 lists the guest's tasks on the console this long before the host kills QEMU (guest clock: RTC).
+        # PID 1 lists the guest's tasks on the console at this time, shortly before the host kills QEMU (guest
+        # clock: the RTC).
         env["SMARTIO_DUMP_AT"] = str(int(time.time() + timeout - min(60.0, timeout / 10)))
     (art / "guest.env").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
     (art / "modules").write_text("".join(f"{m}\n" for m in mods))
