@@ -68,3 +68,42 @@ def test_missing_runs_are_listed(tmp_path):
     assert "none python-stdlib cold none real" in doc["missing"]
     assert la.headline_line(doc).startswith("smartio_cold_bg_over_idle=n/a")
     assert "missing:" in la.render(doc)
+
+
+def test_scheduler_clock_follows_the_device(tmp_path, monkeypatch):
+    # The testbed slows the device (and TCG the programs) by the time scale: every scheduler's time tunables are
+    # multiplied by it (--scheduler-clock device, the default), the spec's own tunables written after and kept.
+    import smartio.blockdev as bd
+    from smartio.compare import guest
+    from smartio.compare.spec import SchedulerSpec, clock_text, with_clock
+
+    assert with_clock(_plan(), PROFILE).clock_scale == 10
+    assert with_clock(_plan(clock_scale=1.0), PROFILE).clock_scale == 1
+    assert "x10" in clock_text({"clock_scale": 10.0}) and "defaults" in clock_text({})
+    q = tmp_path / "block" / "vdz" / "queue"
+    (q / "iosched").mkdir(parents=True)
+    (q / "nr_requests").write_text("128\n")
+    defaults = {"read_anticipation_us": "3000", "write_slice_ms": "100", "write_pace_us": "0", "qasio_boost": "1"}
+    for k, v in defaults.items():
+        (q / "iosched" / k).write_text(v + "\n")
+    (q / "scheduler").write_text("[smartio] none\n")
+    monkeypatch.setattr(bd, "SYS", tmp_path)
+    monkeypatch.setattr(bd, "is_root", lambda: True)
+    monkeypatch.setattr(guest, "_write", lambda path, value: None)       # the fake sysfs cannot switch
+    dev = bd.Device("vdz", "vdz", 1 << 30, "254:0")
+    assert guest.scale_clock_tunables(dev, "smartio", 10.0) == {"read_anticipation_us": 30000,
+                                                                "write_slice_ms": 1000, "write_pace_us": 0}
+    assert (q / "iosched" / "qasio_boost").read_text().strip() == "1"
+    assert guest.scale_clock_tunables(dev, "smartio", 1.0) == {} and guest.scale_clock_tunables(dev, "none", 10) == {}
+    for k, v in defaults.items():
+        (q / "iosched" / k).write_text(v + "\n")
+    guest.switch(dev, SchedulerSpec("smartio", (("write_slice_ms", 7),)), 64, clock_scale=10.0)
+    got = bd.read_tunables(dev)
+    assert got["read_anticipation_us"] == "30000" and got["write_slice_ms"] == "7"
+
+
+def test_scheduler_clock_is_refused_where_it_does_nothing(capsys):
+    from smartio.cli import main
+
+    assert main(["compare", "--experiment", "mixed", "--scheduler-clock", "guest"]) == 2
+    assert "--scheduler-clock" in capsys.readouterr().err

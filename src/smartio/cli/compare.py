@@ -21,6 +21,7 @@ from smartio.compare.spec import (
     Plan,
     parse_schedulers,
 )
+from smartio.errors import UsageError
 from smartio.experiments.runner import command_line
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 
@@ -81,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--time-scale", type=float, default=sq.DEFAULT_TIME_SCALE, metavar="X",
                    help=f"the profile's time scale for this experiment, launch and qasio (default "
                         f"{sq.DEFAULT_TIME_SCALE:g}; see README)")
+    q.add_argument("--scheduler-clock", choices=("device", "guest"), metavar="{device,guest}",
+                   help="launch and qasio: device (default) multiplies every scheduler's time tunables (deadlines, "
+                        "latency targets, slices, idle and anticipation windows) by the time scale, as the device "
+                        "and the guest's programs are slowed; guest leaves them at the kernel's defaults")
     g = p.add_argument_group("--experiment launch (default schedulers: " + la.DEFAULT_SCHEDULERS + ")")
     g.add_argument("--apps", metavar="LIST", help=f"applications of the set (default {','.join(la.APPS)}; "
                                                   "--quick python-stdlib)")
@@ -125,13 +130,19 @@ def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
         backgrounds=_list(a.backgrounds) if a.backgrounds else ("none", la.HEADLINE_BG),
         caches=_list(a.caches) if a.caches else ("cold",) if a.quick else la.CACHES,
         modes=_list(a.modes) if a.modes else la.MODES,
-        repeats=a.repeats or (1 if a.quick else 3), nr_requests=a.nr_requests)
+        repeats=a.repeats or (1 if a.quick else 3), nr_requests=a.nr_requests, clock_scale=_clock(a))
 
 
 def qasio_plan_from_args(a: argparse.Namespace) -> qa.QasioPlan:
     runs = qa.DEFAULT_RUNS if a.schedulers is None else qa.parse_runs(a.schedulers)
     return qa.QasioPlan(runs=runs, benchmarks=parse_benchmarks(a.benchmarks), scale=a.scale,
-                        count_scale=a.count_scale, repeats=a.repeats or 1, nr_requests=a.nr_requests)
+                        count_scale=a.count_scale, repeats=a.repeats or 1, nr_requests=a.nr_requests,
+                        clock_scale=_clock(a))
+
+
+def _clock(a: argparse.Namespace) -> float | None:
+    """--scheduler-clock: None (device: the profile's time scale, settled on the host) or 1 (guest)."""
+    return 1.0 if a.scheduler_clock == "guest" else None
 
 
 def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, Path]], Any, Callable[[dict], str]]:
@@ -148,6 +159,8 @@ def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, 
 
 
 def compare(a: argparse.Namespace) -> int:
+    if a.scheduler_clock and a.experiment not in ("launch", "qasio"):
+        raise UsageError("--scheduler-clock", a.scheduler_clock, "applies to --experiment launch and qasio only")
     if a.experiment in ("launch", "qasio", "sqlite"):
         run, plan, render_doc = _guest_experiment(a)
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,

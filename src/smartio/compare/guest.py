@@ -47,8 +47,34 @@ def _write(path: Path, value: str | int) -> None:
         raise SmartioError(f"writing {value} to {path} failed: {e.strerror}") from e
 
 
-def switch(dev: Device, spec: SchedulerSpec, nr_requests: int) -> None:
-    """Put the device under `spec`, from that scheduler's defaults, with room for `nr_requests` requests."""
+# Each scheduler's tunables that are times (in whatever unit the scheduler reads them): deadlines, latency targets,
+# slices, idle and anticipation windows, paces. bfq's slice_idle is the same setting as slice_idle_us.
+CLOCK_TUNABLES = {
+    "mq-deadline": ("read_expire", "write_expire", "prio_aging_expire"),
+    "kyber": ("read_lat_nsec", "write_lat_nsec"),
+    "bfq": ("slice_idle_us", "timeout_sync", "fifo_expire_sync", "fifo_expire_async"),
+    "smartio": ("read_anticipation_us", "write_slice_ms", "write_window_ms", "prio_aging_ms", "write_pace_us",
+                "write_pace_rand_us", "read_hold_us"),
+}
+
+
+def scale_clock_tunables(dev: Device, scheduler: str, factor: float) -> dict[str, int | str]:
+    """Multiply the current scheduler's time tunables by `factor` (the testbed's time scale: the emulated device
+    and the guest's programs both run that much slower than on the phone, so a scheduler keeps its phone
+    behaviour only if its clock does too); returns what it wrote. Tunables the kernel lacks are skipped."""
+    if factor == 1 or scheduler not in CLOCK_TUNABLES:
+        return {}
+    now = read_tunables(dev)
+    new: dict[str, int | str] = {k: round(int(now[k]) * factor) for k in CLOCK_TUNABLES[scheduler]
+                                 if now.get(k, "").isdigit()}
+    if new:
+        write_tunables(dev, new)
+    return new
+
+
+def switch(dev: Device, spec: SchedulerSpec, nr_requests: int, clock_scale: float = 1.0) -> None:
+    """Put the device under `spec`, from that scheduler's defaults with their times multiplied by `clock_scale`
+    (`scale_clock_tunables`), with room for `nr_requests` requests; the spec's own tunables are written last."""
     sched = dev.queue / "scheduler"
     _write(sched, "none")       # re-selecting the current elevator is a no-op that would keep old tunables
     if spec.name != "none":
@@ -64,6 +90,7 @@ def switch(dev: Device, spec: SchedulerSpec, nr_requests: int) -> None:
         # Only below the target: with a deep device queue, blk-mq's own default may be higher already.
         if int((dev.queue / "nr_requests").read_text()) < nr_requests:
             _write(dev.queue / "nr_requests", nr_requests)
+        scale_clock_tunables(dev, spec.name, clock_scale)
     if spec.tunables:
         write_tunables(dev, dict(spec.tunables))
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
 
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
@@ -50,6 +50,7 @@ class LaunchPlan(JsonPlan):
     background_size: int = 64 << 20
     warmup_s: float = 1.0
     nr_requests: int = DEFAULT_NR_REQUESTS
+    clock_scale: float | None = None     # schedulers' time tunables times this; None: the profile's time scale
 
     def __post_init__(self) -> None:
         from smartio.launch.apps import APPS as KNOWN
@@ -121,7 +122,7 @@ def guest_main(argv: list[str]) -> int:
         steps = [(s, c) for s in plan.schedulers for c in plan.cells()]
         for i, (spec, (name, cache, bg, mode)) in enumerate(steps, 1):
             if i == 1 or steps[i - 2][0] != spec:
-                switch(dev, spec, plan.nr_requests)
+                switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
             say(f"[{i}/{len(steps)}] {spec.label}: {name} {cache} {mode}, background {bg}")
             trace, inst, layout, cwd, app_argv = installs[name]
             settings = Settings(cold=cache == "cold", background=bg, repeats=plan.repeats,
@@ -223,7 +224,7 @@ def render(doc: dict[str, Any]) -> str:
 
     plan = doc["plan"]
     lines = [f"Launch time per scheduler (ms, mean over {plan['repeats']} launches), profile {doc['profile']['name']} "
-             f"(time scale {doc['profile']['time_scale']:g}); kernel {doc.get('kernel')}", ""]
+             f"(time scale {doc['profile']['time_scale']:g}); {clock_text(plan)}; kernel {doc.get('kernel')}", ""]
     cols = [(a, c, b, m) for a in plan["apps"] for c in plan["caches"] for b in plan["backgrounds"]
             for m in plan["modes"]]
     header = ["scheduler", *[f"{a} {c} {b} {m}" for a, c, b, m in cols], f"cold {HEADLINE_BG}/idle"]
@@ -249,6 +250,7 @@ def run_launch_compare(plan: LaunchPlan, *, profile: str, out: Path | None, time
     from smartio.compare.run import module_for, run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
+    plan = with_clock(plan, prof)
     modules = module_for(s.name for s in plan.schedulers)
     return run_in_guest("smartio.compare.launch", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,

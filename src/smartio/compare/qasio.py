@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.spec import JsonPlan
+from smartio.compare.spec import JsonPlan, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, Params
 
@@ -56,6 +56,7 @@ class QasioPlan(JsonPlan):
     count_scale: float = DEFAULT_COUNT_SCALE
     repeats: int = 1
     nr_requests: int = 128
+    clock_scale: float | None = None     # schedulers' time tunables times this; None: the profile's time scale
 
     def __post_init__(self) -> None:
         Params(self.scale, self.count_scale)
@@ -107,7 +108,7 @@ def guest_main(argv: list[str]) -> int:
             t0 = time.monotonic()
             rc, err = 0, None
             try:
-                switch(dev, SchedulerSpec(name), plan.nr_requests)
+                switch(dev, SchedulerSpec(name), plan.nr_requests, plan.clock_scale or 1.0)
                 _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
                      DISK])
                 _sh(["mount", "-t", "ext4", "-o", "discard,data=ordered,noatime,noinit_itable", DISK, MOUNT])
@@ -173,6 +174,7 @@ def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None
     from smartio.compare.run import module_for, run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
+    plan = with_clock(plan, prof)
     modules = module_for(r.split(":")[0] for r in plan.runs)
     return run_in_guest("smartio.compare.qasio", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,

@@ -101,6 +101,19 @@ class JsonPlan:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
+def with_clock(plan: Any, profile: Any) -> Any:
+    """The plan with its scheduler clock settled: clock_scale None (`--scheduler-clock device`) becomes the emulated
+    device's time scale, by which the guest multiplies every scheduler's time tunables (compare.guest.switch)."""
+    return plan if plan.clock_scale is not None else dataclasses.replace(plan, clock_scale=profile.time_scale)
+
+
+def clock_text(plan: dict[str, Any]) -> str:
+    """How a document's plan set the schedulers' clocks, for a table's heading."""
+    k = plan.get("clock_scale") or 1
+    return ("scheduler time tunables at their defaults" if k == 1 else
+            f"scheduler time tunables x{k:g} (device clock)")
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan(JsonPlan):
     """Everything the guest needs to run the comparison; `smartio bench` options are passed through."""

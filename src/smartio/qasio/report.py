@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from smartio.compare.spec import clock_text
 from smartio.qasio.workload import BENCHMARKS, KEY_CALLS
 from smartio.report.tables import grid as table
 
@@ -116,7 +117,7 @@ def render_compare(doc: dict[str, Any]) -> str:
              "on (ALL), beside seed 001's Galaxy S5",
              f"  profile {prof['name']} (queue depth {prof['queue_depth']}, time scale {prof['time_scale']:g}); "
              f"kernel {doc.get('kernel')}; scale {doc['plan']['scale']:g}, count scale {doc['plan']['count_scale']:g}"
-             f", {doc['plan']['repeats']} repeat(s); ext4 ordered, discard", ""]
+             f", {doc['plan']['repeats']} repeat(s); ext4 ordered, discard; {clock_text(doc['plan'])}", ""]
     rows = []
     for (b, call) in PAPER_TABLE2["none"]:
         if b not in benches:
