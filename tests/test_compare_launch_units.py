@@ -107,3 +107,22 @@ def test_scheduler_clock_is_refused_where_it_does_nothing(capsys):
 
     assert main(["compare", "--experiment", "mixed", "--scheduler-clock", "guest"]) == 2
     assert "--scheduler-clock" in capsys.readouterr().err
+
+
+def test_headline_carries_95_percent_intervals(tmp_path):
+    plan = _plan(repeats=3)
+    for label, busy in (("none", (200, 210, 190)), ("smartio", (110, 115, 105))):
+        for app in plan.apps:
+            for bg, vals in (("none", (100, 98, 102)), ("seq-write", busy)):
+                f = tmp_path / la.run_file(label, app, "cold", bg, "real")
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(json.dumps({"results": {"wall_s": {"mean": sum(vals) / 3e3,
+                                                                "values": [v / 1e3 for v in vals]}}}))
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    h = doc["headline"]["smartio"]
+    lo, hi = h["cold_bg_over_idle_ci95"]
+    assert lo < h["cold_bg_over_idle"] < hi and hi < 1.3
+    lo, hi = h["cold_bg_over_none_ci95"]
+    assert lo < 110 / 200 < hi
+    assert doc["headline"]["bfq"]["cold_bg_over_idle_ci95"] is None      # bfq's runs are missing
+    assert "smartio: cold seq-write/idle 95 % interval [" in la.render(doc)

@@ -24,6 +24,7 @@ from typing import IO, Any, Literal
 
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
+from smartio.experiments.stats import log_ratio_ci
 
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
 APPS = ("python-stdlib", "editor", "sqlite")          # python-numpy: ~12 s of imports per launch under TCG
@@ -179,15 +180,23 @@ def assemble(plan: LaunchPlan, guest_out: Path, *, profile: Any, command: str, s
             d = json.loads(f.read_text())
             cells.setdefault(spec.label, {})[f"{app}.{cache}.{bg}.{mode}"] = d["results"]
     headline: dict[str, Any] = {}
+    none = cells.get("none", {})
     for spec in plan.schedulers:
         c = cells.get(spec.label, {})
-        ratios = []
+        ratios, pairs, vs_none = [], [], []
         for app in plan.apps:
             idle, busy = c.get(f"{app}.cold.none.real"), c.get(f"{app}.cold.{HEADLINE_BG}.real")
             if idle and busy:
                 ratios.append(busy["wall_s"]["mean"] / idle["wall_s"]["mean"])
+                pairs.append((busy["wall_s"].get("values", ()), idle["wall_s"].get("values", ())))
+            if busy and (other := none.get(f"{app}.cold.{HEADLINE_BG}.real")):
+                vs_none.append((busy["wall_s"].get("values", ()), other["wall_s"].get("values", ())))
         busy_ms = _gmean([c[k]["wall_s"]["mean"] * 1e3 for k in c if k.endswith(f".cold.{HEADLINE_BG}.real")])
-        headline[spec.label] = {"cold_bg_over_idle": _gmean(ratios), "cold_bg_ms": busy_ms}
+        ci = log_ratio_ci(pairs) if len(pairs) == len(plan.apps) else None
+        ci_none = log_ratio_ci(vs_none) if len(vs_none) == len(plan.apps) else None
+        headline[spec.label] = {"cold_bg_over_idle": _gmean(ratios), "cold_bg_ms": busy_ms,
+                                "cold_bg_over_idle_ci95": ci and [round(x, 4) for x in ci],
+                                "cold_bg_over_none_ci95": ci_none and [round(x, 4) for x in ci_none]}
     gfile = guest_out / GUEST_FILE
     record = json.loads(gfile.read_text()) if gfile.exists() else None
     return {
@@ -219,6 +228,21 @@ def headline_line(doc: dict[str, Any]) -> str:
             f"{f(min(others) if others else None, '{:.3f}')} smartio_vs_none_pct={f(pct, '{:.1f}')}")
 
 
+def interval_lines(doc: dict[str, Any]) -> list[str]:
+    """The 95 % intervals of the headline: cold launch beside the writer over idle (geometric mean over the
+    applications, Welch on the logs), and beside the writer, how much faster than under none (%)."""
+    out = []
+    for label, h in doc["headline"].items():
+        ci, cn = h.get("cold_bg_over_idle_ci95"), h.get("cold_bg_over_none_ci95")
+        if not ci:
+            continue
+        text = f"  {label}: cold {HEADLINE_BG}/idle 95 % interval [{ci[0]:.3f}, {ci[1]:.3f}]"
+        if cn and label != "none":
+            text += f"; faster than none by [{(1 - cn[1]) * 100:.1f}, {(1 - cn[0]) * 100:.1f}] %"
+        out.append(text)
+    return out
+
+
 def render(doc: dict[str, Any]) -> str:
     from smartio.report.tables import grid
 
@@ -233,12 +257,13 @@ def render(doc: dict[str, Any]) -> str:
         c = doc["cells"].get(label, {})
         row = [label] + [f"{c[k]['wall_s']['mean'] * 1e3:.0f}" if (k := f"{a}.{cc}.{b}.{m}") in c else "-"
                          for a, cc, b, m in cols]
-        r = doc["headline"].get(label, {}).get("cold_bg_over_idle")
-        rows.append([*row, "-" if r is None else f"{r:.2f}"])
+        h = doc["headline"].get(label, {})
+        r, ci = h.get("cold_bg_over_idle"), h.get("cold_bg_over_idle_ci95")
+        rows.append([*row, "-" if r is None else f"{r:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")])
     # One column per cell is wide: print it transposed, a row per cell.
     t_rows = [[h, *[r[i] for r in rows]] for i, h in enumerate(header[1:], start=1)]
     lines.append(grid(["cell", *plan["schedulers"]], t_rows))
-    lines += ["", "  " + headline_line(doc)]
+    lines += ["", *interval_lines(doc), "  " + headline_line(doc)]
     if doc["missing"]:
         lines.append(f"  missing: {', '.join(doc['missing'])}")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ CI_LOG, CI_T, CI_T_CLIPPED = "log-t", "t", "t, clipped at 0"
 
 
 @lru_cache(maxsize=256)
-def t95(df: int) -> float:
+def t95(df: float) -> float:
     """Two-sided 95 % quantile of Student's t with `df` degrees of freedom."""
     from scipy.stats import t  # scipy takes ~0.3 s to import: only when an interval is computed
 
@@ -80,3 +80,34 @@ class Stat:
         lo, hi = d.get("ci95") or [None, None]
         return cls(d["mean"], nan if d["std"] is None else d["std"], nan if lo is None else lo,
                    nan if hi is None else hi, d["n"], tuple(d.get("values", ())), d.get("ci_method", CI_T))
+
+
+def log_ratio_ci(pairs: Iterable[tuple[Iterable[float], Iterable[float]]]) -> tuple[float, float] | None:
+    """95 % interval of a ratio of two measured quantities, or of the geometric mean of several such ratios (one per
+    pair `(numerator repeats, denominator repeats)`, independent samples): Welch's t on the logarithms, the
+    difference of the mean logs averaged over the pairs, its variance sum(s²/n) / k², and the degrees of freedom
+    of Welch-Satterthwaite. It is centred on the ratio of geometric means. None when a sample has fewer than 2
+    values or a value is not positive."""
+    parts: list[tuple[float, float, int]] = []      # (mean log, s²/n, n) of every sample, numerators then signs
+    diffs = []
+    for num, den in pairs:
+        stats = []
+        for sample in (tuple(num), tuple(den)):
+            if len(sample) < 2 or any(x <= 0 for x in sample):
+                return None
+            logs = [math.log(x) for x in sample]
+            m = math.fsum(logs) / len(logs)
+            var = math.fsum((x - m) ** 2 for x in logs) / (len(logs) - 1)
+            stats.append((m, var / len(logs), len(logs)))
+        diffs.append(stats[0][0] - stats[1][0])
+        parts += stats
+    if not diffs:
+        return None
+    k = len(diffs)
+    var = math.fsum(v for _, v, _ in parts) / k ** 2
+    centre = math.fsum(diffs) / k
+    if var == 0:
+        return math.exp(centre), math.exp(centre)
+    df = var ** 2 / math.fsum((v / k ** 2) ** 2 / (n - 1) for _, v, n in parts)
+    half = t95(df) * math.sqrt(var)
+    return math.exp(centre - half), math.exp(centre + half)
