@@ -30,12 +30,6 @@
  *     queued yet (still in a plug) is caught when it is inserted. ext4 on 6.1
  *     issues discards from a worker with submit_bio_wait(), which marks them
  *     REQ_SYNC, so the paper's D_discard case is sync I/O here.
- *     A task that holds a filesystem transaction (current->journal_info: a
- *     jbd2 handle) and allocates a tag for an async write (the flusher in
- *     ext4_writepages) gets the sync writes' share of tags, not async_depth
- *     (qasio_txn): once a commit locks the transaction every task starting
- *     a handle (creat, truncate, ...) waits for that handle, which would
- *     wait for an async tag behind the writeback queue (issue 12, M1).
  *  6. Anticipation: after a read completes, writes are held for up to
  *     read_anticipation_us so that a synchronous reader's next read does not
  *     queue behind a write it could not see (the write slice still bounds
@@ -271,7 +265,6 @@ struct sio_data {
 	int read_hold_us;
 	int qasio_boost;
 	int qasio_dep[SIO_NR_DEPS];
-	int qasio_txn;			/* transaction holders' async writes: sync share */
 	int dispatch_limit[SIO_NR_KINDS];
 	unsigned int async_depth;	/* scheduler tags async requests may hold */
 	unsigned int sync_write_depth;	/* ... and sync writes */
@@ -279,7 +272,6 @@ struct sio_data {
 	/* counters (debugfs) */
 	struct sio_stats stats[SIO_NR_CLASSES][SIO_NR_DIRS];
 	struct sio_dep_stats dep_stats[SIO_NR_DEPS];
-	atomic64_t txn_allocs;			/* async tags given the sync share (qasio_txn) */
 	u64 requeued;
 	u64 requeue_merged;			/* requeued requests merged away */
 	u64 dropped;				/* freed without dispatch or merge: a bug */
@@ -1675,12 +1667,6 @@ static void sio_limit_depth(blk_opf_t opf, struct blk_mq_alloc_data *data)
 	if (op_is_sync(opf) && !op_is_write(opf))
 		return;
 	depth = op_is_sync(opf) ? sd->sync_write_depth : sd->async_depth;
-	/* Runs in the allocating task, without sd->lock: the counter is atomic. */
-	if (!op_is_sync(opf) && current->journal_info &&
-	    READ_ONCE(sd->qasio_boost) && READ_ONCE(sd->qasio_txn)) {
-		depth = sd->sync_write_depth;
-		atomic64_inc(&sd->txn_allocs);
-	}
 	data->shallow_depth = ((depth << bt->sb.shift) + nrr - 1) / nrr;
 }
 
@@ -1760,7 +1746,6 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	sd->write_pace_us = sio_default_write_pace_us;
 	sd->read_hold_us = sio_default_read_hold_us;
 	sd->qasio_boost = sio_default_qasio_boost;
-	sd->qasio_txn = sio_default_qasio_dep;
 	for (i = 0; i < SIO_NR_DEPS; i++)
 		sd->qasio_dep[i] = sio_default_qasio_dep;
 	sd->async_depth = q->nr_requests;
@@ -1862,7 +1847,6 @@ SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
 SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
 SIO_TUNABLE(qasio_sync, qasio_dep[SIO_DEP_SYNC], 0, 1);
-SIO_TUNABLE(qasio_txn, qasio_txn, 0, 1);
 SIO_TUNABLE(dispatch_limit_seq_read, dispatch_limit[SIO_SEQ_READ], 0, 4096);
 SIO_TUNABLE(dispatch_limit_seq_write, dispatch_limit[SIO_SEQ_WRITE], 0, 4096);
 SIO_TUNABLE(dispatch_limit_rand_read, dispatch_limit[SIO_RAND_READ], 0, 4096);
@@ -1908,7 +1892,6 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(qasio_meta),
 	SIO_ATTR(qasio_data),
 	SIO_ATTR(qasio_sync),
-	SIO_ATTR(qasio_txn),
 	SIO_ATTR(dispatch_limit_seq_read),
 	SIO_ATTR(dispatch_limit_seq_write),
 	SIO_ATTR(dispatch_limit_rand_read),
@@ -1973,8 +1956,6 @@ static int sio_stats_show(void *data, struct seq_file *m)
 			   st->boosted);
 	}
 	seq_printf(m, "qasio_discard async_inserted=%llu\n", sd->discard_async);
-	seq_printf(m, "qasio_txn allocations=%lld\n",
-		   (long long)atomic64_read(&sd->txn_allocs));
 	seq_printf(m, "depth nr_requests=%lu async=%u sync_write=%u\n",
 		   sd->q->nr_requests, sd->async_depth, sd->sync_write_depth);
 	spin_unlock_irq(&sd->lock);

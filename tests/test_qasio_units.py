@@ -90,14 +90,10 @@ def test_counters_parse_and_delta() -> None:
 
 
 def test_dependency_tunables() -> None:
-    def on(*deps: str) -> dict[str, int]:
-        return {f"qasio_{d}": int(d in deps) for d in ("meta", "data", "sync", "txn")}
-
-    assert dependency_tunables("none") == {"qasio_boost": 0, **on()}
-    assert dependency_tunables("all") == {"qasio_boost": 1, **on("meta", "data", "sync", "txn")}
-    assert dependency_tunables("data") == {"qasio_boost": 1, **on("data")}
-    assert dependency_tunables("txn") == {"qasio_boost": 1, **on("txn")}
-    assert dependency_tunables("discard") == {"qasio_boost": 1, **on()}
+    assert dependency_tunables("none") == {"qasio_boost": 0, "qasio_meta": 0, "qasio_data": 0, "qasio_sync": 0}
+    assert dependency_tunables("all") == {"qasio_boost": 1, "qasio_meta": 1, "qasio_data": 1, "qasio_sync": 1}
+    assert dependency_tunables("data") == {"qasio_boost": 1, "qasio_meta": 0, "qasio_data": 1, "qasio_sync": 0}
+    assert dependency_tunables("discard") == {"qasio_boost": 1, "qasio_meta": 0, "qasio_data": 0, "qasio_sync": 0}
     with pytest.raises(UsageError):
         dependency_tunables("jcommit")
 

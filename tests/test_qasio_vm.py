@@ -186,10 +186,3 @@ def test_issue12_async_share_follows_the_device_not_nr_requests(qasio_run: Path)
     get all but 1/16 of the 64 (the shares are computed from the tag map: 6.1 updates q->nr_requests after)."""
     stats = (qasio_run / "stats-qasio").read_text()
     assert "depth nr_requests=64 async=3 sync_write=60" in stats, stats
-
-
-def test_issue12_journal_handle_holders_get_the_sync_share(qasio_run: Path) -> None:
-    """ext4_writepages allocates blocks under a journal handle and submits async writes while it holds it: those
-    tag allocations take the sync share (qasio_txn), so a commit waiting for the handle never waits for async tags."""
-    row = Stats.load(qasio_run, "qasio").rows.get("qasio_txn")
-    assert row and row["allocations"] > 0, row

@@ -125,7 +125,7 @@ def bench(a: argparse.Namespace) -> int:
 
 
 QASIO_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--dependency", {"choices": ("all", "none", "meta", "data", "sync", "discard", "txn"),
+    ("--dependency", {"choices": ("all", "none", "meta", "data", "sync", "discard"),
                       "help": "set the smartio scheduler's QASIO tunables for the run and restore them afterwards: "
                               "boost every dependency type (all), none (boosting off), or one type alone "
                               "(default: leave the tunables as they are; refused under another scheduler)"}),

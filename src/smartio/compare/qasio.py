@@ -23,10 +23,10 @@ from smartio.compare.spec import JsonPlan, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, Params
 
-DEPS = ("none", "all", "meta", "data", "sync", "discard", "txn")
+DEPS = ("none", "all", "meta", "data", "sync", "discard")
 OTHERS = ("none", "mq-deadline", "kyber", "bfq")
 DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "smartio:sync", "smartio:discard",
-                "smartio:txn", "mq-deadline", "kyber", "bfq")
+                "mq-deadline", "kyber", "bfq")
 DISK = "/dev/vda"
 MOUNT = "/mnt/smartio-qasio"
 DEFAULT_TIME_SCALE = 10.0      # with --scale 0.1 the sizes take the emulated device as long as the phone's
@@ -42,7 +42,7 @@ def parse_runs(text: str) -> tuple[str, ...]:
         ok = (name == "smartio" and dep in DEPS) or (name in OTHERS and not dep)
         if not ok:
             raise UsageError("--schedulers", r, "for --experiment qasio name smartio:DEPENDENCY (none, all, meta, "
-                             f"data, sync, discard, txn) or one of {', '.join(OTHERS)}, e.g. {','.join(DEFAULT_RUNS)}")
+                             f"data, sync, discard) or one of {', '.join(OTHERS)}, e.g. {','.join(DEFAULT_RUNS)}")
     if not runs or len(set(runs)) != len(runs):
         raise UsageError("--schedulers", text, "name each run once, e.g. smartio:none,smartio:all")
     return runs

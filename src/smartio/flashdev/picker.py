@@ -57,8 +57,7 @@ class Tunables:
 
     # Tunables of the module that play no part in one class without QASIO: accepted, ignored. async_depth caps
     # the scheduler tags async (buffered) writes may hold; the replay and run_streams issue sync (O_DIRECT) writes.
-    IGNORED = ("prio_aging_ms", "qasio_boost", "qasio_meta", "qasio_data", "qasio_sync", "qasio_txn",
-               "async_depth")
+    IGNORED = ("prio_aging_ms", "qasio_boost", "qasio_meta", "qasio_data", "qasio_sync", "async_depth")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Tunables:

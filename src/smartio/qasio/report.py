@@ -162,11 +162,9 @@ def render_compare(doc: dict[str, Any]) -> str:
             c = runs[k]["results"]["benchmarks"][b].get("counters") or {}
             boost_rows.append([k, b.upper(), *[f"{c.get(d, {}).get('detected', 0)}/{c.get(d, {}).get('boosted', 0)}"
                                                 for d in ("meta", "data", "sync")],
-                               str(c.get("txn", {}).get("allocations", 0)),
                                str(c.get("discard", {}).get("async_inserted", 0))])
-    lines += ["", "  QASIO counters (detected/boosted per dependency type; txn: async writes of journal-handle holders "
-                  "given the sync share of tags; async discards inserted):", "",
-              table(["run", "bench", "meta", "data", "sync", "txn", "async discards"], boost_rows),
+    lines += ["", "  QASIO counters (detected/boosted per dependency type; async discards inserted):", "",
+              table(["run", "bench", "meta", "data", "sync", "async discards"], boost_rows),
               "  D_data+D_sync are one switch in the paper; the module has one per type. D_discard: ext4 on 6.1 "
               "issues discards with submit_bio_wait() (REQ_SYNC), so there is nothing to boost."]
 

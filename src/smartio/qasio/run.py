@@ -50,10 +50,8 @@ from smartio.qasio.workload import (
 )
 from smartio.signals import sigterm_as_interrupt
 
-# txn is not one of the paper's types: an async write allocated by a task that holds a journal handle (the flusher
-# in ext4_writepages) gets the sync writes' share of scheduler tags (kernel/smartio-iosched.c, header item 5).
-DEPENDENCIES = ("all", "none", "meta", "data", "sync", "discard", "txn")
-DEP_TUNABLES = ("qasio_meta", "qasio_data", "qasio_sync", "qasio_txn")
+DEPENDENCIES = ("all", "none", "meta", "data", "sync", "discard")
+DEP_TUNABLES = ("qasio_meta", "qasio_data", "qasio_sync")
 # ext4 on 6.1 issues the discards of freed blocks from a worker with submit_bio_wait(), which marks them REQ_SYNC
 # (kernel/smartio-iosched.c, header item 5): they are sync I/O, already above every async write, and the module has
 # nothing to boost for D_discard. `--dependency discard` therefore boosts nothing; the module counts async discards
