@@ -68,3 +68,13 @@ def test_issue15_storebench_vs_fio_passes_smartio_refusal_on(bare_env, tmp_path)
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and "memory" in p.stderr
     assert not [x for x in shm.iterdir() if x.name.startswith(".bench-")]
+
+
+def test_qasio_targets_of_benchmarks_not_run_say_not_measured() -> None:
+    # A run of M1 alone (recorded: tests/data/qasio/m1-three-runs) printed "does NOT hold" for M3 and M4's targets.
+    p = subprocess.run([str(REPO / "bench" / "qasio"), "--analyze", str(REPO / "tests/data/qasio/m1-three-runs")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "not measured: M3 write() max" in p.stdout and "not measured: M4 truncate() max" in p.stdout
+    assert "does NOT hold: M1 creat() max" in p.stdout and "holds: requests were boosted" in p.stdout
+    assert p.stdout.rstrip().splitlines()[-1].startswith("m1_creat_max_none_ms=4383.91 ")

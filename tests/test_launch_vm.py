@@ -41,3 +41,12 @@ def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
         wall = doc["cells"][label]["editor.cold.none.real"]["wall_s"]["mean"]
         assert 0 < wall < 60
     assert guest["after"]["scheduler"] == guest["before"]["scheduler"]
+    assert guest["after"]["tunables"] == guest["before"]["tunables"]
+    # --scheduler-clock device (the default): every scheduler's time tunables x the time scale (10)
+    assert doc["plan"]["clock_scale"] == 10 and "x10 (device clock)" in p.stdout
+    scaled = {"mq-deadline": ("read_expire", "5000"), "kyber": ("read_lat_nsec", "20000000"),
+              "bfq": ("slice_idle_us", "80000"), "smartio": ("read_anticipation_us", "30000")}
+    for r in guest["runs"]:
+        if r["state"]["scheduler"] in scaled:
+            name, value = scaled[r["state"]["scheduler"]]
+            assert r["state"]["tunables"][name] == value, (r["state"]["scheduler"], r["state"]["tunables"])
