@@ -129,11 +129,15 @@ def test_ratio_interval_is_welchs_on_the_logs():
 
     a, b = [15.9, 14.6, 14.5, 16.2], [2.9, 2.94, 3.15]
     r = sps.ttest_ind(np.log(a), np.log(b), equal_var=False).confidence_interval(0.95)
-    lo, hi = log_ratio_ci([(a, b)])
+    ci = log_ratio_ci([(a, b)])
+    assert ci is not None
+    lo, hi = ci
     assert (lo, hi) == pytest.approx((math.exp(r.low), math.exp(r.high)), rel=1e-9)
     gm = math.exp(np.mean(np.log(a)) - np.mean(np.log(b)))
     assert lo < gm < hi
     # Two applications: centred on the geometric mean of the two ratios, narrower than either alone
-    lo2, hi2 = log_ratio_ci([(a, b), ([6.0, 6.2, 5.9], [3.0, 3.05, 2.95])])
+    ci2 = log_ratio_ci([(a, b), ([6.0, 6.2, 5.9], [3.0, 3.05, 2.95])])
+    assert ci2 is not None
+    lo2, hi2 = ci2
     assert lo2 < math.sqrt(gm * math.exp(np.mean(np.log([6.0, 6.2, 5.9])) - np.mean(np.log([3.0, 3.05, 2.95])))) < hi2
     assert log_ratio_ci([(a, [3.0])]) is None and log_ratio_ci([(a, [3.0, 0.0])]) is None and log_ratio_ci([]) is None
