@@ -4,6 +4,8 @@ they are benchmarks, minutes long."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -78,3 +80,28 @@ def test_qasio_targets_of_benchmarks_not_run_say_not_measured() -> None:
     assert "not measured: M3 write() max" in p.stdout and "not measured: M4 truncate() max" in p.stdout
     assert "does NOT hold: M1 creat() max" in p.stdout and "holds: requests were boosted" in p.stdout
     assert p.stdout.rstrip().splitlines()[-1].startswith("m1_creat_max_none_ms=4383.91 ")
+
+
+def test_launch_headline_agrees_with_the_recorded_full_run() -> None:
+    # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells x 3 launches): the last
+    # line is recomputed here from the cells, geometric means over the applications of cold seq-write over idle.
+    data = REPO / "tests/data/launch/full-run"
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((data / "compare.json").read_text())
+    apps = doc["plan"]["apps"]
+
+    def gmean(xs: list[float]) -> float:
+        return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+    def cold(label: str, bg: str) -> list[float]:
+        return [doc["cells"][label][f"{a}.cold.{bg}.real"]["wall_s"]["mean"] for a in apps]
+
+    ratio = {s: gmean([b / i for b, i in zip(cold(s, "seq-write"), cold(s, "none"))]) for s in doc["cells"]}
+    best_other = min(v for s, v in ratio.items() if not s.startswith("smartio"))
+    none_ms, sm_ms = gmean(cold("none", "seq-write")), gmean(cold("smartio", "seq-write"))
+    want = (f"smartio_cold_bg_over_idle={ratio['smartio']:.3f} best_other_cold_bg_over_idle={best_other:.3f} "
+            f"smartio_vs_none_pct={(none_ms - sm_ms) / none_ms * 100:.1f}")
+    assert p.stdout.rstrip().splitlines()[-1] == want
+    assert len(apps) == 3 and len(doc["cells"]) == 6 and doc["missing"] == []
+    assert sum(line.startswith(tuple(apps)) for line in p.stdout.splitlines()) == 24
