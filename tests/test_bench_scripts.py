@@ -97,7 +97,10 @@ def test_launch_headline_agrees_with_the_recorded_full_run() -> None:
     def cold(label: str, bg: str) -> list[float]:
         return [doc["cells"][label][f"{a}.cold.{bg}.real"]["wall_s"]["mean"] for a in apps]
 
-    ratio = {s: gmean([b / i for b, i in zip(cold(s, "seq-write"), cold(s, "none"))]) for s in doc["cells"]}
+    def slowdown(s: str) -> float:
+        return gmean([b / i for b, i in zip(cold(s, "seq-write"), cold(s, "none"), strict=True)])
+
+    ratio = {s: slowdown(s) for s in doc["cells"]}
     best_other = min(v for s, v in ratio.items() if not s.startswith("smartio"))
     none_ms, sm_ms = gmean(cold("none", "seq-write")), gmean(cold("smartio", "seq-write"))
     want = (f"smartio_cold_bg_over_idle={ratio['smartio']:.3f} best_other_cold_bg_over_idle={best_other:.3f} "
