@@ -3,8 +3,8 @@ bench/launch's last line assembled from run files as the guest writes them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -12,8 +12,9 @@ import pytest
 from smartio.compare import launch as la
 from smartio.compare.spec import parse_schedulers
 from smartio.errors import UsageError
+from smartio.flashdev import load_profile
 
-PROFILE = types.SimpleNamespace(name="s5-emmc", description="x", queue_depth=2, time_scale=10.0)
+PROFILE = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
 
 
 def _plan(**kw) -> la.LaunchPlan:

@@ -3,14 +3,15 @@ steps and checks, the kernel flavour, and Table 2 / Figure 4 rendered from run d
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from types import SimpleNamespace
 
 import pytest
 
 from smartio.compare import sqlite as sq
 from smartio.compare.sqlite_report import headline, render
 from smartio.errors import UsageError
+from smartio.flashdev import load_profile
 from smartio.testbed import kernelpkg
 
 
@@ -74,7 +75,7 @@ def test_table2_and_figure4_from_runs(tmp_path):
         f = tmp_path / sq.run_file(fs, cfg, "insert")
         f.parent.mkdir(exist_ok=True)
         f.write_text(json.dumps(_run_doc(fs, rates[cfg.key], 3.0 if cfg.journal == "wal" else 9.0)))
-    prof = SimpleNamespace(name="s5-emmc", description="", queue_depth=2, time_scale=10.0)
+    prof = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
     doc = sq.assemble(plan, tmp_path, profile=prof, command="x", started="now", vm_result=None)
     assert doc["missing"] == []
     assert doc["table"]["f2fs"]["E"]["na"].startswith("f2fs has no separate journal")

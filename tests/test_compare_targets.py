@@ -19,7 +19,8 @@ DATA = Path(__file__).parent / "data" / "compare" / "two-schedulers"
 
 
 def _doc() -> dict:
-    profile = types.SimpleNamespace(**json.loads((DATA / "profile.json").read_text()))
+    recorded = json.loads((DATA / "profile.json").read_text())
+    profile = types.SimpleNamespace(record=lambda: recorded)
     return assemble(Plan.from_json((DATA / "plan.json").read_text()), DATA, profile=profile, command="test",
                     started="t", vm_result=None)
 

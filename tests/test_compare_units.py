@@ -30,7 +30,8 @@ def _plan() -> Plan:
 
 def _doc(guest_out: Path = DATA) -> dict:
     # The profile as it was when recorded (profiles.toml may have been recalibrated since).
-    profile = types.SimpleNamespace(**json.loads((DATA / "profile.json").read_text()))
+    recorded = json.loads((DATA / "profile.json").read_text())
+    profile = types.SimpleNamespace(record=lambda: recorded)
     return assemble(_plan(), guest_out, profile=profile, command="test", started="t", vm_result=None)
 
 

@@ -27,6 +27,7 @@ PROFILE = """
 [test]
 description = "emulator test device"
 queue_depth = 4
+max_request_kb = 512
 write_cache_pages = {cache}
 nand_page_slots = {slots}
 time_scale = 1.0

@@ -16,6 +16,7 @@ GOOD = """
 [tiny]
 description = "test device"
 queue_depth = 1
+max_request_kb = 512
 write_cache_pages = 0
 nand_page_slots = 1
 time_scale = 2.0
@@ -88,6 +89,7 @@ def test_unknown_profile_names_the_flag_and_lists_known_ones(tmp_path: Path) -> 
 @pytest.mark.parametrize("change, words", [
     (("queue_depth = 1", "queue_depth = 0"), "queue_depth"),
     (("flush_us = 10.0", "flush_us = -1.0"), "flush_us"),
+    (("max_request_kb = 512", "max_request_kb = 2"), "max_request_kb = 2: must be between 4"),
     (("time_scale = 2.0", "time_scale = \"fast\""), "time_scale"),
     (("rand_write = 4.0\n", ""), "page_us"),
     (("rand_write = 6.0\n", ""), "switch_us"),

@@ -16,11 +16,13 @@ pytestmark = [pytest.mark.vm, pytest.mark.timeout(300), pytest.mark.usefixtures(
 
 
 def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
-    """Two emulated flash disks; the profile's queue depth reaches virtio_blk; results come back via the out dir."""
+    """Two emulated flash disks; the profile's queue depth reaches virtio_blk and its largest request each disk's
+    max_sectors_kb; results come back via the out dir."""
     profile = load_profile("s5-emmc")
     out = io.BytesIO()
     script = ('uname -r > "$SMARTIO_OUT/uname"; cat /sys/block/vdb/size > "$SMARTIO_OUT/vdb-sectors"; '
               'cat /sys/module/virtio_blk/parameters/queue_depth > "$SMARTIO_OUT/qd"; '
+              'cat /sys/block/vda/queue/max_sectors_kb /sys/block/vdb/queue/max_sectors_kb > "$SMARTIO_OUT/msk"; '
               'python3 -c "import smartio, sys; print(sys.prefix)"; echo hello from the guest; exit 3')
     r = vm.run(["sh", "-c", script], profile=profile, disks=2, disk_size=64 << 20, modules=[], timeout=240,
                artifacts=tmp_path / "art", stream=out)
@@ -29,6 +31,7 @@ def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
     assert (r.out_dir / "uname").read_text().strip() == kernelpkg.resolve().uname
     assert int((r.out_dir / "vdb-sectors").read_text()) == (64 << 20) // 512
     assert int((r.out_dir / "qd").read_text()) == profile.queue_depth
+    assert (r.out_dir / "msk").read_text().split() == [str(profile.max_request_kb)] * 2
     text = out.getvalue().decode()
     assert "hello from the guest" in text and "VMTEST_" not in text
     assert text == r.output_log.read_text()

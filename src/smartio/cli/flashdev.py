@@ -57,7 +57,8 @@ def serve(args: argparse.Namespace) -> int:
         with server:
             scale = args.time_scale or profile.time_scale
             print(f"serving {profile.name} ({size >> 20} MiB, time scale {scale:g}, guest queue depth "
-                  f"{profile.queue_depth}) at {server.uri}", flush=True)
+                  f"{profile.queue_depth}, requests up to {profile.max_request_kb} KiB: the client's max_sectors_kb) "
+                  f"at {server.uri}", flush=True)
             print("Ctrl-C stops it; the data is lost.", file=sys.stderr, flush=True)
             try:
                 rc = server.wait()
@@ -68,11 +69,11 @@ def serve(args: argparse.Namespace) -> int:
 
 def profiles(args: argparse.Namespace) -> int:
     rows = all_profiles().values()
-    print(f"{'name':<12} {'qd':>3} {'cache':>5} {'scale':>6}  alone 4K latency ms (seq r/w, rand r/w)")
+    print(f"{'name':<12} {'qd':>3} {'maxKiB':>6} {'cache':>5} {'scale':>6}  alone 4K latency ms (seq r/w, rand r/w)")
     for p in rows:
         lat = " ".join(f"{p.alone_latency_us(c) / 1000:.3f}" for c in ("seq_read", "seq_write", "rand_read",
                                                                         "rand_write"))
-        print(f"{p.name:<12} {p.queue_depth:>3} {p.write_cache_pages:>5} "
+        print(f"{p.name:<12} {p.queue_depth:>3} {p.max_request_kb:>6} {p.write_cache_pages:>5} "
               f"{p.time_scale:>6g}  {lat}")
         print(f"{'':<12} {p.description}")
     return 0

@@ -25,6 +25,7 @@ from typing import IO, Any, Literal
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.experiments.stats import log_ratio_ci
+from smartio.flashdev.profiles import device_line
 
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
 APPS = ("python-stdlib", "editor", "sqlite")          # python-numpy: ~12 s of imports per launch under TCG
@@ -201,8 +202,7 @@ def assemble(plan: LaunchPlan, guest_out: Path, *, profile: Any, command: str, s
     record = json.loads(gfile.read_text()) if gfile.exists() else None
     return {
         "kind": "compare", "experiment": "launch", "plan": json.loads(plan.to_json()),
-        "profile": {"name": profile.name, "description": profile.description, "queue_depth": profile.queue_depth,
-                    "time_scale": profile.time_scale},
+        "profile": profile.record(),
         "kernel": vm_result.kernel if vm_result else None, "accel": vm_result.accel if vm_result else None,
         "command": command, "started": started,
         "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
@@ -248,7 +248,7 @@ def render(doc: dict[str, Any]) -> str:
 
     plan = doc["plan"]
     lines = [f"Launch time per scheduler (ms, mean over {plan['repeats']} launches), profile {doc['profile']['name']} "
-             f"(time scale {doc['profile']['time_scale']:g}); {clock_text(plan)}; kernel {doc.get('kernel')}", ""]
+             f"({device_line(doc['profile'])}); {clock_text(plan)}; kernel {doc.get('kernel')}", ""]
     cols = [(a, c, b, m) for a in plan["apps"] for c in plan["caches"] for b in plan["backgrounds"]
             for m in plan["modes"]]
     header = ["scheduler", *[f"{a} {c} {b} {m}" for a, c, b, m in cols], f"cold {HEADLINE_BG}/idle"]

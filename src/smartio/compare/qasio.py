@@ -152,8 +152,7 @@ def assemble(plan: QasioPlan, guest_out: Path, *, profile: Any, command: str, st
     first: dict[str, Any] = next(iter(runs.values()), {})
     return {
         "kind": "compare", "experiment": "qasio", "plan": json.loads(plan.to_json()),
-        "profile": {"name": profile.name, "description": profile.description, "queue_depth": profile.queue_depth,
-                    "time_scale": profile.time_scale},
+        "profile": profile.record(),
         "kernel": vm_result.kernel if vm_result else first.get("kernel"),
         "accel": vm_result.accel if vm_result else None, "fio_version": first.get("fio_version"),
         "command": command, "started": started,

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from smartio.flashdev.profiles import device_line
 from smartio.report.tables import grid, mixed_measure, pm
 from smartio.units import mib
 
@@ -17,7 +18,7 @@ MODES = ("seq", "rand")
 def _header(doc: dict[str, Any]) -> str:
     p, s = doc["profile"], doc["settings"] or {}
     disks = f", disks over {doc['disk_transport']}" if doc.get("disk_transport") else ""
-    return (f"  profile {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g}{disks}); "
+    return (f"  profile {p['name']} ({device_line(p)}{disks}); "
             f"kernel {doc['kernel']}; {doc['fio_version']}; repeats: {s.get('repeats', '?')}")
 
 
@@ -104,7 +105,7 @@ def _provenance(doc: dict[str, Any], experiment: str) -> str:
     run = next((d[experiment] for d in doc["runs"].values() if experiment in d), None)
     r = run["results"] if run else {}
     size = r.get("size_bytes", s.get("size_bytes"))
-    parts = [f"emulated {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g})",
+    parts = [f"emulated {p['name']} ({device_line(p)})",
              "schedulers " + ", ".join(doc["schedulers"])]
     if size:
         parts.append(f"{mib(size)} per stream" if experiment == "slowdown" else mib(size))

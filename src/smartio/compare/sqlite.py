@@ -262,8 +262,7 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
         vm_rec = json.loads((vm_result.artifacts_dir / "run.json").read_text())
     return {
         "kind": "compare", "experiment": "sqlite", "plan": json.loads(plan.to_json()),
-        "profile": {"name": profile.name, "description": profile.description, "queue_depth": profile.queue_depth,
-                    "time_scale": profile.time_scale},
+        "profile": profile.record(),
         "kernel": vm_result.kernel if vm_result else first.get("kernel"),
         "accel": vm_result.accel if vm_result else None, "disk_transport": vm_rec.get("disk_transport"),
         "sqlite_version": first.get("sqlite_version"), "library_sync_call":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from smartio.flashdev.profiles import device_line
 from smartio.report.tables import grid, pm
 from smartio.sqlite.attribute import CLASSES, LABELS
 from smartio.sqlite.report import PAPER_FIG4
@@ -66,7 +67,7 @@ def table2(doc: dict[str, Any]) -> str:
     lines = [f"Table 2: SQLite {' and '.join(o + 's' for o in ops)} per second, per filesystem and optimisation "
              f"(mean [95 % CI] over {plan['repeats']} repeats of {plan['transactions']} transactions of "
              f"{plan['record_bytes']} bytes); xB = ratio against B of the same filesystem",
-             f"  profile {p['name']} (queue depth {p['queue_depth']}, time scale {p['time_scale']:g}"
+             f"  profile {p['name']} ({device_line(p)}"
              f"{', disks over ' + doc['disk_transport'] if doc.get('disk_transport') else ''}); "
              f"kernel {doc['kernel']}; "
              f"SQLite {doc.get('sqlite_version')} (the library's own sync call: {doc.get('library_sync_call')}); "

@@ -16,11 +16,12 @@ CLASSES = ("seq_read", "seq_write", "rand_read", "rand_write")
 # (pip install .) carries a copy as package data. SMARTIO_FLASHDEV_PROFILES points elsewhere.
 DEFAULT_FILE = Path(__file__).with_name("profiles.toml")
 
-_SCALARS = {"description": str, "queue_depth": int, "write_cache_pages": int, "nand_page_slots": int,
-            "time_scale": float, "guest_overhead_us": float, "suspend_us": float, "flush_us": float,
-            "trim_us": float}
+_SCALARS = {"description": str, "queue_depth": int, "max_request_kb": int, "write_cache_pages": int,
+            "nand_page_slots": int, "time_scale": float, "guest_overhead_us": float, "suspend_us": float,
+            "flush_us": float, "trim_us": float}
 _TABLES = ("cmd_us", "page_us", "switch_us")
-_LIMITS = {"queue_depth": (1, 1024), "write_cache_pages": (0, 4096), "nand_page_slots": (1, 4096)}
+_LIMITS = {"queue_depth": (1, 1024), "max_request_kb": (4, 1 << 20), "write_cache_pages": (0, 4096),
+           "nand_page_slots": (1, 4096)}
 
 
 class ProfileError(SmartioError):
@@ -34,6 +35,7 @@ class Profile:
     name: str
     description: str
     queue_depth: int            # device queue depth the guest must see (virtio_blk.queue_depth)
+    max_request_kb: int         # largest request the phone's host controller takes (the guest's max_sectors_kb)
     write_cache_pages: int      # 4 KiB slots of the write buffer; 0 = write-through
     nand_page_slots: int        # slots a random write takes (it fills a NAND page buffer on its own)
     time_scale: float           # multiplies every time, so TCG's per-I/O overhead stays small beside them
@@ -45,6 +47,11 @@ class Profile:
     flush_us: float
     trim_us: float
     targets: dict[str, Any] = dataclasses.field(default_factory=dict)   # published figures it is calibrated to
+
+    def record(self) -> dict[str, Any]:
+        """What a results document keeps of the profile it was measured on."""
+        return {"name": self.name, "description": self.description, "queue_depth": self.queue_depth,
+                "max_request_kb": self.max_request_kb, "time_scale": self.time_scale}
 
     def alone_latency_us(self, cls: str) -> float:
         """The model's latency of one 4 KiB request of a class on an idle device (unscaled)."""
@@ -135,3 +142,11 @@ def load_profile(name: str, path: Path | None = None) -> Profile:
     if name not in profiles:
         raise UsageError("--profile", name, f"unknown profile; known: {', '.join(profiles)}")
     return profiles[name]
+
+
+def device_line(recorded: dict[str, Any]) -> str:
+    """'queue depth 2, requests up to 128 KiB, time scale 10' from a results document's profile (documents
+    written before max_request_kb existed were measured with the guest's own limit, 1280 KiB)."""
+    kb = recorded.get("max_request_kb")
+    return (f"queue depth {recorded['queue_depth']}, requests up to {kb if kb else 1280} KiB, "
+            f"time scale {recorded['time_scale']:g}")

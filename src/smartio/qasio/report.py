@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from smartio.compare.spec import clock_text
+from smartio.flashdev.profiles import device_line
 from smartio.qasio.workload import BENCHMARKS, KEY_CALLS
 from smartio.report.tables import grid as table
 
@@ -115,7 +116,7 @@ def render_compare(doc: dict[str, Any]) -> str:
     none_doc, all_doc = runs.get("smartio:none"), runs.get("smartio:all")
     lines = ["Table 2: latency of key file system operations (ms; M5 in s), smartio with boosting off (NONE) and "
              "on (ALL), beside seed 001's Galaxy S5",
-             f"  profile {prof['name']} (queue depth {prof['queue_depth']}, time scale {prof['time_scale']:g}); "
+             f"  profile {prof['name']} ({device_line(prof)}); "
              f"kernel {doc.get('kernel')}; scale {doc['plan']['scale']:g}, count scale {doc['plan']['count_scale']:g}"
              f", {doc['plan']['repeats']} repeat(s); ext4 ordered, discard; {clock_text(doc['plan'])}", ""]
     rows = []

@@ -96,6 +96,13 @@ while read -r ko; do
 	echo "smartio-init: loaded $ko" >/dev/console
 done <"$art/modules"
 cp "$art/command.sh" $r/smartio/command.sh
+# The emulated phone's largest request (its profile's max_request_kb): the block layer splits bios as the phone's does.
+if [ -n "$SMARTIO_MAX_REQUEST_KB" ]; then
+	for d in $SMARTIO_DISKS; do
+		echo "$SMARTIO_MAX_REQUEST_KB" >"/sys/block/${d#/dev/}/queue/max_sectors_kb" ||
+			die "cannot set ${d#/dev/}'s max_sectors_kb to $SMARTIO_MAX_REQUEST_KB"
+	done
+fi
 
 # Shortly before the host's timeout, list what is still running, with kernel stacks, on the console: a run that
 # hangs then says where (blocked in the kernel, or waiting in user space) instead of only that it timed out.

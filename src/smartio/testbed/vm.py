@@ -205,7 +205,7 @@ def kernel_cmdline(nonce: str, mode: str, queue_depth: int | None, extra: Sequen
     return " ".join([*args, *extra])
 
 
-def guest_env(*, repo: Path | None, rel: kernelpkg.KernelRelease, disk_count: int, profile_name: str | None,
+def guest_env(*, repo: Path | None, rel: kernelpkg.KernelRelease, disk_count: int, profile: Profile | None,
               interactive: bool) -> dict[str, str]:
     """The command's environment in the guest (also read by PID 1 for the paths it mounts)."""
     venv_bin = repo / ".venv" / "bin" if repo else None
@@ -220,7 +220,9 @@ def guest_env(*, repo: Path | None, rel: kernelpkg.KernelRelease, disk_count: in
         # The guest's home is in RAM: results stored there would vanish at power-off, so they go to the out dir.
         "SMARTIO_DB": f"{initramfs.GUEST_OUT}/results.db",
         "SMARTIO_DISKS": " ".join(f"/dev/vd{chr(ord('a') + i)}" for i in range(disk_count)),
-        "SMARTIO_PROFILE": profile_name or "",
+        "SMARTIO_PROFILE": profile.name if profile else "",
+        # PID 1 sets each flash disk's max_sectors_kb to it (the virtio disk alone would take 1280 KiB).
+        "SMARTIO_MAX_REQUEST_KB": str(profile.max_request_kb) if profile and disk_count else "",
         "SMARTIO_REPO": str(repo) if repo else "",
         "SMARTIO_KERNEL": rel.uname,
         "SMARTIO_KERNEL_MODULES": str(rel.modules_dir),
@@ -371,8 +373,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     out_dir.mkdir()
     cwd = (cwd or Path.cwd()).resolve()
     nonce = secrets.token_hex(8)
-    env = guest_env(repo=repo, rel=rel, disk_count=disks, profile_name=prof.name if prof else None,
-                    interactive=interactive)
+    env = guest_env(repo=repo, rel=rel, disk_count=disks, profile=prof, interactive=interactive)
     (art / "command").write_text(shlex.join(command) + "\n")
     (art / "command.sh").write_text(command_script(command, cwd))
     if timeout is not None and not interactive:
