@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from smartio.cli import main
+from smartio.errors import SmartioError
 from smartio.launch import trace as tr
 from smartio.launch.replay import FAULT_CHUNK, Layout, Replayer
 
@@ -89,7 +90,7 @@ def test_build_think_times_and_mapped_extents(tmp_path):
             tr._Raw(1.003, 0.0001, 1, "mmap", "/lib/y", 0, 5 * 4096),
             tr._Raw(1.004, 0.0001, 1, "mmap", "/lib/y", 8192, 8192)]
     sizes = {"/bin/x": 3 * 4096 + 10, "/lib/y": 5 * 4096 - 100}
-    residency = {"/bin/x": {0, 3}, "/lib/y": {0, 1, 2, 4}}
+    residency = {"/bin/x": [0, 3], "/lib/y": [0, 1, 2, 4]}
     files, ops = tr.build(raws, 1.0, 1.01, sizes, residency)
     assert [f.path for f in files] == ["/bin/x", "/lib/y"]
     assert [o.op for o in ops] == ["exec", "read", "mmap", "mmap", "exit"]
@@ -99,6 +100,66 @@ def test_build_think_times_and_mapped_extents(tmp_path):
     assert [round(o.think_s, 6) for o in ops] == [0.0, 0.001, 0.0005, 0.0009, 0.0059]
     whole = tr.build(raws, 1.0, 1.01, sizes, None)[1]
     assert whole[2].extents == ((4096, 4 * 4096 - 100),)
+    # In the order the cold launch read them: page 4 (a fault near the end) before pages 1-2.
+    ordered = tr.build(raws, 1.0, 1.01, sizes, {"/bin/x": [3, 0], "/lib/y": [0, 4, 1, 2]})[1]
+    assert ordered[0].extents == ((3 * 4096, 10), (0, 4096))
+    assert ordered[2].extents == ((4 * 4096, 4096 - 100), (4096, 8192))
+
+
+def test_remap_takes_another_launchs_page_order():
+    raws = [tr._Raw(1.0, 0.001, 1, "exec", "/bin/x"), tr._Raw(1.002, 0.0005, 1, "read", "/lib/y", 0, 832),
+            tr._Raw(1.003, 0.0001, 1, "mmap", "/lib/y", 0, 5 * 4096)]
+    sizes = {"/bin/x": 3 * 4096, "/lib/y": 5 * 4096}
+    files, ops = tr.build(raws, 1.0, 1.01, sizes, {"/bin/x": [0], "/lib/y": [1]})
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "residency": "a"}, files, ops)
+    other = {"/bin/x": [2, 0, 1], "/lib/y": [4, 0, 3]}
+    back = tr.remap(t, other, "b")
+    assert back.ops == tr.build(raws, 1.0, 1.01, sizes, other)[1]
+    assert back.ops[0].extents == ((2 * 4096, 4096), (0, 8192)) and back.ops[2].extents == ((4 * 4096, 4096),
+                                                                                             (3 * 4096, 4096))
+    assert back.header["residency"] == "b" and t.header["residency"] == "a"
+
+
+def test_page_cache_log_orders_pages_per_file(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"x" * 40960)
+    b.write_bytes(b"y" * 4096)
+    sa, sb = os.stat(a), os.stat(b)
+
+    def line(st: os.stat_result, ofs: int, order: int = 0) -> str:
+        return (f"  python3-7  [001] .....  12.5: mm_filemap_add_to_page_cache: dev {os.major(st.st_dev)}:"
+                f"{os.minor(st.st_dev)} ino {st.st_ino:x} pfn=0x1234 ofs={ofs} order={order}\n")
+
+    log = tr.PageCacheLog()
+    log.text = ("# tracer: nop\n" + line(sa, 8 * 4096, 1) + line(sb, 0) + line(sa, 0) + line(sa, 8 * 4096)
+                + "  x-1 [000] ..... 1.0: mm_filemap_add_to_page_cache: dev 0:1 ino 99 pfn=0x1 ofs=0 order=0\n")
+    assert log.order({str(a), str(b)}) == {str(a): [8, 9, 0], str(b): [0]}   # first insertion only
+    # Through overlayfs: the pages are the lower filesystem's (another device), the inode number is the file's.
+    log.text = (f"  p-1 [000] ..... 1.0: mm_filemap_add_to_page_cache: dev 0:999 ino {sb.st_ino:x} ofs=4096\n"
+                f"  p-1 [000] ..... 1.1: mm_filemap_add_to_page_cache: dev {os.major(sa.st_dev)}:"
+                f"{os.minor(sa.st_dev)} ino {sb.st_ino + 10 ** 9:x} ofs=0\n")
+    assert log.order({str(a), str(b)}) == {str(a): [], str(b): [1]}
+    log.text += "CPU:1 [LOST 12 EVENTS]\n"
+    with pytest.raises(SmartioError, match="lost events"):
+        log.order({str(a)})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tracefs needs root")
+def test_page_cache_log_sees_a_cold_read(tmp_path):
+    """A real trace: the pages of a file read cold come in the order they were read."""
+    f = tmp_path / "data"
+    f.write_bytes(os.urandom(64 << 12))
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        with tr.PageCacheLog() as log:
+            os.pread(fd, 4096, 40 << 12)
+            os.pread(fd, 4096, 3 << 12)
+    finally:
+        os.close(fd)
+    assert log.order({str(f)})[str(f)] == [40, 3]
 
 
 def test_trace_round_trip_and_bad_traces(tmp_path):
@@ -289,6 +350,8 @@ def test_calibration_scales_think_time_to_the_untraced_launch(tmp_path):
         assert cal["ops_warm_s"] < 0.01 and cal["think_recorded_s"] == pytest.approx(0.1)
         assert r.scale == pytest.approx((0.04 - cal["ops_warm_s"]) / 0.1, abs=1e-4)
         assert 0.035 < r.launch() < 0.08
+        cal = r.calibrate(wall=0.06)                    # the launch as measured where it is compared
+        assert cal["wall_s"] == 0.06 and r.scale == pytest.approx((0.06 - cal["ops_warm_s"]) / 0.1, abs=1e-4)
     t.header["untraced_wall_s"] = 1.0                  # more than strace saw: never stretched beyond 1
     with Layout(t, str(tmp_path)) as layout:
         r = Replayer(t, layout)
