@@ -3,13 +3,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 SMARTIO := $(VENV)/bin/smartio
 
-.PHONY: demo test lint deps venv module clean
+.PHONY: demo test lint deps venv module module-debug clean
 
 # StoreBench on this disk, then the five schedulers on the emulated S5 eMMC in the VM testbed (scripts/demo).
 demo: deps venv module
 	@scripts/demo
 
-test: deps venv module lint
+test: deps venv module module-debug lint
 	$(VENV)/bin/pytest -ra
 
 # ruff and mypy over src/, tests/ and the bench scripts (what and how: [tool.ruff] and [tool.mypy] in pyproject.toml).
@@ -26,6 +26,11 @@ venv: $(VENV)/.stamp
 # The scheduler module, built against the cached Debian 6.1 headers (the VM tests load it).
 module: venv
 	$(MAKE) -C kernel PYTHON=$(abspath $(PY))
+
+# The debug kernel (lockdep, KASAN: built from Debian's linux-source-6.1 once, about 15 minutes, then cached) and the
+# module built against it; the module's VM tests run under both kernels.
+module-debug: venv
+	$(MAKE) -C kernel debug PYTHON=$(abspath $(PY))
 
 $(VENV)/.stamp: pyproject.toml
 	python3 -m venv $(VENV)

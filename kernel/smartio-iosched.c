@@ -57,8 +57,15 @@
  * anticipating, write window) over a side-effect free picker (sio_pick()).
  *
  * Locking: sd->lock (irq-safe: completions take it) protects all per-queue
- * state. The kprobe handlers take it too; they run in the waiting task's
- * context, where the probed function may sleep, so no other lock is held.
+ * state. The kprobe handlers take it too where the kernel runs them in the
+ * waiting task's context (kprobes on ftrace, as Debian's x86 kernels have
+ * them), where the probed function may sleep, so no other lock is held.
+ * Where a probe fires from int3 instead (no KPROBES_ON_FTRACE), the kernel
+ * treats the handler as an NMI: no lock may be taken there, not even an
+ * irq-safe one (lockdep on the testbed's debug kernel reported exactly
+ * that), and no queue may be run. Such a handler only computes the range
+ * and leaves it in a per-CPU buffer; an irq_work applies it in hardirq
+ * context as soon as the task's interrupts are on again (sio_hint()).
  *
  * Flush and FUA requests never reach an elevator on 6.1 (the flush machinery
  * inserts them into the hardware queue directly); should one arrive anyway it
@@ -71,6 +78,7 @@
 #include <linux/bio.h>
 #include <linux/buffer_head.h>
 #include <linux/hrtimer.h>
+#include <linux/irq_work.h>
 #include <linux/kallsyms.h>
 #include <linux/kprobes.h>
 #include <linux/pagemap.h>
@@ -108,6 +116,7 @@ static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) onl
 #define SIO_HINT_TTL_NS		(500 * NSEC_PER_MSEC) /* how long such a range is retried */
 #define SIO_NR_WRITES_OUT	64	/* dispatched writes remembered for the hint lookup */
 #define SIO_NR_CALLERS		64	/* folio wait call sites remembered as sync or not */
+#define SIO_NR_NMI_HINTS	8	/* per CPU: hints from int3 kprobes awaiting their irq_work */
 
 enum sio_class {
 	SIO_RT,
@@ -217,6 +226,20 @@ struct sio_hint {
 	enum sio_dep dep;
 };
 
+/* A hint from a kprobe that ran as an NMI, for the irq_work to apply. */
+struct sio_nmi_hint {
+	struct request_queue *q;	/* compared with live queues only */
+	sector_t start, end;
+	enum sio_dep dep;
+};
+
+/* Per CPU; written only by kprobe handlers, which never nest on a CPU. */
+struct sio_nmi_buf {
+	struct irq_work work;
+	unsigned int n;
+	struct sio_nmi_hint h[SIO_NR_NMI_HINTS];
+};
+
 /* A dispatched write, for telling "already on the device" from "not found". */
 struct sio_write_out {
 	sector_t start, end;	/* end == 0: free slot */
@@ -294,6 +317,9 @@ struct sio_data {
 
 static LIST_HEAD(sio_queues);
 static DEFINE_MUTEX(sio_queues_mutex);		/* sio_queues writers, kprobe (un)registration */
+static DEFINE_PER_CPU(struct sio_nmi_buf, sio_nmi_bufs);
+static atomic_long_t sio_nmi_deferred;		/* hints handed to the irq_work */
+static atomic_long_t sio_nmi_dropped;		/* ... lost: the CPU's buffer was full */
 
 static const char *const sio_class_names[SIO_NR_CLASSES] = { "rt", "be", "idle" };
 static const char *const sio_dir_names[SIO_NR_DIRS] = { "read", "write" };
@@ -1095,11 +1121,10 @@ unlock:
 	return boosted;
 }
 
-/* Report a sector range a task waits on to the smartio queue that serves it. */
-static void sio_hint(struct block_device *bdev, sector_t sector,
-		     sector_t nr_sectors, enum sio_dep dep)
+/* Report [start, end) of @q to the smartio queue that serves it, if any. */
+static void sio_hint_queue(struct request_queue *q, sector_t start,
+			   sector_t end, enum sio_dep dep)
 {
-	struct request_queue *q = bdev_get_queue(bdev);
 	struct sio_data *sd;
 
 	rcu_read_lock();
@@ -1107,12 +1132,53 @@ static void sio_hint(struct block_device *bdev, sector_t sector,
 		if (sd->q != q)
 			continue;
 		if (READ_ONCE(sd->qasio_boost) && READ_ONCE(sd->qasio_dep[dep]) &&
-		    sio_hint_one(sd, sector + bdev->bd_start_sect,
-				 sector + bdev->bd_start_sect + nr_sectors, dep))
+		    sio_hint_one(sd, start, end, dep))
 			blk_mq_run_hw_queues(q, true);
 		break;
 	}
 	rcu_read_unlock();
+}
+
+/* irq_work (hardirq): apply the hints int3 kprobes left on this CPU. */
+static void sio_nmi_work_fn(struct irq_work *work)
+{
+	struct sio_nmi_buf *buf = container_of(work, struct sio_nmi_buf, work);
+	unsigned int i, n = READ_ONCE(buf->n);
+
+	for (i = 0; i < n; i++)
+		sio_hint_queue(buf->h[i].q, buf->h[i].start, buf->h[i].end,
+			       buf->h[i].dep);
+	WRITE_ONCE(buf->n, 0);
+}
+
+/* Report a sector range a task waits on (from a kprobe handler). */
+static void sio_hint(struct block_device *bdev, sector_t sector,
+		     sector_t nr_sectors, enum sio_dep dep)
+{
+	struct request_queue *q = bdev_get_queue(bdev);
+	sector_t start = sector + bdev->bd_start_sect;
+	struct sio_nmi_buf *buf;
+	unsigned int n;
+
+	if (!in_nmi()) {
+		sio_hint_queue(q, start, start + nr_sectors, dep);
+		return;
+	}
+	/*
+	 * An int3 kprobe: interrupts are off until the handler returns, and
+	 * the irq_work, which runs with them off too, cannot be interrupted
+	 * by it (the probed functions sleep; hardirq code never calls them).
+	 */
+	buf = this_cpu_ptr(&sio_nmi_bufs);
+	n = READ_ONCE(buf->n);
+	if (n == SIO_NR_NMI_HINTS) {
+		atomic_long_inc(&sio_nmi_dropped);
+		return;
+	}
+	buf->h[n] = (struct sio_nmi_hint){ q, start, start + nr_sectors, dep };
+	WRITE_ONCE(buf->n, n + 1);
+	atomic_long_inc(&sio_nmi_deferred);
+	irq_work_queue(&buf->work);
 }
 
 /* kprobe on __lock_buffer() and __wait_on_buffer(): the task waits for @bh. */
@@ -1777,7 +1843,7 @@ static void sio_exit_sched(struct elevator_queue *e)
 	list_del_rcu(&sd->node);
 	sio_kprobes_put();
 	mutex_unlock(&sio_queues_mutex);
-	synchronize_rcu();	/* no kprobe handler still sees sd */
+	synchronize_rcu();	/* no kprobe handler or irq_work still sees sd */
 	hrtimer_cancel(&sd->antic_timer);
 	hrtimer_cancel(&sd->pace_timer);
 
@@ -1999,10 +2065,14 @@ static int sio_kprobes_show(void *data, struct seq_file *m)
 			seq_printf(m, "%s unavailable %d\n",
 				   sio_kprobe_tmpl[i].symbol_name, sio_kprobe_err[i]);
 		else
-			seq_printf(m, "%s registered\n",
-				   sio_kprobe_tmpl[i].symbol_name);
+			seq_printf(m, "%s registered%s\n",
+				   sio_kprobe_tmpl[i].symbol_name,
+				   kprobe_ftrace(&sio_kprobes[i]) ? " ftrace" : " int3");
 	}
 	mutex_unlock(&sio_queues_mutex);
+	seq_printf(m, "nmi_hints deferred=%ld dropped=%ld\n",
+		   atomic_long_read(&sio_nmi_deferred),
+		   atomic_long_read(&sio_nmi_dropped));
 	return 0;
 }
 
@@ -2134,15 +2204,25 @@ static struct elevator_type sio_iosched = {
 /* The probes live only while a queue uses smartio (sio_kprobes_get/put). */
 static int __init sio_init(void)
 {
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		init_irq_work(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work,
+			      sio_nmi_work_fn);
 	return elv_register(&sio_iosched);
 }
 
 static void __exit sio_exit(void)
 {
+	int cpu;
+
 	elv_unregister(&sio_iosched);
 	mutex_lock(&sio_queues_mutex);
 	WARN_ON_ONCE(sio_kprobes_live);
 	mutex_unlock(&sio_queues_mutex);
+	/* The probes are gone: no irq_work is queued any more; let any finish. */
+	for_each_possible_cpu(cpu)
+		irq_work_sync(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work);
 }
 
 module_init(sio_init);

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from smartio.testbed import vm
+from smartio.testbed import kernelpkg, vm
 
-pytestmark = [pytest.mark.vm, pytest.mark.timeout(420), pytest.mark.usefixtures("testbed_ready")]
+# The timeout covers a guest on the debug kernel (VM_TIMEOUT_S x DEBUG_KERNEL_SLOWDOWN) and the module's build.
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(1200), pytest.mark.usefixtures("testbed_ready")]
 
 KERNEL_ARGS = ["panic_on_warn=1", "hung_task_panic=1", "sysctl.kernel.hung_task_timeout_secs=60"]
 VM_TIMEOUT_S = 360.0
@@ -119,34 +120,60 @@ class Stats:
         assert total >= min_dispatched, f"only {total} requests went through smartio; the test did not test it"
 
 
-@pytest.fixture(scope="module")
-def module_ko() -> Path:
-    """The module, built (or brought up to date) now: these tests are about it, so a build failure fails them.
+@dataclasses.dataclass(frozen=True)
+class ModuleBuild:
+    """The module built for one of the kernels the VM tests boot."""
 
-    SMARTIO_TEST_MODULE=/path/to/smartio-iosched.ko runs the tests against another build instead (e.g. an older
-    commit's, to show that a regression test fails there).
+    flavour: str    # kernelpkg flavour: cloud-amd64 (Debian's), or debug (lockdep, KASAN; issue 11)
+    ko: Path
+
+    @property
+    def slowdown(self) -> float:
+        """How much longer a guest takes on this kernel: lockdep and KASAN check every lock and access."""
+        return DEBUG_KERNEL_SLOWDOWN if self.flavour == kernelpkg.DEBUG else 1.0
+
+
+# The kernels the module's VM tests run under (issue 11: also the debug kernel, where lockdep_assert_held() fires).
+TEST_KERNELS = os.environ.get("SMARTIO_TEST_KERNELS", f"{kernelpkg.FLAVOUR},{kernelpkg.DEBUG}").split(",")
+DEBUG_KERNEL_SLOWDOWN = 2.5
+
+
+def build_module(flavour: str) -> ModuleBuild:
+    """The module, built (or brought up to date) now for `flavour`: these tests are about it, so a build failure
+    fails them. The debug kernel itself is built first if it is not cached (about 15 minutes, once).
+
+    SMARTIO_TEST_MODULE=/path/to/smartio-iosched.ko runs the cloud kernel's tests against another build instead
+    (e.g. an older commit's, to show that a regression test fails there).
     """
     other = os.environ.get("SMARTIO_TEST_MODULE")
-    if other:
-        return Path(other)
+    if other and flavour == kernelpkg.FLAVOUR:
+        return ModuleBuild(flavour, Path(other))
     repo = vm.repo_root()
     assert repo is not None, "not running from the repository"
-    p = subprocess.run(["make", "-C", str(repo / "kernel")], capture_output=True, text=True)
-    assert p.returncode == 0, f"make -C kernel failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    return repo / vm.DEFAULT_MODULE
+    target = ["debug"] if flavour == kernelpkg.DEBUG else []
+    p = subprocess.run(["make", "-C", str(repo / "kernel"), *target], capture_output=True, text=True)
+    assert p.returncode == 0, f"make -C kernel {' '.join(target)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return ModuleBuild(flavour, repo / vm.MODULE_FOR_FLAVOUR[flavour])
 
 
-def run_guest(tmp_path: Path, script: str, ko: Path, disk_mb: int = 256, profile: str | None = None) -> vm.VmResult:
+@pytest.fixture(scope="module", params=TEST_KERNELS)
+def module_ko(request: pytest.FixtureRequest) -> ModuleBuild:
+    return build_module(request.param)
+
+
+def run_guest(tmp_path: Path, script: str, ko: ModuleBuild, disk_mb: int = 256,
+              profile: str | None = None) -> vm.VmResult:
     path = tmp_path / "guest.sh"
     path.write_text(PRELUDE + script)
-    r = vm.run(["sh", str(path)], disks=1, disk_size=disk_mb << 20, modules=[ko], kernel_args=KERNEL_ARGS,
-               timeout=VM_TIMEOUT_S, artifacts=tmp_path / "art", stream=None, cwd=tmp_path, profile=profile)
+    r = vm.run(["sh", str(path)], disks=1, disk_size=disk_mb << 20, modules=[ko.ko], kernel_args=KERNEL_ARGS,
+               timeout=VM_TIMEOUT_S * ko.slowdown, artifacts=tmp_path / "art", stream=None, cwd=tmp_path,
+               profile=profile, flavour=ko.flavour)
     assert r.failure is None, r.failure
     assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
     return r
 
 
-def test_raw_device_integrity_mixed_random_io(tmp_path: Path, module_ko: Path) -> None:
+def test_raw_device_integrity_mixed_random_io(tmp_path: Path, module_ko: ModuleBuild) -> None:
     (tmp_path / "raw.fio").write_text(job_file(RAW_GLOBAL, RAW_JOBS))
     (tmp_path / "raw-verify.fio").write_text(job_file(RAW_GLOBAL, RAW_JOBS, verify_only=True))
     script = f"""
@@ -202,7 +229,7 @@ EXT4_JOBS = [
 EXT4_GLOBAL = "directory=/mnt/t\nioengine=psync"
 
 
-def test_ext4_integrity_fsync_heavy(tmp_path: Path, module_ko: Path) -> None:
+def test_ext4_integrity_fsync_heavy(tmp_path: Path, module_ko: ModuleBuild) -> None:
     (tmp_path / "ext4.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS))
     (tmp_path / "ext4-verify.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS, verify_only=True))
     script = f"""
@@ -238,7 +265,7 @@ rmmod smartio_iosched
     assert st.rows["events"]["write_slice_expired"] > 0, st.rows["events"]   # the slice still bounds a write's wait
 
 
-def test_switching_schedulers_under_load(tmp_path: Path, module_ko: Path) -> None:
+def test_switching_schedulers_under_load(tmp_path: Path, module_ko: ModuleBuild) -> None:
     jobs = [FioJob("randwrite-inline-verify", "randwrite", 2, True, 0, 16, iodepth=16,
                    extra=("verify_backlog=64", "time_based=1", "runtime=25")),
             FioJob("seqwrite-buffered", "write", 2, False, 32, 32, bs="64k",
@@ -283,7 +310,7 @@ grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' \
     Stats.load(r.out_dir, "final").assert_balanced(min_dispatched=2500)
 
 
-def test_tunables_and_rmmod_after_switching_away(tmp_path: Path, module_ko: Path) -> None:
+def test_tunables_and_rmmod_after_switching_away(tmp_path: Path, module_ko: ModuleBuild) -> None:
     script = f"""
 T=$Q/iosched
 use smartio
@@ -315,7 +342,7 @@ for d in meta data sync; do check qasio_$d 1; done
 echo 0 > $T/qasio_data; check qasio_data 0
 echo -3 > $T/qasio_sync; check qasio_sync 0
 echo 9 > $T/qasio_meta; check qasio_meta 1
-grep -q '^folio_wait_writeback registered$' $D/kprobes || fail "kprobes: $(cat $D/kprobes)"
+grep -Eq '^folio_wait_writeback registered (ftrace|int3)$' $D/kprobes || fail "kprobes: $(cat $D/kprobes)"
 nr=$(cat $Q/nr_requests)
 depth() {{ grep -q "^depth nr_requests=$1 async=$2 sync_write=$3$" $D/stats || fail "$(grep ^depth $D/stats)"; }}
 echo 64 > $Q/nr_requests; check async_depth 48; depth 64 48 60    # async 75 %; sync writes all but 1/16
@@ -331,7 +358,7 @@ if rmmod smartio_iosched 2>/dev/null; then fail "rmmod succeeded while vda used 
 use none
 rmmod smartio_iosched
 grep -q smartio $Q/scheduler && fail "smartio still offered after rmmod"
-insmod {module_ko}
+insmod {module_ko.ko}
 use smartio
 check write_slice_ms 100                                              # a new instance starts from defaults
 check write_pace_us 0
@@ -351,7 +378,7 @@ def fio_ios(fio_json: Path, job: str, ddir: str = "read") -> int:
     return next(j[ddir]["total_ios"] for j in data["jobs"] if j["jobname"] == job)
 
 
-def test_issue11_clock_read_under_lock_no_false_slices(tmp_path: Path, module_ko: Path) -> None:
+def test_issue11_clock_read_under_lock_no_false_slices(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 11: `now` read before the lock let another CPU store a later fifo_time / last_write_ns, and the
     unsigned `now - t` wrapped, opening write slices and priority aging that never happened.
 
@@ -377,7 +404,7 @@ use none
     assert ev["write_slice_expired"] == 0 and ev["prio_aged"] == 0, f"events that cannot have happened: {ev}"
 
 
-def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: Path) -> None:
+def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 11: while writes of a higher class were held for that class's reader, reads already queued in a lower
     class waited too (until prio_aging_ms). Held writes must not stop another class's reads."""
     jobs = [FioJob("rt-reader", "randread", 1, True, 0, 32, verify=False, extra=("time_based=1", "runtime=8")),
@@ -407,7 +434,7 @@ use none
     assert be >= 100 and be >= rt // 4, f"BE reader completed {be} reads beside the RT reader's {rt}"
 
 
-def test_issue11_requeue_accounting_scsi_debug(tmp_path: Path, module_ko: Path) -> None:
+def test_issue11_requeue_accounting_scsi_debug(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 11: requests the driver gives back (blk_mq_requeue_request) must keep the counters balanced.
 
     virtio-blk never requeues; scsi_debug with opts=16 (transport error) makes SCSI retry every 20th command
@@ -449,7 +476,7 @@ rmmod smartio_iosched
     assert st.rows["events"]["requeued"] > 0, f"scsi_debug made no request come back: {st.rows['events']}"
 
 
-def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, module_ko: Path) -> None:
+def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 11, write pacing: beside a reader a random write goes at most every write_pace_rand_us (20 ms here; the
     sequential pace, 5 ms, does not apply to it), and reads after a write's completion are held (held_reads); a
     writer alone goes at full speed (unpaced_writes)."""

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from test_iosched_vm import KERNEL_ARGS, PRELUDE, module_ko  # noqa: F401  (module_ko is a fixture)
+from test_iosched_vm import KERNEL_ARGS, PRELUDE, build_module
 
 from smartio.flashdev import load_profile
-from smartio.testbed import vm
+from smartio.testbed import kernelpkg, vm
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(240), pytest.mark.usefixtures("testbed_ready")]
 
@@ -34,7 +34,8 @@ use none
 
 
 @pytest.fixture(scope="module")
-def qasio_bench(tmp_path_factory: pytest.TempPathFactory, module_ko: Path) -> Path:  # noqa: F811
+def qasio_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    module_ko = build_module(kernelpkg.FLAVOUR).ko     # a whole benchmark in Python: Debian's kernel only
     tmp = tmp_path_factory.mktemp("qasio-bench")
     (tmp / "guest.sh").write_text(PRELUDE + GUEST)
     prof = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)

@@ -13,7 +13,7 @@ import pytest
 
 from smartio.cli import main as cli_main
 from smartio.errors import MissingToolError, SmartioError, UsageError
-from smartio.testbed import initramfs, qemu, vm
+from smartio.testbed import debugkernel, initramfs, kernelpkg, qemu, vm
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -250,3 +250,58 @@ def test_accel_can_be_forced(monkeypatch) -> None:
     monkeypatch.setenv("SMARTIO_ACCEL", "hvf")
     with pytest.raises(UsageError, match="SMARTIO_ACCEL hvf"):
         vm.choose_accel()
+
+
+def test_lockdep_and_atomic_sleep_reports_are_kernel_problems() -> None:
+    """Issue 11: the debug kernel's lockdep reports are not WARN()s; they must fail a run all the same."""
+    log = ("[    3.1] WARNING: possible circular locking dependency detected\n"
+           "[    3.2] WARNING: inconsistent lock state\n"
+           "[    3.3] WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected\n"
+           "[    3.4] BUG: sleeping function called from invalid context at mm/slab.h:723\n"
+           "[    3.5] BUG: KASAN: slab-use-after-free in sio_probe_folio+0x2a/0x90\n"
+           "[    0.1] ACPI: PM-Timer IO Port: 0x608 WARNING: none\n")
+    assert vm.find_kernel_problems(log) == [
+        "WARNING: possible circular locking dependency detected", "WARNING: inconsistent lock state",
+        "WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected",
+        "BUG: sleeping function called from invalid context at mm/slab.h:723",
+        "BUG: KASAN: slab-use-after-free in sio_probe_folio+0x2a/0x90"]
+
+
+def test_debug_kernel_config_is_checked_option_by_option(tmp_path: Path) -> None:
+    """An option the configuration could not take (a dependency missing) is named, with what it became."""
+    frag = tmp_path / "debug.config"
+    frag.write_text("# comment\nCONFIG_KASAN=y\nCONFIG_SCSI_DEBUG=m\nCONFIG_LOCALVERSION=\"-x\"\n"
+                    "# CONFIG_FOO is not set\n")
+    wanted = debugkernel.wanted_options(frag)
+    assert wanted == {"CONFIG_KASAN": "y", "CONFIG_SCSI_DEBUG": "m", "CONFIG_LOCALVERSION": '"-x"'}
+    config = 'CONFIG_KASAN=y\nCONFIG_SCSI_DEBUG=y\n# CONFIG_LOCALVERSION_AUTO is not set\nCONFIG_LOCALVERSION="-x"\n'
+    assert debugkernel.missing_options(config, wanted) == ["CONFIG_SCSI_DEBUG=m (got y)"]
+    assert debugkernel.missing_options("", {"CONFIG_KASAN": "y"}) == ["CONFIG_KASAN=y (got not set)"]
+
+
+def test_the_repository_debug_config_asks_for_the_checks_and_the_testbed_needs() -> None:
+    wanted = debugkernel.wanted_options(debugkernel.CONFIG_FRAGMENT)
+    for opt in ("CONFIG_PROVE_LOCKING", "CONFIG_KASAN", "CONFIG_KPROBES", "CONFIG_DEBUG_ATOMIC_SLEEP",
+                "CONFIG_VIRTIO_BLK", "CONFIG_VIRTIO_FS", "CONFIG_OVERLAY_FS", "CONFIG_EXT4_FS", "CONFIG_ACPI",
+                "CONFIG_MQ_IOSCHED_KYBER", "CONFIG_IOSCHED_BFQ", "CONFIG_BLK_DEBUG_FS", "CONFIG_MODULE_UNLOAD"):
+        assert wanted.get(opt) == "y", opt
+    assert wanted["CONFIG_LOCALVERSION"] == f'"{debugkernel.LOCALVERSION}"'
+
+
+def test_debug_flavour_is_the_cloud_version_built_here(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SMARTIO_CACHE", str(tmp_path))
+    cloud = kernelpkg.KernelRelease("6.1.0-56", "6.1.192-2")
+    monkeypatch.setattr(kernelpkg, "_run", lambda cmd, cwd=None: (_ for _ in ()).throw(SmartioError("offline")))
+    (cloud.dir).mkdir(parents=True)
+    (cloud.dir / ".complete-image").touch()
+    rel = kernelpkg.resolve(flavour=kernelpkg.DEBUG)
+    assert (rel.abi, rel.version, rel.flavour) == ("6.1.0-56", "6.1.192-2", "debug")
+    assert rel.uname == "6.1.192-smartio-debug"
+    assert rel.dir == tmp_path / "kernel" / "6.1.0-56-6.1.192-2-debug"
+    assert rel.vmlinuz == rel.dir / "image" / "boot" / "vmlinuz-6.1.192-smartio-debug"
+    assert rel.build_dir == rel.dir / "src" / "linux-source-6.1"
+    assert vm.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == []   # not built: nothing to load
+    ko = tmp_path / vm.DEFAULT_MODULE_DEBUG
+    ko.parent.mkdir(parents=True)
+    ko.touch()
+    assert vm.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == [ko]

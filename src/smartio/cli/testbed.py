@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from smartio.errors import UsageError
-from smartio.testbed import vm
+from smartio.testbed import kernelpkg, vm
 from smartio.units import parse_size
 
 
@@ -24,6 +24,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-module", action="store_true", help="load no module, not even the default one")
     p.add_argument("--kernel-arg", action="append", default=[], metavar="ARG", dest="kernel_args",
                    help="extra kernel parameter, e.g. panic_on_warn=1; repeatable")
+    p.add_argument("--kernel", choices=list(kernelpkg.FLAVOURS), default=kernelpkg.FLAVOUR, dest="flavour",
+                   help=f"the kernel to boot: Debian's {kernelpkg.FLAVOUR} (default) or {kernelpkg.GENERIC} (f2fs, "
+                        f"nilfs2), or {kernelpkg.DEBUG}: the same source built here with lockdep and KASAN (about "
+                        f"5 to 15 minutes the first time; the module for it: make -C kernel debug)")
     p.add_argument("--cpus", type=int, default=2, metavar="N", help="vCPUs (default 2)")
     p.add_argument("--memory", default="2G", metavar="SIZE", help="guest RAM (default 2G)")
 
@@ -61,7 +65,7 @@ def _options(args: argparse.Namespace) -> dict:
         raise UsageError("--no-module", "", "conflicts with --module")
     return dict(profile=args.profile, disks=args.disks, disk_size=parse_size("--disk-size", args.disk_size),
                 artifacts=args.artifacts, modules=[] if args.no_module else args.modules,
-                kernel_args=args.kernel_args, cpus=args.cpus, memory_mib=memory)
+                kernel_args=args.kernel_args, cpus=args.cpus, memory_mib=memory, flavour=args.flavour)
 
 
 def _report(result: vm.VmResult) -> int:

@@ -38,7 +38,9 @@ from smartio.errors import MissingToolError, SmartioError
 META_IMAGE = "linux-image-cloud-amd64"
 FLAVOUR = "cloud-amd64"
 GENERIC = "amd64"
-FLAVOURS = {FLAVOUR: META_IMAGE, GENERIC: "linux-image-amd64"}
+# Built here from the same version's linux-source with lockdep and KASAN (smartio.testbed.debugkernel).
+DEBUG = "debug"
+FLAVOURS = {FLAVOUR: META_IMAGE, GENERIC: "linux-image-amd64", DEBUG: META_IMAGE}
 # Filesystems the cloud flavour lacks (DESIGN.md); testbed users pick the generic flavour for them.
 GENERIC_ONLY_FS = ("f2fs", "nilfs2")
 # Private block-layer headers an out-of-tree elevator needs; the headers package lacks them.
@@ -60,6 +62,9 @@ class KernelRelease:
 
     @property
     def uname(self) -> str:
+        if self.flavour == DEBUG:
+            from smartio.testbed import debugkernel
+            return debugkernel.uname(self.version)
         return f"{self.abi}-{self.flavour}"
 
     @property
@@ -78,6 +83,9 @@ class KernelRelease:
     @property
     def build_dir(self) -> Path:
         """Where `make -C ... M=$PWD` builds an external module."""
+        if self.flavour == DEBUG:
+            from smartio.testbed import debugkernel
+            return self.dir / "src" / debugkernel.SOURCE_DIR
         return self.dir / "headers" / "usr" / "src" / f"linux-headers-{self.uname}"
 
     @property
@@ -101,6 +109,8 @@ def resolve(pinned: str | None = None, flavour: str = FLAVOUR) -> KernelRelease:
     pinned = pinned or os.environ.get("SMARTIO_KERNEL_ABI")
     if flavour not in FLAVOURS:
         raise SmartioError(f"unknown kernel flavour {flavour!r}; known: {', '.join(FLAVOURS)}")
+    if flavour == DEBUG:    # the cloud kernel's version, built from source
+        return dataclasses.replace(resolve(pinned, FLAVOUR), flavour=DEBUG)
     meta = FLAVOURS[flavour]
     try:
         deps = _run(["apt-cache", "depends", meta])
@@ -143,6 +153,9 @@ def _extract(debs: list[Path], dest: Path) -> None:
 
 
 def fetch_image(rel: KernelRelease) -> KernelRelease:
+    if rel.flavour == DEBUG:
+        from smartio.testbed import debugkernel
+        return debugkernel.build(rel)
     stamp = rel.dir / ".complete-image"
     if not stamp.exists():
         _extract(_download(rel, [f"linux-image-{rel.abi}-{rel.flavour}"]), rel.dir / "image")
@@ -154,6 +167,8 @@ def fetch_image(rel: KernelRelease) -> KernelRelease:
 
 
 def fetch_headers(rel: KernelRelease) -> KernelRelease:
+    if rel.flavour == DEBUG:    # external modules build against the built tree
+        return fetch_image(rel)
     stamp = rel.dir / ".complete-headers"
     if not stamp.exists():
         pkgs = [f"linux-headers-{rel.abi}-{rel.flavour}", f"linux-headers-{rel.abi}-common", "linux-kbuild-6.1"]
@@ -210,7 +225,8 @@ def flavour_for(filesystems: list[str] | tuple[str, ...]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m smartio.testbed.kernelpkg", description=__doc__.split("\n")[0])
     ap.add_argument("--flavour", choices=list(FLAVOURS), default=FLAVOUR,
-                    help=f"{FLAVOUR} (default) or {GENERIC}, the generic flavour (f2fs, nilfs2)")
+                    help=f"{FLAVOUR} (default), {GENERIC}, the generic flavour (f2fs, nilfs2), or {DEBUG}, built "
+                         f"here from linux-source with lockdep and KASAN")
     ap.add_argument("part", choices=["image", "headers", "source", "all", "info"])
     a = ap.parse_args(argv)
     try:

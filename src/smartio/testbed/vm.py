@@ -37,13 +37,20 @@ from smartio.testbed import disks as disks_mod, initramfs, kernelpkg, qemu
 
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
 DEFAULT_MODULE_GENERIC = "kernel/amd64/smartio-iosched.ko"  # the same for the generic flavour (make -C kernel generic)
+DEFAULT_MODULE_DEBUG = "kernel/debug/smartio-iosched.ko"     # and for the debug kernel (make -C kernel debug)
+MODULE_FOR_FLAVOUR = {kernelpkg.FLAVOUR: DEFAULT_MODULE, kernelpkg.GENERIC: DEFAULT_MODULE_GENERIC,
+                      kernelpkg.DEBUG: DEFAULT_MODULE_DEBUG}
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SETUP_EXIT = 125  # command.sh: the working directory is not visible in the guest
 
 # Lines the kernel prints when something went wrong; any of them fails the run even if the command succeeded.
 KERNEL_PROBLEM_RE = re.compile(
     r"(Kernel panic - not syncing|kernel BUG at|BUG: |Oops: |WARNING: CPU: |general protection fault"
-    r"|INFO: task .* blocked for more than|rcu: INFO: .*detected stalls|UBSAN: |KASAN: )[^\n]*")
+    r"|INFO: task .* blocked for more than|rcu: INFO: .*detected stalls|UBSAN: |KASAN: "
+    # lockdep's reports (the debug kernel), which are not WARN()s: "WARNING: possible circular locking ...",
+    # "inconsistent lock state", "suspicious RCU usage", "bad unlock balance detected!", "held lock freed!", ...
+    r"|WARNING: (?:possible |inconsistent |suspicious |bad unlock |held lock |lock held |Nested lock )"
+    r"|WARNING: \S+-(?:safe|unsafe|irq-safe|irq-unsafe) -> )[^\n]*")
 TASK_DUMP_START = "smartio-init: the command is still running"  # PID 1's task list near the timeout
 TASK_DUMP_HINT = f" (\"{TASK_DUMP_START}\": the tasks still running, with kernel stacks)"
 MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
@@ -182,8 +189,7 @@ def resolve_modules(modules: Sequence[str | Path] | None, repo: Path | None,
                     flavour: str = kernelpkg.FLAVOUR) -> list[Path]:
     """Absolute paths of the modules to insmod; None means the project's module (for that flavour) if it is built."""
     if modules is None:
-        rel_path = DEFAULT_MODULE if flavour == kernelpkg.FLAVOUR else DEFAULT_MODULE_GENERIC
-        default = repo / rel_path if repo else None
+        default = repo / MODULE_FOR_FLAVOUR[flavour] if repo else None
         return [default] if default and default.is_file() else []
     out = []
     for m in modules:
@@ -346,7 +352,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
 
     modules=None loads the project's kernel/smartio-iosched.ko if it is built; [] loads nothing.
     interactive=True connects the command to this terminal (for a shell) and ignores `stream`.
-    flavour: the Debian kernel flavour to boot, cloud-amd64 (default) or amd64 (generic: f2fs, nilfs2, ...).
+    flavour: the kernel to boot: Debian's cloud-amd64 (default) or amd64 (generic: f2fs, nilfs2, ...), or debug (the
+        same source built here with lockdep and KASAN, see smartio.testbed.debugkernel).
     stream: where the command's output goes live (default this process's stdout; None: only output.log).
     """
     if stream == "stdout":

@@ -1,0 +1,142 @@
+"""The testbed's debug kernel: Debian's linux-source-6.1 built with lockdep, KASAN and the atomic-sleep check.
+
+Debian's kernels have no lock checking, so none of the module's `lockdep_assert_held()` calls can fire there, and
+nothing catches a use-after-free or a sleep in a kprobe handler (issue 11). This builds, once per Debian kernel
+version and per version of `kernel/debug.config`, the same source as the cloud kernel from `allnoconfig` plus that
+fragment (everything the testbed guest needs is built in; scsi_debug is a module), and caches it beside the Debian
+packages:
+
+    <cache>/kernel/<abi>-<version>-debug/src/linux-source-6.1/   the built tree (external modules build against it)
+    <cache>/kernel/<abi>-<version>-debug/image/boot/vmlinuz-<uname>
+    <cache>/kernel/<abi>-<version>-debug/image/lib/modules/<uname>/   modules_install: modules.builtin, modules.dep
+    <cache>/kernel/<abi>-<version>-debug/.complete-image          the fragment's sha256 and the kernel release
+    <cache>/kernel/<abi>-<version>-debug/build.log                 the last build's output
+
+`python -m smartio.testbed.kernelpkg --flavour debug image` builds it; `make -C kernel debug` builds it and the
+module against it (kernel/debug/smartio-iosched.ko); `vm.run(..., flavour="debug")` boots it. About 15 minutes on
+2 cores the first time; a changed fragment rebuilds incrementally.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from smartio.errors import SmartioError
+
+if TYPE_CHECKING:
+    from smartio.testbed.kernelpkg import KernelRelease
+
+LOCALVERSION = "-smartio-debug"
+CONFIG_FRAGMENT = Path(__file__).resolve().parents[3] / "kernel" / "debug.config"
+SOURCE_DIR = "linux-source-6.1"
+
+
+def uname(version: str) -> str:
+    """The debug kernel's release for a Debian package version: upstream version plus our local version."""
+    return version.split("-")[0].split(":")[-1] + LOCALVERSION
+
+
+def wanted_options(fragment: Path) -> dict[str, str]:
+    """CONFIG_NAME -> value of every option the fragment sets (comments and `is not set` lines left out)."""
+    opts = {}
+    for line in fragment.read_text().splitlines():
+        m = re.fullmatch(r"(CONFIG_\w+)=(.+)", line.strip())
+        if m:
+            opts[m.group(1)] = m.group(2)
+    return opts
+
+
+def missing_options(config_text: str, wanted: dict[str, str]) -> list[str]:
+    """The options of the fragment that the resolved .config does not have as asked (unmet dependencies)."""
+    have = dict(re.findall(r"^(CONFIG_\w+)=(.+)$", config_text, re.MULTILINE))
+    return [f"{k}={v} (got {have.get(k, 'not set')})" for k, v in wanted.items() if have.get(k) != v]
+
+
+def _stamp(fragment: Path, rel: KernelRelease) -> str:
+    digest = hashlib.sha256(fragment.read_bytes()).hexdigest()
+    return f"{rel.version} {rel.uname} {digest}\n"
+
+
+def _unpack_source(rel: KernelRelease, src: Path) -> None:
+    from smartio.testbed import kernelpkg
+
+    deb = kernelpkg._download(rel, ["linux-source-6.1"])[0]
+    tmp = rel.dir / "source-tmp"
+    kernelpkg._extract([deb], tmp)
+    tarball = next(tmp.glob("usr/src/linux-source-6.1.tar.xz"))
+    print(f"smartio: unpacking {tarball.name} into {src.parent}", file=sys.stderr, flush=True)
+    if src.exists():
+        shutil.rmtree(src)
+    src.parent.mkdir(parents=True, exist_ok=True)
+    kernelpkg._run(["tar", "-xJf", str(tarball), "-C", str(src.parent)])
+    shutil.rmtree(tmp)
+    deb.unlink()    # 140 MB we no longer need
+
+
+def _make(src: Path, args: list[str], log: Path, what: str) -> None:
+    """Run make in the tree, its output into `log`, with a progress line every 30 s (a first build is long)."""
+    cmd = ["make", "-C", str(src), f"-j{os.cpu_count() or 1}", "LOCALVERSION=", *args]
+    started = time.monotonic()
+    with open(log, "ab") as out:
+        out.write(f"$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                rc = proc.wait(30)
+                break
+            except subprocess.TimeoutExpired:
+                compiled = log.read_bytes().count(b"\n  CC ")
+                print(f"smartio: building the debug {what}: {time.monotonic() - started:.0f} s, "
+                      f"{compiled} files compiled", file=sys.stderr, flush=True)
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+    if rc != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SmartioError(f"building the debug {what} failed (make {' '.join(args)}, exit {rc}); "
+                           f"end of {log}:\n{tail}")
+
+
+def build(rel: KernelRelease, fragment: Path = CONFIG_FRAGMENT) -> KernelRelease:
+    """Build (or bring up to date) the debug kernel for rel's Debian version; returns rel."""
+    if not fragment.is_file():
+        raise SmartioError(f"{fragment} missing: the debug kernel's configuration lives in the repository")
+    stamp = rel.dir / ".complete-image"
+    want = _stamp(fragment, rel)
+    if stamp.exists() and stamp.read_text() == want and rel.vmlinuz.exists():
+        return rel
+    rel.dir.mkdir(parents=True, exist_ok=True)
+    src = rel.dir / "src" / SOURCE_DIR
+    if not (src / "Makefile").exists():
+        _unpack_source(rel, src)
+    log = rel.dir / "build.log"
+    log.write_text("")
+    print(f"smartio: building the debug kernel {rel.uname} (lockdep, KASAN) in {src}; log in {log}",
+          file=sys.stderr, flush=True)
+    _make(src, ["allnoconfig", f"KCONFIG_ALLCONFIG={fragment}"], log, "kernel configuration")
+    missing = missing_options((src / ".config").read_text(), wanted_options(fragment))
+    if missing:
+        raise SmartioError(f"{fragment}: options the kernel configuration could not take (a dependency is "
+                           f"missing): {', '.join(missing)}")
+    _make(src, ["bzImage", "modules"], log, "kernel")
+    release = (src / "include" / "config" / "kernel.release").read_text().strip()
+    if release != rel.uname:
+        raise SmartioError(f"the debug kernel built as {release!r}, expected {rel.uname!r}")
+    image = rel.dir / "image"
+    if image.exists():
+        shutil.rmtree(image)
+    (image / "boot").mkdir(parents=True)
+    shutil.copy2(src / "arch" / "x86" / "boot" / "bzImage", rel.vmlinuz)
+    _make(src, ["modules_install", f"INSTALL_MOD_PATH={image}"], log, "kernel's modules")
+    stamp.write_text(want)
+    return rel
