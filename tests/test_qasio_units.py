@@ -143,9 +143,16 @@ def test_compare_tables_and_summary_line() -> None:
 
 def test_plan_and_runs_parse() -> None:
     assert qa.parse_runs("smartio:none,smartio:all,bfq") == ("smartio:none", "smartio:all", "bfq")
-    for bad in ("smartio", "smartio:jcommit", "bfq:all", "cfq", "bfq,bfq"):
+    for bad in ("smartio", "smartio:jcommit", "bfq:all", "cfq", "bfq,bfq", "smartio:async_depth=96",
+                "smartio:all:profile", "smartio:all:async_depth=x", "none:nr=1"):
         with pytest.raises(UsageError):
             qa.parse_runs(bad)
+    # A run may carry tunables, written after switching (e.g. a deeper async share, where async writes queue up).
+    runs = qa.parse_runs("smartio:none:async_depth=96,smartio:all:async_depth=96,kyber:read_lat_nsec=2000000")
+    spec, dep = qa.split_run(runs[1])
+    assert (spec.name, spec.tunables, dep) == ("smartio", (("async_depth", 96),), "all")
+    spec, dep = qa.split_run(runs[2])
+    assert (spec.name, spec.tunables, dep) == ("kyber", (("read_lat_nsec", 2000000),), None)
     plan = qa.QasioPlan(benchmarks=("m1", "m5"))
     assert qa.QasioPlan.from_json(plan.to_json()) == plan
     assert qa.disk_size(plan) % (1 << 20) == 0 and qa.disk_size(plan) >= 512 << 20

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.spec import JsonPlan, with_clock
+from smartio.compare.spec import JsonPlan, SchedulerSpec, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, Params
 
@@ -35,14 +35,27 @@ RUN_DIR = "runs"
 GUEST_FILE = "qasio-guest.json"
 
 
+def split_run(label: str) -> tuple[SchedulerSpec, str | None]:
+    """A run's scheduler (with the tunables to write after switching) and, for smartio, its dependency setting:
+    `smartio:all`, `smartio:none:async_depth=96`, `kyber`, `mq-deadline:async_depth=8`."""
+    name, *parts = label.strip().split(":")
+    dep = None
+    if name == "smartio" and parts and parts[0] in DEPS:
+        dep, parts = parts[0], parts[1:]
+    elif name not in OTHERS:
+        raise UsageError("--schedulers", label, "for --experiment qasio name smartio:DEPENDENCY[:TUNABLE=N...] "
+                         f"(DEPENDENCY: {', '.join(DEPS)}) or one of {', '.join(OTHERS)}[:TUNABLE=N...], e.g. "
+                         f"{','.join(DEFAULT_RUNS)}")
+    spec = SchedulerSpec.parse(":".join([name, *parts]), "--schedulers")
+    if spec.profiled:
+        raise UsageError("--schedulers", label, "the Concurrency Profiler's parameters are not for --experiment qasio")
+    return spec, dep
+
+
 def parse_runs(text: str) -> tuple[str, ...]:
     runs = tuple(x.strip() for x in text.split(",") if x.strip())
     for r in runs:
-        name, _, dep = r.partition(":")
-        ok = (name == "smartio" and dep in DEPS) or (name in OTHERS and not dep)
-        if not ok:
-            raise UsageError("--schedulers", r, "for --experiment qasio name smartio:DEPENDENCY (none, all, meta, "
-                             f"data, sync, discard) or one of {', '.join(OTHERS)}, e.g. {','.join(DEFAULT_RUNS)}")
+        split_run(r)
     if not runs or len(set(runs)) != len(runs):
         raise UsageError("--schedulers", text, "name each run once, e.g. smartio:none,smartio:all")
     return runs
@@ -88,7 +101,6 @@ def guest_main(argv: list[str]) -> int:
 
     from smartio.blockdev import device_of_node
     from smartio.compare.guest import device_state, restore, switch, warm_up
-    from smartio.compare.spec import SchedulerSpec
     from smartio.qasio.run import run_qasio
 
     plan = QasioPlan.from_json(argv[0])
@@ -103,12 +115,12 @@ def guest_main(argv: list[str]) -> int:
     failed = 0
     try:
         for i, label in enumerate(plan.runs, 1):
-            name, _, dep = label.partition(":")
+            spec, dep = split_run(label)
             print(f"smartio compare: [{i}/{len(plan.runs)}] qasio under {label}", file=sys.stderr, flush=True)
             t0 = time.monotonic()
             rc, err = 0, None
             try:
-                switch(dev, SchedulerSpec(name), plan.nr_requests, plan.clock_scale or 1.0)
+                switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
                 _sh(["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
                      DISK])
                 _sh(["mount", "-t", "ext4", "-o", "discard,data=ordered,noatime,noinit_itable", DISK, MOUNT])
@@ -116,7 +128,7 @@ def guest_main(argv: list[str]) -> int:
                     command = (f"smartio bench qasio --target {MOUNT} --scale {plan.scale:g} --count-scale "
                                f"{plan.count_scale:g} --repeats {plan.repeats} --benchmarks "
                                f"{','.join(plan.benchmarks)}" + (f" --dependency {dep}" if dep else ""))
-                    doc = run_qasio(plan.settings(dep or None), MOUNT, command=command)
+                    doc = run_qasio(plan.settings(dep), MOUNT, command=command)
                     (out / run_file(label)).write_text(json.dumps(doc, indent=1) + "\n")
                 finally:
                     subprocess.run(["umount", MOUNT], capture_output=True)
