@@ -27,7 +27,7 @@ venv: $(VENV)/.stamp
 module: venv
 	$(MAKE) -C kernel PYTHON=$(abspath $(PY))
 
-# The debug kernel (lockdep, KASAN: built from Debian's linux-source-6.1 once, about 15 minutes, then cached) and the
+# The debug kernel (lockdep, KASAN: built from Debian's linux-source-6.1 once, 4 to 6 minutes here, then cached) and the
 # module built against it; the module's VM tests run under both kernels.
 module-debug: venv
 	$(MAKE) -C kernel debug PYTHON=$(abspath $(PY))

@@ -27,7 +27,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", choices=list(kernelpkg.FLAVOURS), default=kernelpkg.FLAVOUR, dest="flavour",
                    help=f"the kernel to boot: Debian's {kernelpkg.FLAVOUR} (default) or {kernelpkg.GENERIC} (f2fs, "
                         f"nilfs2), or {kernelpkg.DEBUG}: the same source built here with lockdep and KASAN (about "
-                        f"5 to 15 minutes the first time; the module for it: make -C kernel debug)")
+                        f"5 minutes the first time; the module for it: make -C kernel debug)")
     p.add_argument("--cpus", type=int, default=2, metavar="N", help="vCPUs (default 2)")
     p.add_argument("--memory", default="2G", metavar="SIZE", help="guest RAM (default 2G)")
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from smartio.cache import cache_dir
 from smartio.errors import MissingToolError, SmartioError
+from smartio.testbed import debugkernel
 
 META_IMAGE = "linux-image-cloud-amd64"
 FLAVOUR = "cloud-amd64"
@@ -63,7 +64,6 @@ class KernelRelease:
     @property
     def uname(self) -> str:
         if self.flavour == DEBUG:
-            from smartio.testbed import debugkernel
             return debugkernel.uname(self.version)
         return f"{self.abi}-{self.flavour}"
 
@@ -84,7 +84,6 @@ class KernelRelease:
     def build_dir(self) -> Path:
         """Where `make -C ... M=$PWD` builds an external module."""
         if self.flavour == DEBUG:
-            from smartio.testbed import debugkernel
             return self.dir / "src" / debugkernel.SOURCE_DIR
         return self.dir / "headers" / "usr" / "src" / f"linux-headers-{self.uname}"
 
@@ -154,7 +153,6 @@ def _extract(debs: list[Path], dest: Path) -> None:
 
 def fetch_image(rel: KernelRelease) -> KernelRelease:
     if rel.flavour == DEBUG:
-        from smartio.testbed import debugkernel
         return debugkernel.build(rel)
     stamp = rel.dir / ".complete-image"
     if not stamp.exists():
