@@ -68,17 +68,14 @@ def _stamp(fragment: Path, rel: KernelRelease) -> str:
 def _unpack_source(rel: KernelRelease, src: Path) -> None:
     from smartio.testbed import kernelpkg
 
-    deb = kernelpkg._download(rel, ["linux-source-6.1"])[0]
     tmp = rel.dir / "source-tmp"
-    kernelpkg._extract([deb], tmp)
-    tarball = next(tmp.glob("usr/src/linux-source-6.1.tar.xz"))
+    tarball = kernelpkg.source_tarball(rel, tmp)
     print(f"smartio: unpacking {tarball.name} into {src.parent}", file=sys.stderr, flush=True)
     if src.exists():
         shutil.rmtree(src)
     src.parent.mkdir(parents=True, exist_ok=True)
     kernelpkg._run(["tar", "-xJf", str(tarball), "-C", str(src.parent)])
     shutil.rmtree(tmp)
-    deb.unlink()    # 140 MB we no longer need
 
 
 def _make(src: Path, args: list[str], log: Path, what: str) -> None:

@@ -188,14 +188,21 @@ def fetch_headers(rel: KernelRelease) -> KernelRelease:
     return rel
 
 
+def source_tarball(rel: KernelRelease, tmp: Path) -> Path:
+    """linux-source-6.1 of rel's version unpacked into tmp: the kernel source tarball in it (the .deb, 140 MB, is
+    deleted; the caller removes tmp)."""
+    deb = _download(rel, ["linux-source-6.1"])[0]
+    _extract([deb], tmp)
+    deb.unlink()
+    return next(tmp.glob("usr/src/linux-source-6.1.tar.xz"))
+
+
 def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
     """Extract only the private block headers from linux-source-6.1; no kernel source is kept."""
     stamp = rel.private_headers.parent / ".complete-source"
     if not stamp.exists():
-        deb = _download(rel, ["linux-source-6.1"])[0]
         tmp = rel.private_headers.parent / "source-tmp"
-        _extract([deb], tmp)
-        tarball = next(tmp.glob("usr/src/linux-source-6.1.tar.xz"))
+        tarball = source_tarball(rel, tmp)
         out = rel.private_headers
         if out.exists():
             shutil.rmtree(out)
@@ -208,7 +215,6 @@ def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
                     with tar.extractfile(member) as f:  # type: ignore[union-attr]  # a file: isfile() above
                         target.write_bytes(f.read())
         shutil.rmtree(tmp)
-        deb.unlink()  # 140 MB we no longer need
         if not (out / "block" / "elevator.h").exists():
             raise SmartioError("block/elevator.h not found in linux-source-6.1")
         stamp.touch()
