@@ -12,7 +12,8 @@
  *     boosted async writes before other async writes. FIFO inside a group.
  *     A request that carries a sync bio (6.1 merges sync and async writes
  *     into one request) counts as sync.
- *  3. A write never waits more than write_slice_ms behind reads. When that
+ *  3. A write never waits more than write_slice_ms behind reads (a random
+ *     one write_slice_rand_ms, if set). When that
  *     slice expires the writes get the device for a slice of their own,
  *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
  *     until its time slice ends): writes go first and nothing is held for a
@@ -193,6 +194,7 @@ enum sio_dep {
 #define SIO_RQ_MERGED		BIT(4)	/* merged into another request */
 #define SIO_RQ_BOOSTED		BIT(5)	/* moved up by a QASIO hint */
 #define SIO_RQ_HELD		BIT(6)	/* kept back by write pacing or a read hold */
+#define SIO_RQ_CONTIG		BIT(7)	/* starts exactly where a stream ended (the device's sequential) */
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
@@ -280,6 +282,7 @@ struct sio_data {
 
 	/* tunables */
 	int write_slice_ms;
+	int write_slice_rand_ms;
 	int write_window_ms;
 	int prio_aging_ms;
 	int read_anticipation_us;
@@ -456,7 +459,7 @@ static bool sio_classify_seq(struct sio_data *sd, struct request *rq)
 {
 	enum sio_dir dir = sio_rq_dir(rq);
 	sector_t pos = blk_rq_pos(rq);
-	bool seq = false;
+	bool seq = false, contig = false;
 	int i, slot = -1;
 
 	lockdep_assert_held(&sd->lock);
@@ -466,13 +469,16 @@ static bool sio_classify_seq(struct sio_data *sd, struct request *rq)
 
 		if (end && pos >= end && pos - end <= SIO_SEQ_GAP_SECTORS) {
 			seq = true;
+			contig = pos == end;
 			slot = i;
 			break;
 		}
 	}
 	if (!seq && pos &&
 	    sio_rb_first_overlap(&sd->cls[sio_rq_class(rq)].sort[dir], pos - 1, pos))
-		seq = true;
+		seq = contig = true;
+	sio_rq_set_flags(rq, contig ? sio_rq_flags(rq) | SIO_RQ_CONTIG :
+			 sio_rq_flags(rq) & ~SIO_RQ_CONTIG);
 	if (slot < 0) {
 		slot = sd->stream_next[dir];
 		sd->stream_next[dir] = (slot + 1) % SIO_NR_STREAMS;
@@ -807,6 +813,23 @@ static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
 }
 
 /*
+ * How long @rq may wait behind reads: write_slice_rand_ms for a random write
+ * (one that does not continue a stream exactly, as the device tells
+ * sequential writes), if set, else write_slice_ms. A random write costs the
+ * device about twice a sequential one; with a slice of the same number of
+ * its own write times, readers keep the same share of the device (the model's
+ * 4R4W optimum, smartio.flashdev.model).
+ */
+static u64 sio_slice_ns(struct sio_data *sd, struct request *rq)
+{
+	int slice_rand = READ_ONCE(sd->write_slice_rand_ms);
+
+	if (slice_rand && !(sio_rq_flags(rq) & SIO_RQ_CONTIG))
+		return (u64)slice_rand * NSEC_PER_MSEC;
+	return (u64)READ_ONCE(sd->write_slice_ms) * NSEC_PER_MSEC;
+}
+
+/*
  * The phase state machine, evaluated for one class; all transitions of
  * Algorithm 6.1 happen here. The clock of a write's slice starts at the later
  * of its arrival and the last write dispatch, so it fires only when reads (or
@@ -818,7 +841,6 @@ static struct request *sio_class_step(struct sio_data *sd,
 				      struct sio_class_queue *cq, u64 now,
 				      bool reads_held, bool *hold)
 {
-	u64 slice = (u64)READ_ONCE(sd->write_slice_ms) * NSEC_PER_MSEC;
 	u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
 	struct request *oldest_write, *rq = NULL;
 	unsigned int limited = 0;
@@ -840,7 +862,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 			goto out;
 	}
 	if (sio_since(now, max(oldest_write->fifo_time, sd->last_write_ns)) >=
-	    slice) {
+	    sio_slice_ns(sd, oldest_write)) {
 		sd->write_slice_expired++;
 		if (window) {
 			sio_set_phase(sd, SIO_PH_WINDOW);
@@ -1806,6 +1828,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	sd->pace_timer.function = sio_pace_timer_fn;
 	sd->phase = SIO_PH_READ;
 	sd->write_slice_ms = sio_default_write_slice_ms;
+	sd->write_slice_rand_ms = 0;
 	sd->write_window_ms = sio_default_write_window_ms;
 	sd->prio_aging_ms = sio_default_prio_aging_ms;
 	sd->read_anticipation_us = sio_default_read_anticipation_us;
@@ -1903,6 +1926,7 @@ static ssize_t sio_##name##_store(struct elevator_queue *e,		\
 }
 
 SIO_TUNABLE(write_slice_ms, write_slice_ms, 1, 60000);
+SIO_TUNABLE(write_slice_rand_ms, write_slice_rand_ms, 0, 60000);
 SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
 SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
 SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
@@ -1948,6 +1972,7 @@ static ssize_t sio_async_depth_store(struct elevator_queue *e,
 
 static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(write_slice_ms),
+	SIO_ATTR(write_slice_rand_ms),
 	SIO_ATTR(write_window_ms),
 	SIO_ATTR(prio_aging_ms),
 	SIO_ATTR(read_anticipation_us),

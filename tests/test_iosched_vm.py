@@ -191,11 +191,14 @@ echo 50 > $Q/iosched/prio_aging_ms
 fio --output=$SMARTIO_OUT/fio-tuned.txt {tmp_path}/raw.fio || fail "fio (tuned): $(tail -20 $SMARTIO_OUT/fio-tuned.txt)"
 fio --output=$SMARTIO_OUT/verify-tuned.txt {tmp_path}/raw-verify.fio || fail "verify pass (tuned)"
 snap tuned
-# Once more with write pacing and read holds (a fresh instance: the other tunables at their defaults).
+# Once more as `profile --apply` sets it up: write pacing, read holds, short slices (random ones longer), no window.
 use none
 use smartio
 echo 2000 > $Q/iosched/write_pace_us
 echo 1000 > $Q/iosched/read_hold_us
+echo 3 > $Q/iosched/write_slice_ms
+echo 5 > $Q/iosched/write_slice_rand_ms
+echo 0 > $Q/iosched/write_window_ms
 fio --output=$SMARTIO_OUT/fio-paced.txt {tmp_path}/raw.fio || fail "fio (paced): $(tail -20 $SMARTIO_OUT/fio-paced.txt)"
 fio --output=$SMARTIO_OUT/verify-paced.txt {tmp_path}/raw-verify.fio || fail "verify pass (paced)"
 snap paced
@@ -320,6 +323,7 @@ check read_anticipation_us 3000
 check write_window_ms 30
 check write_pace_us 0                                                 # off until profiled
 check write_pace_rand_us 0
+check write_slice_rand_ms 0                                           # 0 = write_slice_ms for random writes too
 check read_hold_us 0
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 99999999 > $T/write_pace_us; check write_pace_us 1000000
@@ -331,6 +335,8 @@ echo 28500 > $T/write_pace_us; check write_pace_us 28500
 echo 99999999 > $T/write_pace_rand_us; check write_pace_rand_us 1000000
 echo 65600 > $T/write_pace_rand_us; check write_pace_rand_us 65600
 echo 0 > $T/write_slice_ms; check write_slice_ms 1                     # clamped to the minimum
+echo 99999999 > $T/write_slice_rand_ms; check write_slice_rand_ms 60000
+echo 205 > $T/write_slice_rand_ms; check write_slice_rand_ms 205
 echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
 echo -5 > $T/read_anticipation_us; check read_anticipation_us 0
 echo 0 > $T/write_window_ms; check write_window_ms 0                   # 0 = one write per expired slice
@@ -402,6 +408,37 @@ use none
     st.assert_balanced(min_dispatched=3000)
     ev = st.rows["events"]
     assert ev["write_slice_expired"] == 0 and ev["prio_aged"] == 0, f"events that cannot have happened: {ev}"
+
+
+def test_issue11_random_writes_have_their_own_slice(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Issue 11, 4R4W: `write_slice_rand_ms` is the slice of a write that does not continue a stream exactly (the
+    device's random write). Beside readers that keep reads queued, with a 60 s write_slice_ms and a 50 ms random
+    slice, a random writer gets writes through by expired slices and a sequential writer does not."""
+    readers = FioJob("readers", "randread", 2, True, 0, 32, iodepth=8, verify=False,
+                     extra=("time_based=1", "runtime=6", "numjobs=2"))
+    for rw in ("randwrite", "write"):
+        writer = FioJob("writer", rw, 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=6"))
+        (tmp_path / f"{rw}.fio").write_text(job_file(RAW_GLOBAL, [readers, writer]))
+    script = f"""
+for rw in randwrite write; do
+    use smartio
+    echo 128 > $Q/nr_requests                  # s5-emmc's 4 tags would keep the reads above the scheduler
+    echo 60000 > $Q/iosched/write_slice_ms
+    echo 50 > $Q/iosched/write_slice_rand_ms
+    echo 0 > $Q/iosched/write_window_ms
+    echo 0 > $Q/iosched/read_anticipation_us
+    fio --output=$SMARTIO_OUT/fio-$rw.txt {tmp_path}/$rw.fio || fail "fio $rw: $(tail -20 $SMARTIO_OUT/fio-$rw.txt)"
+    snap $rw
+    use none
+done
+"""
+    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    rand, seq = Stats.load(r.out_dir, "randwrite"), Stats.load(r.out_dir, "write")
+    rand.assert_balanced(min_dispatched=200)
+    seq.assert_balanced(min_dispatched=200)
+    assert rand.rows["events"]["write_slice_expired"] > 5, rand.rows["events"]
+    # The sequential writer's first write continues no stream yet: it is the one random write that can expire.
+    assert seq.rows["events"]["write_slice_expired"] <= 1, seq.rows["events"]
 
 
 def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:

@@ -83,6 +83,21 @@ def test_a_starved_write_opens_a_window() -> None:
     assert d.pick == READ and d.phase != WINDOW
 
 
+def test_a_random_write_waits_for_the_random_slice() -> None:
+    """write_slice_rand_ms: a write that does not continue a stream exactly (contig False; without the flag, its
+    kind) waits behind reads for its own slice; a sequential one for write_slice_ms."""
+    t = Tunables(write_slice_ms=1, write_slice_rand_ms=3, write_window_ms=0, read_anticipation_us=0)
+    for w, expires in ((W(0, "rand_write"), 3000), (Queued(0, "seq_write", contig=False), 3000),
+                       (Queued(0, "rand_write", contig=True), 1000), (W(0), 1000)):
+        s = State(reads=[R(0)], writes=[w], last_write=-5000.0)
+        assert decide(s, expires - 1, t).pick == READ, w
+        d = decide(s, expires, t)
+        assert d.pick == WRITE and d.reason == "write slice expired" and d.phase != WINDOW, w
+    # 0: the random slice is write_slice_ms.
+    s = State(reads=[R(0)], writes=[W(0, "rand_write")], last_write=-5000.0)
+    assert decide(s, 1000, Tunables(write_slice_ms=1, read_anticipation_us=0)).pick == WRITE
+
+
 def test_without_pacing_writes_wait_for_an_anticipated_read() -> None:
     t = Tunables(read_anticipation_us=3000)
     d = decide(State(writes=[W(0)], inflight={"seq_read": 1}), 10, t)

@@ -366,3 +366,95 @@ def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: floa
                            "efficiency": 1 / r + 1 / wr, "margin": min(read_bound / r, write_bound / wr)})
     best = max(points, key=lambda p: p["margin"])
     return {"points": points, "best": best, "feasible": best["margin"] >= 1.0}
+
+
+def mixed_kinds(mode: str, read_pct: float, ios: int, seed: int = 1) -> list[str]:
+    """The request kinds of the mixed workload, in fio's order: each a read with probability read_pct %."""
+    rng = random.Random(seed)
+    return [f"{mode}_{'read' if rng.random() * 100 < read_pct else 'write'}" for _ in range(ios)]
+
+
+def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(), ios: int = 3000,
+               depth: int = 128, seed: int = 1) -> float:
+    """Time (µs) to complete the mixed workload of `smartio bench mixed` (Figure 12): one job of `ios` 4 KiB
+    requests, each a read with probability read_pct %, `depth` outstanding (fio's libaio iodepth), sequential or
+    random per direction. The host holds what the device's queue cannot; `none` dispatches in arrival order,
+    `read_first` with the module's picker and the policy's tunables, as run_streams does."""
+    eng = Engine(dev)
+    kinds = mixed_kinds(mode, read_pct, ios, seed)
+    waiting: deque[Queued] = deque()
+    inflight: collections.Counter[str] = collections.Counter()
+    tun = policy.module_tunables()
+    st = State()
+    pos = {k: (i + 1) << 30 for i, k in enumerate(sorted(set(kinds)))}
+    last_write_end, issued, done = 0, 0, 0
+
+    def submit(t: float) -> None:
+        nonlocal issued
+        waiting.append(Queued(t, kinds[issued], tag=issued))
+        issued += 1
+
+    def dispatch(now: float) -> float:
+        nonlocal last_write_end
+        while waiting and sum(inflight.values()) < dev.queue_depth:
+            if policy.name == "none":
+                q = waiting[0]
+            else:
+                st.reads = [x for x in waiting if is_read(x.kind)]
+                st.writes = [x for x in waiting if not is_read(x.kind)]
+                st.inflight = inflight
+                d = decide(st, now, tun)
+                st.phase, st.window_end = d.phase, d.window_end
+                if d.request is None:
+                    return NEVER if d.wait_until is None else max(d.wait_until, now + 1e-3)
+                q = d.request
+            waiting.remove(q)
+            if not is_read(q.kind):
+                st.last_write, st.last_write_rand = now, pos[q.kind] != last_write_end
+                last_write_end = pos[q.kind] + SECTORS_PER_PAGE
+            pos[q.kind] += SECTORS_PER_PAGE if mode == "seq" else RAND_STRIDE
+            inflight[q.kind] += 1
+            eng.submit(now, Request(READ if is_read(q.kind) else WRITE, q.kind, tag=q.kind))
+        return NEVER
+
+    while issued < min(depth, ios):
+        submit(0.0)
+    t, retry = 0.0, dispatch(0.0)
+    while done < ios:
+        t = min(eng.next_event(), retry)
+        if t == NEVER:
+            raise RuntimeError("model stalled")
+        eng.advance(t)
+        for r in eng.completed:
+            inflight[r.tag] -= 1
+            done += 1
+            if r.kind == WRITE:
+                st.last_write_done = r.complete
+            else:
+                st.last_read_done = r.complete
+            if issued < ios:
+                submit(r.complete)
+        eng.completed.clear()
+        retry = dispatch(t)
+    return t
+
+
+def mixed_bound(dev: Device, mode: str, mixes: Iterable[int], ios: int = 3000) -> list[dict]:
+    """Per read share: the time to complete under FIFO and under the best policy of the module's family that the
+    model knows for it (reads first; reads first with the profiler's write pace), and the best's reduction (%).
+    Any schedule's gain on this workload comes from the device alone (the die is busy either way): that is the
+    most a scheduler can take off the mixed workload here. `die_bound_pct` is the bound for any order at all: the
+    one die must at least read and program every page (no suspension, no switch), which FIFO exceeds by that much."""
+    w = solo(dev, f"{mode}_write")
+    policies = {"read_first": Policy("read_first", tunables=Tunables(read_anticipation_us=0.0)),
+                "read_first_paced": Policy("read_first", 1.5 * w, 0.9 * dev.page[f"{mode}_write"])}
+    out = []
+    for pct in mixes:
+        fifo = mixed_time(dev, mode, pct, Policy(), ios)
+        times = {k: mixed_time(dev, mode, pct, p, ios) for k, p in policies.items()}
+        best = min(times, key=lambda k: times[k])
+        die = sum(dev.page[k] for k in mixed_kinds(mode, pct, ios))
+        out.append({"read_pct": pct, "fifo_us": fifo, **{f"{k}_us": v for k, v in times.items()},
+                    "best": best, "best_reduction_pct": 100 * (1 - times[best] / fifo),
+                    "die_bound_pct": 100 * (1 - die / fifo)})
+    return out

@@ -5,8 +5,9 @@ at `now` with the queue in `state`: dispatch the oldest read, dispatch a write, 
 timer would run the queue again). It has the module's rules and the module's tunable names and units:
 
   1. a write window (after a slice expired) that is still open: writes first;
-  2. the oldest write waited write_slice_ms since the later of its arrival and the last write dispatch: it goes
-     (ignoring the dispatch limits) and a window of write_window_ms opens;
+  2. the oldest write waited write_slice_ms (a random write: write_slice_rand_ms, if set) since the later of its
+     arrival and the last write dispatch: it goes (ignoring the dispatch limits) and a window of write_window_ms
+     opens;
   3. reads first, unless the read hold holds them: with write_pace_us set, queued reads wait read_hold_us after
      a write completed, but no longer than read_hold_us from the oldest read's arrival;
   4. with write_pace_us set (pacing): a write goes at once when no reader is active (no read queued or in flight,
@@ -49,6 +50,7 @@ class Tunables:
     read_hold_us: float = 0.0
     read_anticipation_us: float = 3000.0
     write_slice_ms: float = 100.0
+    write_slice_rand_ms: float = 0.0
     write_window_ms: float = 30.0
     dispatch_limit_seq_read: int = 0
     dispatch_limit_seq_write: int = 0
@@ -84,6 +86,7 @@ class Queued:
     kind: str
     sync: bool = True      # writes: the sync group (O_DIRECT writes are REQ_SYNC) or the async one
     tag: Any = None        # the caller's
+    contig: bool | None = None   # starts exactly where a stream ended (the module's SIO_RQ_CONTIG); None: by kind
 
 
 @dataclasses.dataclass
@@ -139,6 +142,14 @@ def read_hold_end(s: State, now: float, t: Tunables) -> float | None:
     return end if now < end else None
 
 
+def slice_us(q: Queued, t: Tunables) -> float:
+    """sio_slice_ns(): how long write q may wait behind reads. Random = not starting exactly where a stream of
+    writes ended (q.contig), as the device tells sequential writes; without that, the request's kind."""
+    rand = not q.contig if q.contig is not None else q.kind == "rand_write"
+    ms = t.write_slice_rand_ms if rand and t.write_slice_rand_ms else t.write_slice_ms
+    return ms * 1000
+
+
 def _since(now: float, then: float) -> float:
     return max(0.0, now - then)
 
@@ -190,7 +201,7 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         if may_dispatch(q):
             return go(WRITE, q, "write window")
     last = s.last_write if s.last_write is not None else -math.inf
-    if _since(now, max(oldest_write().arrival, last)) >= t.write_slice_ms * 1000:
+    if _since(now, max(oldest_write().arrival, last)) >= slice_us(oldest_write(), t):
         if t.write_window_ms:
             phase, window_end = WINDOW, now + t.write_window_ms * 1000
         return go(WRITE, oldest_write(), "write slice expired")

@@ -53,6 +53,7 @@ from smartio.flashdev.picker import (
     is_read,
     pace_us,
     read_hold_end,
+    slice_us,
 )
 from smartio.trace import events as ev
 
@@ -168,13 +169,18 @@ class _Streams:
         self.end = [0] * NR_STREAMS
         self.next = 0
 
-    def classify(self, pos: int, size: int, queued_ends: Iterable[tuple[int, int]]) -> bool:
+    def classify(self, pos: int, size: int, queued_ends: Iterable[tuple[int, int]]) -> tuple[bool, bool]:
+        """(sequential, contiguous): it starts at most SEQ_GAP_SECTORS after a stream's end, or right after a queued
+        request; contiguous if exactly at the end (SIO_RQ_CONTIG, the write slice's sequential)."""
         slot = next((i for i, e in enumerate(self.end) if e and 0 <= pos - e <= SEQ_GAP_SECTORS), -1)
-        seq = slot >= 0 or (pos > 0 and any(s <= pos - 1 < s + n for s, n in queued_ends))
+        contig = slot >= 0 and pos == self.end[slot]
+        if slot < 0 and pos > 0 and any(s <= pos - 1 < s + n for s, n in queued_ends):
+            contig = True
+        seq = slot >= 0 or contig
         if slot < 0:
             slot, self.next = self.next, (self.next + 1) % NR_STREAMS
         self.end[slot] = pos + size
-        return seq
+        return seq, contig
 
     def advance(self, pos: int, size: int) -> None:
         for i, e in enumerate(self.end):
@@ -265,7 +271,7 @@ class _Replayer:
                     s.last_read_done + max(t.read_anticipation_us, pace_us(s, t))]
         if s.writes:
             last = s.last_write if s.last_write is not None else -np.inf
-            pts.append(max(min(q.arrival for q in s.writes), last) + t.write_slice_ms * 1000)
+            pts += [max(q.arrival, last) + slice_us(q, t) for q in s.writes]
         if s.phase == WINDOW:
             pts.append(s.window_end)
         return sorted(p for p in pts if lo < p <= hi)
@@ -325,10 +331,10 @@ class _Replayer:
 
     def insert(self, e: Event) -> None:
         ends = [(r.sector, r.sectors) for r in self.queued if r.write == e.write]
-        seq = self.streams[e.write].classify(e.sector, e.sectors, ends)
+        seq, contig = self.streams[e.write].classify(e.sector, e.sectors, ends)
         kind = ("seq_" if seq else "rand_") + ("write" if e.write else "read")
-        self.queued.append(_Req(Queued(e.time, kind, sync=e.sync or not e.write, tag=e.sector), e.sector,
-                                e.sectors, e.write))
+        self.queued.append(_Req(Queued(e.time, kind, sync=e.sync or not e.write, tag=e.sector, contig=contig),
+                                e.sector, e.sectors, e.write))
         if not e.write and self.st.phase == ANTICIPATING:
             self.st.phase = READING
         self._evaluate(e.time)
