@@ -141,6 +141,29 @@ def test_compare_tables_and_summary_line() -> None:
     assert kv["best_other_m1_creat_max_ms"] == "700.00" and kv["boosted"] == "26"   # meta 5 + sync 21
 
 
+def test_table2_per_setting_of_the_tunables() -> None:
+    """Runs that carry tunables (`smartio:all:async_depth=960`) make a Table 2 of their own; the summary line takes
+    the module's defaults if both NONE and ALL ran there, else the first setting that has both, and says which."""
+    deep = "async_depth=960"
+    runs = {"smartio:none": _doc([_run(20.0, 1000.0, 2.0, 0)], "none"),
+            f"smartio:none:{deep}": _doc([_run(30.0, 5000.0, 2.0, 0)], "none"),
+            f"smartio:all:{deep}": _doc([_run(5.0, 50.0, 1.9, 7)], "all"),
+            "kyber": _doc([_run(18.0, 700.0, 2.1, 0)], None)}
+    doc = {"runs": runs, "plan": json.loads(qa.QasioPlan(runs=tuple(runs), benchmarks=("m1",)).to_json()),
+           "profile": {"name": "s5-emmc", "queue_depth": 2, "time_scale": 10.0}, "kernel": "6.1.0"}
+    assert report.settings(runs) == {"": {"none": "smartio:none"},
+                                     deep: {"none": f"smartio:none:{deep}", "all": f"smartio:all:{deep}"}}
+    assert report.table2_pair(runs) == (deep, f"smartio:none:{deep}", f"smartio:all:{deep}")
+    text = report.render_compare(doc)
+    assert text.count("Table 2:") == 2 and "smartio with async_depth=960 with boosting off" in text
+    kv = dict(x.split("=", 1) for x in report.summary_line(doc).split())
+    assert kv["setting"] == deep and kv["m1_creat_max_none_ms"] == "5000.00" and kv["m1_creat_max_all_ms"] == "50.00"
+    want = sum(sum(b["boosted"].values()) for b in runs[f"smartio:all:{deep}"]["results"]["benchmarks"].values())
+    assert want > 0 and report.summary_line(doc).split()[-1] == f"boosted={want}"
+    runs["smartio:all"] = _doc([_run(4.0, 30.0, 1.8, 21)], "all")
+    assert report.table2_pair(runs) == ("", "smartio:none", "smartio:all")
+
+
 def test_plan_and_runs_parse() -> None:
     assert qa.parse_runs("smartio:none,smartio:all,bfq") == ("smartio:none", "smartio:all", "bfq")
     for bad in ("smartio", "smartio:jcommit", "bfq:all", "cfq", "bfq,bfq", "smartio:async_depth=96",

@@ -107,15 +107,41 @@ def _pct(new: float | None, old: float | None) -> str:
     return f"{100 * (new - old) / old:+.1f}"
 
 
-def render_compare(doc: dict[str, Any]) -> str:
-    """Table 2 (NONE vs ALL under smartio, beside the paper), Figure 8 (each dependency type alone, total time over
-    NONE's), and every scheduler's key latencies."""
-    runs: dict[str, dict[str, Any]] = doc["runs"]
-    benches = [b for b in BENCHMARKS if b in doc["plan"]["benchmarks"]]
+DEPENDENCIES = ("none", "meta", "data", "sync", "discard", "all")   # Figure 8's order
+
+
+def settings(runs: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """smartio's runs by the tunables they carry after the dependency (`smartio:all:async_depth=960` is `all` under
+    `async_depth=960`; '' = the module's defaults): {tunables: {dependency: label}}, in the runs' order."""
+    out: dict[str, dict[str, str]] = {}
+    for label in runs:
+        name, *parts = label.split(":")
+        if name == "smartio" and parts and parts[0] in DEPENDENCIES:
+            out.setdefault(":".join(parts[1:]), {})[parts[0]] = label
+    return out
+
+
+def table2_pair(runs: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """The setting whose NONE and ALL make Table 2 and the summary line: the module's defaults if both ran there,
+    else the first setting with both (else the first with either). Returns (tunables, NONE's label, ALL's)."""
+    groups = settings(runs)
+    both = [k for k, g in groups.items() if "none" in g and "all" in g]
+    key = "" if "" in both else (both[0] if both else next(iter(groups), ""))
+    g = groups.get(key, {})
+    return key, g.get("none"), g.get("all")
+
+
+def _setting_text(tunables: str) -> str:
+    return f"smartio with {tunables.replace(':', ', ')}" if tunables else "smartio (module defaults)"
+
+
+def _table2(doc: dict[str, Any], tunables: str, group: dict[str, str], benches: list[str]) -> list[str]:
+    """Table 2, Figure 8 and the counters for one setting of smartio."""
+    runs = doc["runs"]
+    none_doc, all_doc = runs.get(group.get("none", "")), runs.get(group.get("all", ""))
     prof = doc["profile"]
-    none_doc, all_doc = runs.get("smartio:none"), runs.get("smartio:all")
-    lines = ["Table 2: latency of key file system operations (ms; M5 in s), smartio with boosting off (NONE) and "
-             "on (ALL), beside seed 001's Galaxy S5",
+    lines = [f"Table 2: latency of key file system operations (ms; M5 in s), {_setting_text(tunables)} with "
+             "boosting off (NONE) and on (ALL), beside seed 001's Galaxy S5",
              f"  profile {prof['name']} ({device_line(prof)}); "
              f"kernel {doc.get('kernel')}; scale {doc['plan']['scale']:g}, count scale {doc['plan']['count_scale']:g}"
              f", {doc['plan']['repeats']} repeat(s); ext4 ordered, discard; {clock_text(doc['plan'])}", ""]
@@ -143,33 +169,44 @@ def render_compare(doc: dict[str, Any]) -> str:
                          "ALL writer MB/s"], rows),
               f"  paper: M1 total -83.1 %; writer beside M1 {PAPER_BG[0]} -> {PAPER_BG[1]} MB/s (-15.4 %)"]
 
-    deps = [k for k in ("smartio:none", "smartio:meta", "smartio:data", "smartio:sync", "smartio:discard",
-                        "smartio:all") if k in runs]
-    lines += ["", "Figure 8: total elapsed time per benchmark, normalised to NONE, boosting one dependency type at a "
-                  "time (smartio)", ""]
+    deps = [d for d in DEPENDENCIES if d in group]
+    lines += ["", f"Figure 8: total elapsed time per benchmark, normalised to NONE, boosting one dependency type at a "
+                  f"time ({_setting_text(tunables)})", ""]
     rows = []
     for b in benches:
         tn = _total(none_doc, b)
         row = [b.upper()]
-        for k in deps:
-            t = _total(runs[k], b)
+        for d in deps:
+            t = _total(runs[group[d]], b)
             row.append(_f(t / tn if t is not None and tn else None))
         row.append(PAPER_FIG8[b])
         rows.append(row)
-    lines.append(table(["bench", *[k.split(":")[1].upper() for k in deps], "paper (text of section 6.2)"], rows))
+    lines.append(table(["bench", *[d.upper() for d in deps], "paper (text of section 6.2)"], rows))
     boost_rows = []
-    for k in deps:
+    for d in deps:
         for b in benches:
-            c = runs[k]["results"]["benchmarks"][b].get("counters") or {}
-            boost_rows.append([k, b.upper(), *[f"{c.get(d, {}).get('detected', 0)}/{c.get(d, {}).get('boosted', 0)}"
-                                                for d in ("meta", "data", "sync")],
+            c = runs[group[d]]["results"]["benchmarks"][b].get("counters") or {}
+            boost_rows.append([group[d], b.upper(),
+                               *[f"{c.get(t, {}).get('detected', 0)}/{c.get(t, {}).get('boosted', 0)}"
+                                 for t in ("meta", "data", "sync")],
                                str(c.get("discard", {}).get("async_inserted", 0))])
     lines += ["", "  QASIO counters (detected/boosted per dependency type; async discards inserted):", "",
               table(["run", "bench", "meta", "data", "sync", "async discards"], boost_rows),
               "  D_data+D_sync are one switch in the paper; the module has one per type. D_discard: ext4 on 6.1 "
-              "issues discards with submit_bio_wait() (REQ_SYNC), so there is nothing to boost."]
+              "issues discards with submit_bio_wait() (REQ_SYNC), so there is nothing to boost.", ""]
+    return lines
 
-    lines += ["", "Key calls per scheduler: max ms (M5: s) and total s", ""]
+
+def render_compare(doc: dict[str, Any]) -> str:
+    """Table 2 (NONE vs ALL under smartio, beside the paper) and Figure 8 (each dependency type alone, total time over
+    NONE's), once per setting of smartio's tunables that has runs, then every run's key latencies."""
+    runs: dict[str, dict[str, Any]] = doc["runs"]
+    benches = [b for b in BENCHMARKS if b in doc["plan"]["benchmarks"]]
+    lines: list[str] = []
+    for tunables, group in settings(runs).items():
+        lines += _table2(doc, tunables, group, benches)
+
+    lines += ["Key calls per scheduler: max ms (M5: s) and total s", ""]
     keys = [(b, c) for b in benches for c in KEY_CALLS[b]]
     rows = []
     for label, d in runs.items():
@@ -185,9 +222,11 @@ def render_compare(doc: dict[str, Any]) -> str:
 
 
 def summary_line(doc: dict[str, Any]) -> str:
-    """bench/qasio's last line (issue 12): the targets' figures as key=value."""
+    """bench/qasio's last line (issue 12): the targets' figures as key=value, NONE and ALL of table2_pair()'s
+    setting (its tunables are the line's `setting`, `default` for the module's own)."""
     runs = doc["runs"]
-    n, a = runs.get("smartio:none"), runs.get("smartio:all")
+    tunables, none_label, all_label = table2_pair(runs)
+    n, a = runs.get(none_label or ""), runs.get(all_label or "")
 
     def mx(d: dict[str, Any] | None, b: str, c: str) -> float | None:
         x = _call(d, b, c)
@@ -212,5 +251,5 @@ def summary_line(doc: dict[str, Any]) -> str:
     return (f"m1_creat_max_none_ms={_f(m1n)} m1_creat_max_all_ms={_f(m1a)} m1_total_reduction_pct={red(ta, tn)} "
             f"m3_write_max_reduction_pct={red(mx(a, 'm3', 'write'), mx(n, 'm3', 'write'))} "
             f"m4_truncate_max_reduction_pct={red(mx(a, 'm4', 'truncate'), mx(n, 'm4', 'truncate'))} "
-            f"bg_throughput_loss_pct={red(bga, bgn)} "
+            f"bg_throughput_loss_pct={red(bga, bgn)} setting={tunables or 'default'} "
             f"best_other_m1_creat_max_ms={_f(min(others_v)) if others_v else 'nan'} boosted={boosted}")
