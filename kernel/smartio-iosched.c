@@ -228,6 +228,19 @@ struct sio_hint {
 	enum sio_dep dep;
 };
 
+/*
+ * The QASIO log (debugfs qasio_log): what became of each wait and of each
+ * boosted write, so a user can see why a boost did or did not help.
+ */
+#define SIO_NR_QLOG		1024
+struct sio_qlog {
+	u64 t_ns;
+	sector_t start, end;
+	u8 dep;
+	char what;	/* Q found queued, D dispatched, P parked, R found on retry,
+			 * X never found, d boosted write dispatched, c completed */
+};
+
 /* A hint from a kprobe that ran as an NMI, for the irq_work to apply. */
 struct sio_nmi_hint {
 	struct request_queue *q;	/* compared with live queues only */
@@ -278,6 +291,8 @@ struct sio_data {
 	struct hrtimer pace_timer;		/* ... and when a pace or read hold ends */
 
 	struct sio_hint hints[SIO_NR_HINTS];
+	struct sio_qlog qlog[SIO_NR_QLOG];
+	unsigned int qlog_next;			/* entries ever logged */
 	struct sio_write_out writes_out[SIO_NR_WRITES_OUT];
 
 	/* tunables */
@@ -959,6 +974,16 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 
 /* QASIO. */
 
+static void sio_qlog_add(struct sio_data *sd, char what, sector_t start,
+			 sector_t end, enum sio_dep dep, u64 now)
+{
+	struct sio_qlog *e = &sd->qlog[sd->qlog_next++ % SIO_NR_QLOG];
+
+	lockdep_assert_held(&sd->lock);
+
+	*e = (struct sio_qlog){ now, start, end, dep, what };
+}
+
 /* Remember a dispatched write until it completes (slot in rq->elv.priv[1]). */
 static void sio_write_out_add(struct sio_data *sd, struct request *rq)
 {
@@ -1049,6 +1074,7 @@ static void sio_hints_expire(struct sio_data *sd, u64 now)
 
 		if (h->end && now >= h->expires_ns) {
 			sd->dep_stats[h->dep].not_found++;
+			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, now);
 			h->end = 0;
 		}
 	}
@@ -1072,8 +1098,10 @@ static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
 		else if (!slot || (slot->end && h->expires_ns < slot->expires_ns))
 			slot = h;
 	}
-	if (slot->end)		/* full: the oldest range gives way */
+	if (slot->end) {	/* full: the oldest range gives way */
 		sd->dep_stats[slot->dep].not_found++;
+		sio_qlog_add(sd, 'X', slot->start, slot->end, slot->dep, now);
+	}
 	slot->start = start;
 	slot->end = end;
 	slot->dep = dep;
@@ -1093,12 +1121,15 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 
 		if (!h->end || h->start >= end || start >= h->end)
 			continue;
-		if (now >= h->expires_ns)
+		if (now >= h->expires_ns) {
 			sd->dep_stats[h->dep].not_found++;
-		else if (sio_boost_range(sd, h->start, h->end, h->dep))
+			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, now);
+		} else if (sio_boost_range(sd, h->start, h->end, h->dep)) {
 			sd->dep_stats[h->dep].found_queued++;
-		else
+			sio_qlog_add(sd, 'R', h->start, h->end, h->dep, now);
+		} else {
 			continue;
+		}
 		h->end = 0;
 	}
 }
@@ -1131,12 +1162,16 @@ static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
 		}
 	}
 	st->detected++;
-	if (sio_boost_range(sd, start, end, dep))
+	if (sio_boost_range(sd, start, end, dep)) {
 		st->found_queued++;
-	else if (sio_write_out_find(sd, start, end))
+		sio_qlog_add(sd, 'Q', start, end, dep, now);
+	} else if (sio_write_out_find(sd, start, end)) {
 		st->found_dispatched++;
-	else
+		sio_qlog_add(sd, 'D', start, end, dep, now);
+	} else {
 		sio_hint_park(sd, start, end, dep, now);
+		sio_qlog_add(sd, 'P', start, end, dep, now);
+	}
 unlock:
 	boosted = st->boosted - boosted;
 	spin_unlock_irqrestore(&sd->lock, irqflags);
@@ -1420,6 +1455,9 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	if ((flags & SIO_RQ_HELD) && sio_rq_dir(rq) == SIO_READ)
 		sd->held_reads++;
 	flags &= ~SIO_RQ_HELD;
+	if (flags & SIO_RQ_BOOSTED)
+		sio_qlog_add(sd, 'd', blk_rq_pos(rq), blk_rq_pos(rq) + blk_rq_sectors(rq),
+			     SIO_NR_DEPS, now);
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
 	sd->inflight[sio_rq_kind(rq)]++;
 	sio_stream_advance(sd, rq);
@@ -1568,6 +1606,10 @@ static void sio_finish_request(struct request *rq)
 
 		sd->inflight[kind]--;
 		sio_write_out_del(sd, rq);
+		if (flags & SIO_RQ_BOOSTED)
+			sio_qlog_add(sd, 'c', blk_rq_pos(rq),
+				     blk_rq_pos(rq) + blk_rq_sectors(rq),
+				     SIO_NR_DEPS, ktime_get_ns());
 		if (!sio_kind_is_read(kind))
 			sd->last_write_done_ns = ktime_get_ns();
 		if (sio_kind_is_read(kind)) {
@@ -2172,6 +2214,40 @@ SIO_DEBUGFS_FIFO(SIO_IDLE, SIO_G_ASYNC_WRITE, idle_async_write);
 #undef SIO_DEBUGFS_FIFO
 #undef SIO_DEBUGFS_LIST
 
+/*
+ * The QASIO log, oldest first: "<ms> <what> <dep> <start>+<sectors>". what:
+ * Q a wait found its write queued and boosted it, D found it dispatched,
+ * P found nothing (kept for retry), R found it on a retry, X never found;
+ * d a boosted write was dispatched, c it completed (dep "-").
+ */
+static int sio_qlog_show(void *data, struct seq_file *m)
+{
+	struct request_queue *q = data;
+	struct sio_data *sd = q->elevator->elevator_data;
+	unsigned int i, n, first;
+	unsigned long irqflags;
+	struct sio_qlog *copy;
+
+	copy = kmalloc_array(SIO_NR_QLOG, sizeof(*copy), GFP_KERNEL);
+	if (!copy)
+		return -ENOMEM;
+	spin_lock_irqsave(&sd->lock, irqflags);
+	n = min_t(unsigned int, sd->qlog_next, SIO_NR_QLOG);
+	first = sd->qlog_next - n;
+	for (i = 0; i < n; i++)
+		copy[i] = sd->qlog[(first + i) % SIO_NR_QLOG];
+	spin_unlock_irqrestore(&sd->lock, irqflags);
+	for (i = 0; i < n; i++)
+		seq_printf(m, "%llu.%03llu %c %s %llu+%llu\n",
+			   copy[i].t_ns / NSEC_PER_MSEC,
+			   (copy[i].t_ns / NSEC_PER_USEC) % 1000, copy[i].what,
+			   copy[i].dep < SIO_NR_DEPS ? sio_dep_names[copy[i].dep] : "-",
+			   (unsigned long long)copy[i].start,
+			   (unsigned long long)(copy[i].end - copy[i].start));
+	kfree(copy);
+	return 0;
+}
+
 #define SIO_FIFO_ATTR(name) {#name "_fifo_list", 0400, .seq_ops = &sio_##name##_seq_ops}
 
 static const struct blk_mq_debugfs_attr sio_queue_debugfs_attrs[] = {
@@ -2179,6 +2255,7 @@ static const struct blk_mq_debugfs_attr sio_queue_debugfs_attrs[] = {
 	{"inflight", 0400, sio_inflight_show},
 	{"phase", 0400, sio_phase_show},
 	{"kprobes", 0400, sio_kprobes_show},
+	{"qasio_log", 0400, sio_qlog_show},
 	{"dispatch", 0400, .seq_ops = &sio_dispatch_seq_ops},
 	SIO_FIFO_ATTR(rt_read),
 	SIO_FIFO_ATTR(rt_sync_write),

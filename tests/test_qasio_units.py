@@ -18,9 +18,11 @@ from smartio.qasio.workload import (
     PAPER,
     Params,
     counter_delta,
+    explain_waits,
     ops,
     parse_benchmarks,
     parse_counters,
+    parse_qasio_log,
     percentile,
     setup_ops,
     summarise,
@@ -230,3 +232,25 @@ def test_background_fio_stops_with_results() -> None:
         path.unlink(missing_ok=True)
     bg = res.jobs["bg"].write
     assert bg is not None and bg.bytes >= 4 << 20 and bg.runtime_ms > 0      # it looped over the file
+
+
+def test_the_slowest_call_explained_from_the_qasio_log() -> None:
+    """debugfs qasio_log lines (kernel/smartio-iosched.c, sio_qlog_show) against the calls' own times: what happened
+    while the slowest truncate() waited, and a call the probes saw nothing for."""
+    log = parse_qasio_log("1000.000 P data 800+8\n"
+                          "1000.500 Q data 2048+8\n"
+                          "1000.600 d - 2048+256\n"
+                          "1002.250 c - 2048+256\n"
+                          "1003.000 X data 800+8\n"
+                          "garbage line\n"
+                          "1500.000 D sync 4096+8\n")
+    assert [e["what"] for e in log] == ["P", "Q", "d", "c", "X", "D"] and log[2]["dep"] is None
+    got = explain_waits({"truncate": (0.9995, 0.004), "creat": (1.2, 0.1)}, log)
+    assert got["truncate"] == {"ms": 4.0, "events": {"P": 1, "Q": 1, "d": 1, "c": 1, "X": 1},
+                               "last_boosted_done_ms": 2.75, "log_covers": True}
+    assert got["creat"]["events"] == {} and got["creat"]["log_covers"]
+    text = report.wait_text(got["truncate"])
+    assert text.startswith("1 found queued, boosted, 1 not queued yet, 1 never found") and "2.8 ms into" in text
+    assert "no wait on a write the probes saw" in report.wait_text(got["creat"])
+    full = [{**log[0], "t": 2.0 + i} for i in range(1024)]       # a full log that begins after the call began
+    assert "no longer covers" in report.wait_text(explain_waits({"fsync": (1.5, 1.0)}, full)["fsync"])

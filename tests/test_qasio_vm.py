@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from test_iosched_vm import KERNEL_ARGS, PRELUDE, ModuleBuild, Stats, module_ko  # noqa: F401  (module_ko: a fixture)
 
+from smartio.qasio.workload import LOG_EVENTS, LOG_SIZE, parse_qasio_log
 from smartio.testbed import vm
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1500), pytest.mark.usefixtures("testbed_ready")]
@@ -127,6 +128,7 @@ for f in $D/*_fifo_list $D/dispatch; do echo "== $f"; cat $f; done > $SMARTIO_OU
 umount /mnt/t
 e2fsck -fn /dev/vda > $SMARTIO_OUT/e2fsck.txt 2>&1 || fail "e2fsck: $(cat $SMARTIO_OUT/e2fsck.txt)"
 snap qasio
+cat $D/qasio_log > $SMARTIO_OUT/qasio_log
 cat $D/kprobes > $SMARTIO_OUT/module-kprobes
 use none
 grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' \
@@ -171,6 +173,27 @@ def test_issue12_dependency_counters_balance(qasio_run: Path) -> None:
     """detected = found_queued + found_dispatched + not_found + pending, per dependency type."""
     for dep, r in qasio_rows(Stats.load(qasio_run, "qasio")).items():
         assert r["detected"] == r["found_queued"] + r["found_dispatched"] + r["not_found"] + r["pending"], (dep, r)
+
+
+def test_issue12_qasio_log_agrees_with_the_counters(qasio_run: Path) -> None:
+    """debugfs qasio_log: one entry per wait's outcome and per boosted write's dispatch and completion. Unless it
+    wrapped, its outcomes add up to the counters; every completion follows its dispatch."""
+    log = parse_qasio_log((qasio_run / "qasio_log").read_text())
+    rows = qasio_rows(Stats.load(qasio_run, "qasio"))
+    assert log and all(e["what"] in LOG_EVENTS for e in log), log[:5]
+    assert [e["t"] for e in log] == sorted(e["t"] for e in log)
+    n = {w: sum(e["what"] == w for e in log) for w in LOG_EVENTS}
+    assert n["d"] > 0 and n["c"] > 0, n
+    dispatched: set[int] = set()
+    for e in log:
+        if e["what"] == "d":
+            dispatched.add(e["start"])
+        elif e["what"] == "c" and len(log) < LOG_SIZE:
+            assert e["start"] in dispatched, e
+    if len(log) < LOG_SIZE:
+        total = {k: sum(r[k] for r in rows.values()) for k in ("found_queued", "found_dispatched", "not_found")}
+        assert n["Q"] + n["R"] == total["found_queued"] and n["D"] == total["found_dispatched"], (n, total)
+        assert n["X"] == total["not_found"], (n, total)
 
 
 def test_issue12_kprobes_only_while_a_queue_uses_smartio(qasio_run: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from smartio.compare.spec import clock_text
 from smartio.flashdev.profiles import device_line
-from smartio.qasio.workload import BENCHMARKS, KEY_CALLS
+from smartio.qasio.workload import BENCHMARKS, KEY_CALLS, LOG_EVENTS
 from smartio.report.tables import grid as table
 
 # Seed 001, Table 2: (avg, max) per benchmark and call; ms for M1-M4, seconds for M5.
@@ -80,8 +80,27 @@ def render_bench(doc: dict[str, Any]) -> str:
     lines.append("  total = the benchmark's calls from first to last; writer = fio's buffered background writer "
                  "(bytes written / its runtime); boosted = the smartio module's QASIO counters (debugfs), per "
                  "dependency type")
+    why = [f"  {b.upper()} {call} {x['ms']:.1f} ms: {wait_text(x)}"
+           for b, r in doc["results"]["benchmarks"].items() for call, x in sorted((r.get("slowest") or {}).items())
+           if call != "close"]
+    if why:
+        lines += ["", "  the slowest call of each type, and what the module's QASIO log shows while it waited:", *why]
     lines += [f"  note: {n}" for n in doc.get("notes", [])]
     return "\n".join(lines)
+
+
+def wait_text(x: dict[str, Any]) -> str:
+    """One slowest call's QASIO log, in words."""
+    if not x.get("log_covers"):
+        return "the log (its last 1024 events) no longer covers it"
+    ev = x["events"]
+    waits = {k: ev.get(k, 0) for k in "QDRPX" if ev.get(k)}
+    if not waits:
+        return "no wait on a write the probes saw (a journal commit's sync writes, a tag, the CPU)"
+    text = ", ".join(f"{n} {LOG_EVENTS[k]}" for k, n in waits.items())
+    if x.get("last_boosted_done_ms") is not None:
+        text += f"; the last boosted write completed {x['last_boosted_done_ms']:.1f} ms into the call"
+    return text
 
 
 # --- compare ---------------------------------------------------------------------------------------------------

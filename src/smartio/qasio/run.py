@@ -43,8 +43,10 @@ from smartio.qasio.workload import (
     Op,
     Params,
     counter_delta,
+    explain_waits,
     ops,
     parse_counters,
+    parse_qasio_log,
     setup_ops,
     summarise,
 )
@@ -184,6 +186,14 @@ def stats_file(dev: Device) -> Path:
     return Path("/sys/kernel/debug/block") / dev.disk / "sched" / "stats"
 
 
+def read_qasio_log(dev: Device) -> list[dict[str, Any]] | None:
+    """The module's QASIO log (debugfs qasio_log: its last 1024 events), or None without it."""
+    try:
+        return parse_qasio_log((stats_file(dev).parent / "qasio_log").read_text())
+    except OSError:
+        return None
+
+
 def read_counters(dev: Device) -> dict[str, dict[str, int]] | None:
     """The smartio module's qasio_* counters (debugfs), or None under another scheduler or without debugfs."""
     if read_scheduler(dev)[0] != "smartio":
@@ -198,8 +208,10 @@ def sectors_written(dev: Device) -> int:
     return int((Path("/sys/block") / dev.disk / "stat").read_text().split()[6])
 
 
-def execute(root: Path, calls: list[Op] | Any, lat: dict[str, list[float]] | None) -> float:
-    """Make the calls in `root`, timing each timed one into `lat` (seconds); returns the time they took in all.
+def execute(root: Path, calls: list[Op] | Any, lat: dict[str, list[float]] | None,
+            slowest: dict[str, tuple[float, float]] | None = None) -> float:
+    """Make the calls in `root`, timing each timed one into `lat` (seconds) and keeping the slowest of each type in
+    `slowest` as (start on time.monotonic's clock, duration); returns the time they took in all.
     creat() is open(O_WRONLY | O_CREAT | O_TRUNC), as the C library defines it."""
     buf = memoryview(os.urandom(4 << 20))
     fd = -1
@@ -227,7 +239,10 @@ def execute(root: Path, calls: list[Op] | Any, lat: dict[str, list[float]] | Non
             else:
                 raise SmartioError(f"unknown call {op.call}")
             if op.timed and lat is not None:
-                lat.setdefault(op.call, []).append(clock() - t)
+                d = clock() - t
+                lat.setdefault(op.call, []).append(d)
+                if slowest is not None and d > slowest.get(op.call, (0.0, -1.0))[1]:
+                    slowest[op.call] = (t, d)
     finally:
         if fd >= 0:
             os.close(fd)
@@ -277,6 +292,7 @@ def run_one(bench: str, root: Path, dev: Device, engine: FioEngine, settings: Se
     writer = engine.start(writer_jobset(bg_path, z["background"] if bench != "m5" else z["m5_big"]),
                           f"the background writer of {bench}")
     lat: dict[str, list[float]] = {}
+    slowest: dict[str, tuple[float, float]] = {}
     try:
         writer.wait_started()
         wait_for_writer(writer, bg_path)
@@ -285,13 +301,14 @@ def run_one(bench: str, root: Path, dev: Device, engine: FioEngine, settings: Se
         if not writer.running():
             raise SmartioError(writer.failure())
         sec0, t0 = sectors_written(dev), time.monotonic()
-        total = execute(root, ops(bench, settings.params), lat)
+        total = execute(root, ops(bench, settings.params), lat, slowest)
         sec1, t1 = sectors_written(dev), time.monotonic()
         res = writer.stop()
     except BaseException:
         writer.close()
         raise
     after = read_counters(dev)
+    log = read_qasio_log(dev) if after is not None else None
     w = res.jobs["bg"].write
     bg_bytes, bg_s = (w.bytes, w.runtime_ms / 1e3) if w else (0, 0.0)
     out: dict[str, Any] = {
@@ -300,6 +317,7 @@ def run_one(bench: str, root: Path, dev: Device, engine: FioEngine, settings: Se
                        "mb_per_s": round(bg_bytes / MIB / bg_s, 4) if bg_s > 0 else 0.0},
         "device_write_mb_per_s": round((sec1 - sec0) * 512 / MIB / max(t1 - t0, 1e-9), 4),
         "counters": counter_delta(before, after) if before is not None and after is not None else None,
+        "slowest": explain_waits(slowest, log) if log is not None else None,
     }
     say(f"{bench}: {total:.1f} s, " + ", ".join(f"{c} max {s['max_ms']:.1f} ms" for c, s in out["calls"].items()
                                                  if c != "close")
@@ -341,7 +359,17 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "total_s": Stat.of(r["total_s"] for r in runs).to_json(),
             "background_mb_per_s": Stat.of(r["background"]["mb_per_s"] for r in runs).to_json(),
             "device_write_mb_per_s": Stat.of(r["device_write_mb_per_s"] for r in runs).to_json(),
-            "counters": counters, "boosted": _boosted(counters), "repeats": runs}
+            "counters": counters, "boosted": _boosted(counters), "slowest": slowest_of(runs), "repeats": runs}
+
+
+def slowest_of(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per call type, the slowest call over the repeats and what the QASIO log says about its wait."""
+    out: dict[str, Any] = {}
+    for r in runs:
+        for call, x in (r.get("slowest") or {}).items():
+            if call not in out or x["ms"] > out[call]["ms"]:
+                out[call] = x
+    return out or None
 
 
 def run_qasio(settings: Settings, target: str | None, *, command: str = "smartio bench qasio",

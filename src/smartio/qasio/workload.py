@@ -211,3 +211,42 @@ def counter_delta(before: dict[str, dict[str, int]], after: dict[str, dict[str, 
         b = before.get(dep, {})
         out[dep] = {k: v if k == "pending" else v - b.get(k, 0) for k, v in row.items()}
     return out
+
+
+# The module's debugfs qasio_log: "<ms since boot>.<us> <what> <dep> <start>+<sectors>" (kernel/smartio-iosched.c).
+LOG_SIZE = 1024    # SIO_NR_QLOG: a full log may have lost what came before its first entry
+LOG_EVENTS = {"Q": "found queued, boosted", "D": "found dispatched", "P": "not queued yet", "R": "found on a retry",
+              "X": "never found", "d": "boosted write dispatched", "c": "boosted write completed"}
+
+
+def parse_qasio_log(text: str) -> list[dict[str, Any]]:
+    """The log's entries, oldest first: {t (s, CLOCK_MONOTONIC), what, dep (None for d/c), start, sectors}."""
+    out = []
+    for line in text.splitlines():
+        try:
+            t, what, dep, rng = line.split()
+            start, n = rng.split("+")
+            out.append({"t": float(t) / 1e3, "what": what, "dep": None if dep == "-" else dep,
+                        "start": int(start), "sectors": int(n)})
+        except ValueError:
+            continue
+    return out
+
+
+def explain_waits(spans: dict[str, tuple[float, float]], log: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """For the slowest call of each type (start, duration in s, CLOCK_MONOTONIC), what the QASIO log says happened
+    while it waited: how many waits were found queued (and boosted), dispatched, not yet queued or never found, and
+    how long after the call began its last boosted write completed. A slow call with no event waited on nothing the
+    probes see (a journal commit's sync writes, a tag, the CPU)."""
+    out: dict[str, dict[str, Any]] = {}
+    for call, (start, dur) in spans.items():
+        end = start + dur
+        inside = [e for e in log if start <= e["t"] <= end]
+        counts: dict[str, int] = {}
+        for e in inside:
+            counts[e["what"]] = counts.get(e["what"], 0) + 1
+        done = [e["t"] - start for e in inside if e["what"] == "c"]
+        out[call] = {"ms": round(dur * 1e3, 3), "events": counts,
+                     "last_boosted_done_ms": round(max(done) * 1e3, 3) if done else None,
+                     "log_covers": len(log) < LOG_SIZE or log[0]["t"] <= start}
+    return out
