@@ -183,9 +183,11 @@ enum sio_dep {
 
 /*
  * Per-request state, kept in rq->elv.priv[0]: flag bits, then the class,
- * group and kind recorded when the request was first inserted.
- * rq->elv.priv[1] is the request's slot in writes_out[] + 1 while it is a
- * dispatched write, else 0.
+ * group and kind recorded when the request was first inserted, and the
+ * request's slot in writes_out[] + 1 while it is a dispatched write, else 0.
+ * rq->elv.priv[1] is a write's owner: the address_space of its first page
+ * when it was inserted (a key compared with a waiting task's folio mapping,
+ * never dereferenced), or NULL.
  */
 #define SIO_RQ_OWNED		BIT(0)	/* inserted through this scheduler */
 #define SIO_RQ_QUEUED		BIT(1)	/* on a group FIFO, counted in queued[] */
@@ -198,6 +200,8 @@ enum sio_dep {
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
+#define SIO_RQ_OUT_SHIFT	24
+#define SIO_RQ_OUT_MASK		0x7fUL	/* > SIO_NR_WRITES_OUT */
 #define SIO_RQ_FIELD_MASK	0xfUL
 
 /* Every request ends either merged (never dispatched) or completed. */
@@ -246,6 +250,7 @@ struct sio_nmi_hint {
 	struct request_queue *q;	/* compared with live queues only */
 	sector_t start, end;
 	enum sio_dep dep;
+	const void *owner;		/* a key, never dereferenced */
 };
 
 /* Per CPU; written only by kprobe handlers, which never nest on a CPU. */
@@ -324,6 +329,7 @@ struct sio_data {
 	u64 pace_delayed;			/* ... of which had waited for it */
 	u64 unpaced_writes;			/* writes sent by sio_pace() with no reader */
 	u64 held_reads;				/* reads sent after a read hold kept them */
+	u64 owner_boosted;			/* boosted as a waiting task's file's writes */
 	u64 write_slice_expired;
 	u64 write_windows;			/* write windows opened */
 	u64 prio_aged;
@@ -984,21 +990,48 @@ static void sio_qlog_add(struct sio_data *sd, char what, sector_t start,
 	*e = (struct sio_qlog){ now, start, end, dep, what };
 }
 
-/* Remember a dispatched write until it completes (slot in rq->elv.priv[1]). */
+static unsigned long sio_rq_out(struct request *rq)
+{
+	return (sio_rq_flags(rq) >> SIO_RQ_OUT_SHIFT) & SIO_RQ_OUT_MASK;
+}
+
+static void sio_rq_set_out(struct request *rq, unsigned long slot)
+{
+	sio_rq_set_flags(rq, (sio_rq_flags(rq) &
+			      ~(SIO_RQ_OUT_MASK << SIO_RQ_OUT_SHIFT)) |
+			     slot << SIO_RQ_OUT_SHIFT);
+}
+
+/*
+ * The owner of a write: the mapping of its first page (a page under
+ * writeback, pinned by the bio), as a key only. A file's writeback goes out
+ * in several requests, and ext4 ends the writeback of all their pages
+ * together (one io_end), so a task waiting on one page waits for all.
+ */
+static void *sio_owner(struct request *rq)
+{
+	struct bio *bio = rq->bio;
+
+	if (!bio || !bio_has_data(bio) || !bio->bi_io_vec)
+		return NULL;
+	return READ_ONCE(bio->bi_io_vec[0].bv_page->mapping);
+}
+
+/* Remember a dispatched write until it completes (slot in the flags). */
 static void sio_write_out_add(struct sio_data *sd, struct request *rq)
 {
 	int i;
 
 	lockdep_assert_held(&sd->lock);
 
-	rq->elv.priv[1] = NULL;
+	sio_rq_set_out(rq, 0);
 	for (i = 0; i < SIO_NR_WRITES_OUT; i++) {
 		struct sio_write_out *w = &sd->writes_out[i];
 
 		if (!w->end) {
 			w->start = blk_rq_pos(rq);
 			w->end = w->start + max(blk_rq_sectors(rq), 1U);
-			rq->elv.priv[1] = (void *)(unsigned long)(i + 1);
+			sio_rq_set_out(rq, i + 1);
 			return;
 		}
 	}
@@ -1006,13 +1039,13 @@ static void sio_write_out_add(struct sio_data *sd, struct request *rq)
 
 static void sio_write_out_del(struct sio_data *sd, struct request *rq)
 {
-	unsigned long slot = (unsigned long)rq->elv.priv[1];
+	unsigned long slot = sio_rq_out(rq);
 
 	lockdep_assert_held(&sd->lock);
 
 	if (slot) {
 		sd->writes_out[slot - 1].end = 0;
-		rq->elv.priv[1] = NULL;
+		sio_rq_set_out(rq, 0);
 	}
 }
 
@@ -1057,6 +1090,37 @@ static bool sio_boost_range(struct sio_data *sd, sector_t start, sector_t end,
 			sio_move_to_group(sd, rq, SIO_G_BOOSTED_WRITE);
 			sio_rq_stats(sd, rq)->boosted++;
 			sd->dep_stats[dep].boosted++;
+		}
+	}
+	return found;
+}
+
+/*
+ * Boost every queued async write of @owner (a waiting task's file): the rest
+ * of the file's writeback ends only with them. Returns whether any was queued.
+ */
+static bool sio_boost_owner(struct sio_data *sd, const void *owner,
+			    enum sio_dep dep)
+{
+	struct request *rq, *next;
+	bool found = false;
+	enum sio_class c;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (!owner)
+		return false;
+	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
+		list_for_each_entry_safe(rq, next, &sd->cls[c].fifo[SIO_G_ASYNC_WRITE],
+					 queuelist) {
+			if (rq->elv.priv[1] != owner)
+				continue;
+			found = true;
+			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_BOOSTED);
+			sio_move_to_group(sd, rq, SIO_G_BOOSTED_WRITE);
+			sio_rq_stats(sd, rq)->boosted++;
+			sd->dep_stats[dep].boosted++;
+			sd->owner_boosted++;
 		}
 	}
 	return found;
@@ -1141,7 +1205,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
  * reruns the queue.
  */
 static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
-			 enum sio_dep dep)
+			 enum sio_dep dep, const void *owner)
 {
 	struct sio_dep_stats *st = &sd->dep_stats[dep];
 	unsigned long irqflags;
@@ -1162,6 +1226,7 @@ static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
 		}
 	}
 	st->detected++;
+	sio_boost_owner(sd, owner, dep);
 	if (sio_boost_range(sd, start, end, dep)) {
 		st->found_queued++;
 		sio_qlog_add(sd, 'Q', start, end, dep, now);
@@ -1180,7 +1245,7 @@ unlock:
 
 /* Report [start, end) of @q to the smartio queue that serves it, if any. */
 static void sio_hint_queue(struct request_queue *q, sector_t start,
-			   sector_t end, enum sio_dep dep)
+			   sector_t end, enum sio_dep dep, const void *owner)
 {
 	struct sio_data *sd;
 
@@ -1189,7 +1254,7 @@ static void sio_hint_queue(struct request_queue *q, sector_t start,
 		if (sd->q != q)
 			continue;
 		if (READ_ONCE(sd->qasio_boost) && READ_ONCE(sd->qasio_dep[dep]) &&
-		    sio_hint_one(sd, start, end, dep))
+		    sio_hint_one(sd, start, end, dep, owner))
 			blk_mq_run_hw_queues(q, true);
 		break;
 	}
@@ -1204,13 +1269,13 @@ static void sio_nmi_work_fn(struct irq_work *work)
 
 	for (i = 0; i < n; i++)
 		sio_hint_queue(buf->h[i].q, buf->h[i].start, buf->h[i].end,
-			       buf->h[i].dep);
+			       buf->h[i].dep, buf->h[i].owner);
 	WRITE_ONCE(buf->n, 0);
 }
 
 /* Report a sector range a task waits on (from a kprobe handler). */
 static void sio_hint(struct block_device *bdev, sector_t sector,
-		     sector_t nr_sectors, enum sio_dep dep)
+		     sector_t nr_sectors, enum sio_dep dep, const void *owner)
 {
 	struct request_queue *q = bdev_get_queue(bdev);
 	sector_t start = sector + bdev->bd_start_sect;
@@ -1218,7 +1283,7 @@ static void sio_hint(struct block_device *bdev, sector_t sector,
 	unsigned int n;
 
 	if (!in_nmi()) {
-		sio_hint_queue(q, start, start + nr_sectors, dep);
+		sio_hint_queue(q, start, start + nr_sectors, dep, owner);
 		return;
 	}
 	/*
@@ -1232,7 +1297,7 @@ static void sio_hint(struct block_device *bdev, sector_t sector,
 		atomic_long_inc(&sio_nmi_dropped);
 		return;
 	}
-	buf->h[n] = (struct sio_nmi_hint){ q, start, start + nr_sectors, dep };
+	buf->h[n] = (struct sio_nmi_hint){ q, start, start + nr_sectors, dep, owner };
 	WRITE_ONCE(buf->n, n + 1);
 	atomic_long_inc(&sio_nmi_deferred);
 	irq_work_queue(&buf->work);
@@ -1249,7 +1314,7 @@ static int sio_kp_buffer(struct kprobe *p, struct pt_regs *regs)
 	    !buffer_mapped(bh) || !buffer_uptodate(bh))
 		return 0;
 	spb = bh->b_size >> SECTOR_SHIFT;
-	sio_hint(bh->b_bdev, bh->b_blocknr * spb, spb, SIO_DEP_META);
+	sio_hint(bh->b_bdev, bh->b_blocknr * spb, spb, SIO_DEP_META, NULL);
 	return 0;
 }
 
@@ -1334,7 +1399,7 @@ unlock:
 	if (!bdev)
 		return 0;
 	dep = sio_folio_dep(ret);
-	sio_hint(bdev, start, end - start, dep);
+	sio_hint(bdev, start, end - start, dep, mapping);
 	return 0;
 }
 
@@ -1546,6 +1611,7 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 			q->last_merge = rq;
 	}
 	rq->fifo_time = now;
+	rq->elv.priv[1] = dir == SIO_WRITE ? sio_owner(rq) : NULL;
 	list_add_tail(&rq->queuelist, &cq->fifo[group]);
 	sd->queued[sio_rq_kind(rq)]++;
 	sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_QUEUED);
@@ -2089,6 +2155,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 			   st->boosted);
 	}
 	seq_printf(m, "qasio_discard async_inserted=%llu\n", sd->discard_async);
+	seq_printf(m, "qasio_file boosted_with_file=%llu\n", sd->owner_boosted);
 	seq_printf(m, "depth nr_requests=%lu async=%u sync_write=%u\n",
 		   sd->q->nr_requests, sd->async_depth, sd->sync_write_depth);
 	spin_unlock_irq(&sd->lock);

@@ -233,3 +233,61 @@ def test_issue12_async_share_follows_the_device_not_nr_requests(qasio_run: Path)
     get all but 1/16 of the 64 (the shares are computed from the tag map: 6.1 updates q->nr_requests after)."""
     stats = (qasio_run / "stats-qasio").read_text()
     assert "depth nr_requests=64 async=3 sync_write=60" in stats, stats
+
+
+FILE_PY = r'''
+import ctypes, json, os, sys, time
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+root, out = sys.argv[1], sys.argv[2]
+
+
+def write_out(path, size):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, os.urandom(size))
+    if libc.sync_file_range(fd, 0, size, 2):         # SYNC_FILE_RANGE_WRITE: writeback starts, async
+        raise OSError(ctypes.get_errno(), "sync_file_range")
+    return fd
+
+
+bg = write_out(f"{root}/bg", 2 << 20)                # 16 writes of 128 KiB queued first
+fd = write_out(f"{root}/f", 512 << 10)               # then the file's 4, behind them
+t = time.monotonic()
+os.ftruncate(fd, 0)                                  # waits on its first page: D_data
+json.dump({"truncate_s": time.monotonic() - t}, open(out, "w"))
+'''
+
+FILE_GUEST = r"""
+use smartio
+echo 128 > $Q/nr_requests
+echo 120 > $Q/iosched/async_depth                   # a deep async queue: the file's writes queue behind others
+echo 0 > $Q/wbt_lat_usec
+mkfs.ext4 -q -F -E nodiscard /dev/vda
+mkdir -p /mnt/t && mount /dev/vda /mnt/t
+python3 {load} /mnt/t $SMARTIO_OUT/file.json || fail "load failed"
+snap file
+cat $D/qasio_log > $SMARTIO_OUT/qasio_log
+umount /mnt/t
+use none
+"""
+
+
+def test_issue12_a_wait_on_one_page_boosts_the_files_other_writes(tmp_path: Path,
+                                                                  module_ko: ModuleBuild) -> None:  # noqa: F811
+    """ext4 ends the writeback of a file's pages together (one io_end over its requests), so truncate() waiting on
+    the first page waits for all of the file's writes: the boost moves every queued async write of that file
+    (`qasio_file boosted_with_file`), not only the one holding the page."""
+    (tmp_path / "file.py").write_text(FILE_PY)
+    (tmp_path / "guest.sh").write_text(PRELUDE + FILE_GUEST.format(load=tmp_path / "file.py"))
+    r = vm.run(["sh", str(tmp_path / "guest.sh")], profile="s5-emmc", disks=1, disk_size=64 << 20,
+               modules=[module_ko.ko], kernel_args=KERNEL_ARGS, timeout=300 * module_ko.slowdown,
+               artifacts=tmp_path / "art", stream=None, cwd=tmp_path, flavour=module_ko.flavour)
+    assert r.failure is None, r.failure
+    assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
+    st = Stats.load(r.out_dir, "file")
+    st.assert_balanced(min_dispatched=10)
+    data = qasio_rows(st)["data"]
+    with_file = st.rows["qasio_file"]["boosted_with_file"]
+    assert data["detected"] >= 1 and with_file >= 2, (data, with_file)
+    assert data["boosted"] >= with_file, (data, with_file)
