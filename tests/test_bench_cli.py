@@ -111,12 +111,19 @@ def test_profile_prints_the_four_parameters(scratch, tmp_path):
     assert all(int(line.split("=")[1]) > 0 for line in lines[4:-1]) and lines[-1] == "write_window_ms=0"
 
 
+def sigint_default() -> None:
+    """A job started in the background by a non-interactive shell (as CI may be) inherits SIGINT ignored, and Python
+    then installs no KeyboardInterrupt handler: give the child the terminal's default, as an interactive user's."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @needs_fio
 def test_ctrl_c_removes_scratch_files(scratch, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "smartio", "bench", "latency", "--target", str(scratch),
                              "--size", "512M", "--repeats", "5"],
                             env={**os.environ, "SMARTIO_DB": str(tmp_path / "r.db")},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=sigint_default)
     deadline = time.monotonic() + 60
     while not any(scratch.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.2)

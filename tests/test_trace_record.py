@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_bench_cli import sigint_default
 
 from smartio.cli import main
 from smartio.trace.formats import read_trace
@@ -109,7 +110,7 @@ def test_ctrl_c_ends_the_recording_and_restores_tracing(ext4_loop, tmp_path):
     state_before = _tracing_state()
     out = tmp_path / "until-c.smtrace"
     proc = subprocess.Popen([sys.executable, "-m", "smartio", "trace", "record", "-o", str(out), "--device", loop],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     time.sleep(1.5)
     subprocess.run([sys.executable, "-c", WORKLOAD + "import os; os.sync()", str(mnt / "b.db")], check=True)
     proc.send_signal(signal.SIGINT)
