@@ -1064,6 +1064,18 @@ static bool sio_write_out_find(struct sio_data *sd, sector_t start, sector_t end
 	return false;
 }
 
+/* Move queued async write @rq to the boosted group, for dependency @dep. */
+static void sio_boost_rq(struct sio_data *sd, struct request *rq,
+			 enum sio_dep dep)
+{
+	lockdep_assert_held(&sd->lock);
+
+	sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_BOOSTED);
+	sio_move_to_group(sd, rq, SIO_G_BOOSTED_WRITE);
+	sio_rq_stats(sd, rq)->boosted++;
+	sd->dep_stats[dep].boosted++;
+}
+
 /*
  * Boost the queued writes overlapping [start, end) for a task waiting on
  * them; async ones move to the boosted group. Returns whether any queued
@@ -1086,10 +1098,7 @@ static bool sio_boost_range(struct sio_data *sd, sector_t start, sector_t end,
 			if (!(sio_rq_flags(rq) & SIO_RQ_QUEUED) ||
 			    sio_rq_group(rq) != SIO_G_ASYNC_WRITE)
 				continue;
-			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_BOOSTED);
-			sio_move_to_group(sd, rq, SIO_G_BOOSTED_WRITE);
-			sio_rq_stats(sd, rq)->boosted++;
-			sd->dep_stats[dep].boosted++;
+			sio_boost_rq(sd, rq, dep);
 		}
 	}
 	return found;
@@ -1116,10 +1125,7 @@ static bool sio_boost_owner(struct sio_data *sd, const void *owner,
 			if (rq->elv.priv[1] != owner)
 				continue;
 			found = true;
-			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_BOOSTED);
-			sio_move_to_group(sd, rq, SIO_G_BOOSTED_WRITE);
-			sio_rq_stats(sd, rq)->boosted++;
-			sd->dep_stats[dep].boosted++;
+			sio_boost_rq(sd, rq, dep);
 			sd->owner_boosted++;
 		}
 	}

@@ -137,17 +137,22 @@ rmmod smartio_iosched
 """
 
 
-@pytest.fixture(scope="module")
-def qasio_run(tmp_path_factory: pytest.TempPathFactory, module_ko: ModuleBuild) -> Path:  # noqa: F811
-    tmp = tmp_path_factory.mktemp("qasio")
-    (tmp / "load.py").write_text(LOAD_PY)
-    (tmp / "guest.sh").write_text(PRELUDE + GUEST.format(load=tmp / "load.py"))
-    r = vm.run(["sh", str(tmp / "guest.sh")], profile="s5-emmc", disks=1, disk_size=128 << 20,
-               modules=[module_ko.ko], kernel_args=KERNEL_ARGS, timeout=540 * module_ko.slowdown,
-               artifacts=tmp / "art", stream=None, cwd=tmp, flavour=module_ko.flavour)
+def run_load(tmp: Path, load_py: str, guest: str, ko: ModuleBuild, disk_mb: int, timeout_s: float) -> Path:
+    """Boot s5-emmc with the module and run `guest` (a script with a {load} field for the Python load); its
+    $SMARTIO_OUT."""
+    (tmp / "load.py").write_text(load_py)
+    (tmp / "guest.sh").write_text(PRELUDE + guest.format(load=tmp / "load.py"))
+    r = vm.run(["sh", str(tmp / "guest.sh")], profile="s5-emmc", disks=1, disk_size=disk_mb << 20,
+               modules=[ko.ko], kernel_args=KERNEL_ARGS, timeout=timeout_s * ko.slowdown,
+               artifacts=tmp / "art", stream=None, cwd=tmp, flavour=ko.flavour)
     assert r.failure is None, r.failure
     assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
     return r.out_dir
+
+
+@pytest.fixture(scope="module")
+def qasio_run(tmp_path_factory: pytest.TempPathFactory, module_ko: ModuleBuild) -> Path:  # noqa: F811
+    return run_load(tmp_path_factory.mktemp("qasio"), LOAD_PY, GUEST, module_ko, disk_mb=128, timeout_s=540)
 
 
 def qasio_rows(st: Stats) -> dict[str, dict[str, int]]:
@@ -279,14 +284,8 @@ def test_issue12_a_wait_on_one_page_boosts_the_files_other_writes(tmp_path: Path
     """ext4 ends the writeback of a file's pages together (one io_end over its requests), so truncate() waiting on
     the first page waits for all of the file's writes: the boost moves every queued async write of that file
     (`qasio_file boosted_with_file`), not only the one holding the page."""
-    (tmp_path / "file.py").write_text(FILE_PY)
-    (tmp_path / "guest.sh").write_text(PRELUDE + FILE_GUEST.format(load=tmp_path / "file.py"))
-    r = vm.run(["sh", str(tmp_path / "guest.sh")], profile="s5-emmc", disks=1, disk_size=64 << 20,
-               modules=[module_ko.ko], kernel_args=KERNEL_ARGS, timeout=300 * module_ko.slowdown,
-               artifacts=tmp_path / "art", stream=None, cwd=tmp_path, flavour=module_ko.flavour)
-    assert r.failure is None, r.failure
-    assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
-    st = Stats.load(r.out_dir, "file")
+    out = run_load(tmp_path, FILE_PY, FILE_GUEST, module_ko, disk_mb=64, timeout_s=300)
+    st = Stats.load(out, "file")
     st.assert_balanced(min_dispatched=10)
     data = qasio_rows(st)["data"]
     with_file = st.rows["qasio_file"]["boosted_with_file"]

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from smartio.flashdev.picker import ANTICIPATING, READING, Queued, State, Tunables, decide, is_read
+from smartio.flashdev.picker import ANTICIPATING, READING, Decision, Queued, State, Tunables, decide, is_read
 from smartio.flashdev.profiles import CLASSES, Profile
 
 NEVER = math.inf
@@ -249,6 +249,17 @@ SECTORS_PER_PAGE = 8     # 4 KiB requests
 RAND_STRIDE = 64         # sectors between a random stream's requests: never contiguous, as the module sees them
 
 
+def _decide(st: State, queued: list[Queued], inflight: collections.Counter[str], now: float,
+            tun: Tunables) -> Decision:
+    """The module's picker (sio_select) on the host's queue; the new phase is kept in `st`."""
+    st.reads = [q for q in queued if is_read(q.kind)]
+    st.writes = [q for q in queued if not is_read(q.kind)]
+    st.inflight = inflight
+    d = decide(st, now, tun)
+    st.phase, st.window_end = d.phase, d.window_end
+    return d
+
+
 def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios: int = 2000, think: float = 0.0,
                 seed: int = 1, log: list[tuple[float, str, int, bool]] | None = None) -> list[float]:
     """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream.
@@ -281,12 +292,8 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             if policy.name == "none":
                 pick = waiting[0]
             else:
-                qs = [Queued(sub, streams[i], tag=(sub, i)) for sub, i in waiting]
-                st.reads = [q for q in qs if is_read(q.kind)]
-                st.writes = [q for q in qs if not is_read(q.kind)]
-                st.inflight = collections.Counter(streams[i] for i in inflight)
-                d = decide(st, now, tun)
-                st.phase, st.window_end = d.phase, d.window_end
+                d = _decide(st, [Queued(sub, streams[i], tag=(sub, i)) for sub, i in waiting],
+                            collections.Counter(streams[i] for i in inflight), now, tun)
                 if d.request is None:
                     return NEVER if d.wait_until is None else d.wait_until
                 pick = d.request.tag
@@ -400,11 +407,7 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
             if policy.name == "none":
                 q = waiting[0]
             else:
-                st.reads = [x for x in waiting if is_read(x.kind)]
-                st.writes = [x for x in waiting if not is_read(x.kind)]
-                st.inflight = inflight
-                d = decide(st, now, tun)
-                st.phase, st.window_end = d.phase, d.window_end
+                d = _decide(st, list(waiting), inflight, now, tun)
                 if d.request is None:
                     return NEVER if d.wait_until is None else max(d.wait_until, now + 1e-3)
                 q = d.request
