@@ -53,6 +53,17 @@
  *     device model (src/smartio/flashdev/model.py, Policy "read_first"):
  *     pace 1.5 x the alone write latency of the write's class (seq, rand),
  *     hold 0.9 x the sequential program time.
+ *  8. Write merges beside a reader (write_merge_max_kb, 0 = no limit):
+ *     while a reader is active, a write request grows by merging to at most
+ *     this size; with no reader, writes merge as usual. The pace counts
+ *     requests and was sized with the profiler's 4 KiB writes, so a merged
+ *     write would bring that many more pages into the device's buffer per
+ *     pace. And a device without a command queue (eMMC) cannot even start a
+ *     read until the write command before it ends, which for a write larger
+ *     than its buffer is when all of it is programmed. On s5-emmc in the
+ *     testbed, the mixed workload at queue depth 128 (70 % sequential reads,
+ *     nr_requests 128) took 1.48-1.59 s with merging, 1.14-1.22 s without
+ *     it, and `none`, which never holds enough requests to merge, 1.34-1.40 s.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -106,6 +117,7 @@ static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behin
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
 static const int sio_default_write_pace_us;	/* writes spaced by a reader, us; 0 = off */
 static const int sio_default_read_hold_us;	/* reads wait after a write, us; 0 = off */
+static const int sio_default_write_merge_max_kb;	/* write merges beside a reader; 0 = no limit */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
@@ -309,6 +321,7 @@ struct sio_data {
 	int write_pace_us;
 	int write_pace_rand_us;
 	int read_hold_us;
+	int write_merge_max_kb;
 	int qasio_boost;
 	int qasio_dep[SIO_NR_DEPS];
 	int dispatch_limit[SIO_NR_KINDS];
@@ -335,6 +348,7 @@ struct sio_data {
 	u64 prio_aged;
 	u64 limit_blocked;
 	u64 bio_merged;				/* bios merged into queued requests */
+	u64 write_merges_refused;		/* write merges refused beside a reader */
 	u64 sync_promoted;			/* async requests made sync by a sync bio */
 	u64 discard_async;			/* discards inserted without REQ_SYNC */
 };
@@ -765,6 +779,27 @@ static bool sio_reader_active(struct sio_data *sd, u64 now)
 		return true;
 	return sd->last_read_done_ns &&
 	       sio_since(now, sd->last_read_done_ns) < window;
+}
+
+/*
+ * May write request @rq grow by @bytes through a merge (8)? Refusals are
+ * counted. Merges run under the lock: in sio_bio_merge() (bio merges and the
+ * request merges after them) and sio_insert_request(). An insert merge, whose
+ * partner is not known here, passes U32_MAX: refused whenever the limit holds.
+ */
+static bool sio_write_merge_ok(struct sio_data *sd, struct request *rq,
+			       unsigned int bytes)
+{
+	u64 max = (u64)READ_ONCE(sd->write_merge_max_kb) << 10;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (!max || req_op(rq) != REQ_OP_WRITE ||
+	    (u64)blk_rq_bytes(rq) + bytes <= max ||
+	    !sio_reader_active(sd, ktime_get_ns()))
+		return true;
+	sd->write_merges_refused++;
+	return false;
 }
 
 /*
@@ -1590,7 +1625,8 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 		sd->sync_promoted++;
 	sio_rq_set_field(rq, SIO_RQ_GROUP_SHIFT, group);
 
-	if (blk_mq_sched_try_insert_merge(q, rq, free)) {
+	if (sio_write_merge_ok(sd, rq, U32_MAX) &&
+	    blk_mq_sched_try_insert_merge(q, rq, free)) {
 		/* A merge that skipped sio_requests_merged() (multi-range discard). */
 		if (!(sio_rq_flags(rq) & SIO_RQ_MERGED)) {
 			sio_rq_stats(sd, rq)->merged++;
@@ -1721,6 +1757,37 @@ static void sio_requeue_request(struct request *rq)
 	sio_rq_set_flags(rq, flags & ~SIO_RQ_INFLIGHT);
 unlock:
 	spin_unlock_irqrestore(&sd->lock, irqflags);
+}
+
+/* Called by elv_bio_merge_ok() and blk_mq_sched_try_merge(), lock held. */
+static bool sio_allow_merge(struct request_queue *q, struct request *rq,
+			    struct bio *bio)
+{
+	return sio_write_merge_ok(q->elevator->elevator_data, rq,
+				  bio->bi_iter.bi_size);
+}
+
+/* The merge partners after a bio merge (attempt_merge()), lock held. */
+static struct request *sio_next_request(struct request_queue *q,
+					struct request *rq)
+{
+	struct request *next = elv_rb_latter_request(q, rq);
+
+	if (next && !sio_write_merge_ok(q->elevator->elevator_data, rq,
+					blk_rq_bytes(next)))
+		return NULL;
+	return next;
+}
+
+static struct request *sio_former_request(struct request_queue *q,
+					  struct request *rq)
+{
+	struct request *prev = elv_rb_former_request(q, rq);
+
+	if (prev && !sio_write_merge_ok(q->elevator->elevator_data, prev,
+					blk_rq_bytes(rq)))
+		return NULL;
+	return prev;
 }
 
 /* Called by the bio merge code (blk_mq_sched_try_merge) with the lock held. */
@@ -1948,6 +2015,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	sd->read_anticipation_us = sio_default_read_anticipation_us;
 	sd->write_pace_us = sio_default_write_pace_us;
 	sd->read_hold_us = sio_default_read_hold_us;
+	sd->write_merge_max_kb = sio_default_write_merge_max_kb;
 	sd->qasio_boost = sio_default_qasio_boost;
 	for (i = 0; i < SIO_NR_DEPS; i++)
 		sd->qasio_dep[i] = sio_default_qasio_dep;
@@ -2047,6 +2115,7 @@ SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
 SIO_TUNABLE(write_pace_us, write_pace_us, 0, 1000000);
 SIO_TUNABLE(write_pace_rand_us, write_pace_rand_us, 0, 1000000);
 SIO_TUNABLE(read_hold_us, read_hold_us, 0, 100000);
+SIO_TUNABLE(write_merge_max_kb, write_merge_max_kb, 0, 65536);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
 SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
@@ -2093,6 +2162,7 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(write_pace_us),
 	SIO_ATTR(write_pace_rand_us),
 	SIO_ATTR(read_hold_us),
+	SIO_ATTR(write_merge_max_kb),
 	SIO_ATTR(qasio_boost),
 	SIO_ATTR(qasio_meta),
 	SIO_ATTR(qasio_data),
@@ -2138,10 +2208,10 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	}
 	seq_printf(m, "total inserted=%llu merged=%llu dispatched=%llu completed=%llu\n",
 		   tot[0], tot[1], tot[2], tot[3]);
-	seq_printf(m, "events requeued=%llu requeue_merged=%llu dropped=%llu bio_merged=%llu sync_promoted=%llu write_slice_expired=%llu write_windows=%llu prio_aged=%llu limit_blocked=%llu\n",
+	seq_printf(m, "events requeued=%llu requeue_merged=%llu dropped=%llu bio_merged=%llu sync_promoted=%llu write_slice_expired=%llu write_windows=%llu prio_aged=%llu limit_blocked=%llu write_merges_refused=%llu\n",
 		   sd->requeued, sd->requeue_merged, sd->dropped, sd->bio_merged,
 		   sd->sync_promoted, sd->write_slice_expired, sd->write_windows,
-		   sd->prio_aged, sd->limit_blocked);
+		   sd->prio_aged, sd->limit_blocked, sd->write_merges_refused);
 	seq_printf(m, "anticipation holds=%llu hits=%llu expired=%llu lower_class_reads=%llu\n",
 		   sd->antic_holds, sd->antic_hits, sd->antic_expired,
 		   sd->antic_lower_reads);
@@ -2357,8 +2427,9 @@ static struct elevator_type sio_iosched = {
 		.prepare_request	= sio_prepare_request,
 		.finish_request		= sio_finish_request,
 		.requeue_request	= sio_requeue_request,
-		.next_request		= elv_rb_latter_request,
-		.former_request		= elv_rb_former_request,
+		.next_request		= sio_next_request,
+		.former_request		= sio_former_request,
+		.allow_merge		= sio_allow_merge,
 		.bio_merge		= sio_bio_merge,
 		.request_merge		= sio_request_merge,
 		.requests_merged	= sio_requests_merged,

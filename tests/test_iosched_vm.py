@@ -553,3 +553,41 @@ rmmod smartio_iosched
     new_unpaced = q["unpaced_writes"] - p["unpaced_writes"]
     assert writes_alone >= 600, f"a writer alone did {writes_alone} writes in 3 s: paced ({q})"
     assert new_unpaced >= writes_alone * 0.9 and q["delayed"] - p["delayed"] <= 2, (writes_alone, p, q)
+
+
+def test_issue11_writes_do_not_merge_beyond_the_limit_beside_a_reader(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Issue 11, rule 8: with write_merge_max_kb=4, a sequential writer at queue depth 32 beside a reader sends
+    every 4 KiB write as its own request (merges refused, counted); alone, the same writer's writes merge. A merged
+    write is one long command on a device without a command queue, and the pace counts requests."""
+    writer = FioJob("writer", "write", 2, True, 32, 32, iodepth=32, verify=False,
+                    extra=("time_based=1", "startdelay=1", "runtime=4"))
+    reader = FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=6"))
+    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, [reader, writer]))
+    (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, [dataclasses.replace(writer, extra=(
+        "time_based=1", "runtime=3"))]))
+    script = f"""
+use smartio
+echo 128 > $Q/nr_requests
+echo 4 > $Q/iosched/write_merge_max_kb
+echo 20000 > $Q/iosched/read_anticipation_us   # a TCG guest can take over 3 ms between a reader's reads
+fio --output-format=json --output=$SMARTIO_OUT/pair.json {tmp_path}/pair.fio || fail "fio (reader and writer)"
+snap pair
+use none
+use smartio
+echo 128 > $Q/nr_requests
+echo 4 > $Q/iosched/write_merge_max_kb
+fio --output-format=json --output=$SMARTIO_OUT/alone.json {tmp_path}/alone.fio || fail "fio (writer alone)"
+snap alone
+use none
+"""
+    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    pair, alone = Stats.load(r.out_dir, "pair"), Stats.load(r.out_dir, "alone")
+    pair.assert_balanced(min_dispatched=100)
+    alone.assert_balanced(min_dispatched=5)    # merged: 3 s of writes came as about 30 requests
+    writes = fio_ios(r.out_dir / "pair.json", "writer", "write")
+    sent = pair.rows["be_write"]["dispatched"]
+    assert pair.rows["events"]["write_merges_refused"] > 0, pair.rows["events"]
+    assert sent >= 0.95 * writes, f"{writes} 4 KiB writes beside a reader left as {sent} requests: merged"
+    writes_alone = fio_ios(r.out_dir / "alone.json", "writer", "write")
+    sent_alone = alone.rows["be_write"]["dispatched"]
+    assert sent_alone <= 0.5 * writes_alone, f"{writes_alone} writes alone left as {sent_alone} requests: unmerged"

@@ -45,7 +45,7 @@ HOLD_FACTOR = 0.9
 SLICE_FACTOR = 4.0
 SLICE_FACTOR_RAND = 5.0
 PACING_TUNABLES = ("write_pace_us", "write_pace_rand_us", "read_hold_us", "write_slice_ms", "write_slice_rand_ms",
-                   "write_window_ms")
+                   "write_window_ms", "write_merge_max_kb")
 
 
 def _add(parser: argparse.ArgumentParser, opt: Option) -> None:
@@ -193,7 +193,8 @@ def applicable_device(target: Target) -> Device:
 def pacing(results: dict[str, Any]) -> dict[str, int]:
     """The write policy from a concurrency run: write_pace_us, read_hold_us, write_slice_ms and write_window_ms = 0,
     and with random writes measured write_pace_rand_us and write_slice_rand_ms; empty without sequential writes
-    (--read-only)."""
+    (--read-only). write_merge_max_kb is the run's request size: the pace counts requests and was measured with
+    requests of that size, so beside a reader writes do not merge beyond it (the module's rule 8)."""
     alone = results.get("alone_lat_ms", {})
     if "seq_write" not in alone:
         return {}
@@ -205,7 +206,8 @@ def pacing(results: dict[str, Any]) -> dict[str, int]:
               "read_hold_us": round(HOLD_FACTOR * lat_us / speedup),
               "write_slice_ms": max(1, round(SLICE_FACTOR * alone["seq_write"])),
               "write_slice_rand_ms": max(1, round(SLICE_FACTOR_RAND * rand)) if rand else None,
-              "write_window_ms": 0}
+              "write_window_ms": 0,
+              "write_merge_max_kb": max(1, int(results.get("bs", 4096)) // 1024)}
     return {k: v for k, v in policy.items() if v is not None}
 
 

@@ -59,7 +59,9 @@ class Tunables:
 
     # Tunables of the module that play no part in one class without QASIO: accepted, ignored. async_depth caps
     # the scheduler tags async (buffered) writes may hold; the replay and run_streams issue sync (O_DIRECT) writes.
-    IGNORED = ("prio_aging_ms", "qasio_boost", "qasio_meta", "qasio_data", "qasio_sync", "async_depth")
+    # write_merge_max_kb limits merges, and the model's requests are single 4 KiB pages that never merge.
+    IGNORED = ("prio_aging_ms", "qasio_boost", "qasio_meta", "qasio_data", "qasio_sync", "async_depth",
+               "write_merge_max_kb")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Tunables:
