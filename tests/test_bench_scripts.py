@@ -82,6 +82,16 @@ def test_qasio_targets_of_benchmarks_not_run_say_not_measured() -> None:
     assert p.stdout.rstrip().splitlines()[-1].startswith("m1_creat_max_none_ms=4383.91 ")
 
 
+def test_qasio_analyze_of_a_run_with_tunables_in_its_setting() -> None:
+    # The deep setting's run (tests/data/qasio/deep-1024: smartio with async_depth=960, nr_requests 1024) has a
+    # summary line with `setting=async_depth=960`; splitting it on every '=' gave a traceback instead of the targets.
+    p = subprocess.run([str(REPO / "bench" / "qasio"), "--analyze", str(REPO / "tests/data/qasio/deep-1024")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "holds: M4 truncate() max reduced" in p.stdout and "does NOT hold: M1 total time" in p.stdout
+    assert " setting=async_depth=960 " in p.stdout.rstrip().splitlines()[-1]
+
+
 def test_launch_headline_agrees_with_the_recorded_full_run() -> None:
     # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells x 3 launches): the last
     # line is recomputed here from the cells, geometric means over the applications of cold seq-write over idle.

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from smartio.cli.bench import pacing
 from smartio.flashdev import load_profile
-from smartio.flashdev.model import Device, Policy, slowdown, solo, speedup
+from smartio.flashdev.model import Device, Policy, pacing, slowdown, solo, speedup
 from smartio.flashdev.picker import Tunables
 
 DATA = Path(__file__).parent / "data" / "fio" / "concurrency"

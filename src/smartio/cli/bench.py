@@ -17,33 +17,15 @@ from smartio.errors import NeedsRootError, UsageError
 from smartio.experiments.options import EXPERIMENTS, OPTIONS, PATTERNS, Option, Settings
 from smartio.experiments.runner import check, command_line, run_bench
 from smartio.experiments.target import Target
+from smartio.flashdev.model import pacing
 from smartio.outputs import check_output_dir, check_output_file
+from smartio.qasio.workload import DEPENDENCIES
 from smartio.report import tables
 from smartio.results import Store, save_run, stored_line
 
 PROFILE_SKIPS = {"--streams", "--mixes", "--iodepth"}
 # The module's tunables that take the Concurrency Profiler's parameters (kernel/smartio-iosched.c).
 TUNABLE = {p: f"dispatch_limit_{p}" for p in PATTERNS}
-# Write pacing from the same measurement. The rule is the device model's read-first optimum on s5-emmc
-# (smartio.flashdev.model.best_read_first: pace 285 µs for 190 µs writes, hold 133 µs = 0.9 x a 147 µs page
-# program, 1R1W seq 1.70 / 1.50): pace 1.5 x the sequential write latency alone; hold 0.9 x the program time, i.e.
-# that latency over the sequential write speedup at its best N (N overlapping writes share one program each).
-# After a random write the pace is 1.75 x the random write latency alone: a pace only works if it is longer than
-# the writer's own period beside a reader under FIFO (1.58 x alone on the model, 1.49 measured), and the writer
-# sees the pace less its own round trip. At 1.6 x (model 1.75 / 1.60) the testbed measured FIFO's figures
-# (3.34 / 1.50 against none's 3.30 / 1.49): the pace never held a write. 1.75 x: model 1.53 / 1.75.
-PACE_FACTOR = 1.5
-PACE_FACTOR_RAND = 1.75
-HOLD_FACTOR = 0.9
-# The write slice, the starvation guard beside several readers (4R4W: a read is queued almost all the time, so
-# paced writes wait for the slice): one write per slice of 4 sequential (5 random) write latencies alone, no window.
-# The device model's 4R4W on s5-emmc (smartio.flashdev.model, tests/test_profile_pacing.py): seq 1.29 / 5.42,
-# efficiency 0.96, rand 1.26 / 6.81, 0.94 (the issue's bounds 6.12 and 9.32 on writes), where the module's defaults
-# (100 ms slice, 30 ms window at time scale 100) give 2.85 / 2.17 (0.81) and 4.71 / 2.72 (0.58). More starvation
-# buys little more efficiency and breaks the sequential write bound (slice x 5: 6.9). Whole ms (the tunables'
-# unit): on a device with sub-millisecond writes the slice rounds to at least 1 ms.
-SLICE_FACTOR = 4.0
-SLICE_FACTOR_RAND = 5.0
 PACING_TUNABLES = ("write_pace_us", "write_pace_rand_us", "read_hold_us", "write_slice_ms", "write_slice_rand_ms",
                    "write_window_ms", "write_merge_max_kb")
 
@@ -135,7 +117,7 @@ def bench(a: argparse.Namespace) -> int:
 
 
 QASIO_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--dependency", {"choices": ("all", "none", "meta", "data", "sync", "discard"),
+    ("--dependency", {"choices": DEPENDENCIES,
                       "help": "set the smartio scheduler's QASIO tunables for the run and restore them afterwards: "
                               "boost every dependency type (all), none (boosting off), or one type alone "
                               "(default: leave the tunables as they are; refused under another scheduler)"}),
@@ -188,27 +170,6 @@ def applicable_device(target: Target) -> Device:
     if not is_root():
         raise NeedsRootError(f"writing the smartio scheduler's tunables of {dev.disk} (--apply)")
     return dev
-
-
-def pacing(results: dict[str, Any]) -> dict[str, int]:
-    """The write policy from a concurrency run: write_pace_us, read_hold_us, write_slice_ms and write_window_ms = 0,
-    and with random writes measured write_pace_rand_us and write_slice_rand_ms; empty without sequential writes
-    (--read-only). write_merge_max_kb is the run's request size: the pace counts requests and was measured with
-    requests of that size, so beside a reader writes do not merge beyond it (the module's rule 8)."""
-    alone = results.get("alone_lat_ms", {})
-    if "seq_write" not in alone:
-        return {}
-    lat_us = alone["seq_write"] * 1000
-    speedup = max(results["max_speedup"]["seq_write"], 1.0)
-    rand = alone.get("rand_write")
-    policy = {"write_pace_us": round(PACE_FACTOR * lat_us),
-              "write_pace_rand_us": round(PACE_FACTOR_RAND * rand * 1000) if rand else None,
-              "read_hold_us": round(HOLD_FACTOR * lat_us / speedup),
-              "write_slice_ms": max(1, round(SLICE_FACTOR * alone["seq_write"])),
-              "write_slice_rand_ms": max(1, round(SLICE_FACTOR_RAND * rand)) if rand else None,
-              "write_window_ms": 0,
-              "write_merge_max_kb": max(1, int(results.get("bs", 4096)) // 1024)}
-    return {k: v for k, v in policy.items() if v is not None}
 
 
 def profile(a: argparse.Namespace) -> int:

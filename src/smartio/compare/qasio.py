@@ -21,9 +21,8 @@ from typing import IO, Any, Literal
 
 from smartio.compare.spec import JsonPlan, SchedulerSpec, with_clock
 from smartio.errors import SmartioError, UsageError
-from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, Params
+from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, DEPENDENCIES, Params
 
-DEPS = ("none", "all", "meta", "data", "sync", "discard")
 OTHERS = ("none", "mq-deadline", "kyber", "bfq")
 DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "smartio:sync", "smartio:discard",
                 "mq-deadline", "kyber", "bfq")
@@ -40,11 +39,11 @@ def split_run(label: str) -> tuple[SchedulerSpec, str | None]:
     `smartio:all`, `smartio:none:async_depth=96`, `kyber`, `mq-deadline:async_depth=8`."""
     name, *parts = label.strip().split(":")
     dep = None
-    if name == "smartio" and parts and parts[0] in DEPS:
+    if name == "smartio" and parts and parts[0] in DEPENDENCIES:
         dep, parts = parts[0], parts[1:]
     elif name not in OTHERS:
         raise UsageError("--schedulers", label, "for --experiment qasio name smartio:DEPENDENCY[:TUNABLE=N...] "
-                         f"(DEPENDENCY: {', '.join(DEPS)}) or one of {', '.join(OTHERS)}[:TUNABLE=N...], e.g. "
+                         f"(DEPENDENCY: {', '.join(DEPENDENCIES)}) or one of {', '.join(OTHERS)}[:TUNABLE=N...], e.g. "
                          f"{','.join(DEFAULT_RUNS)}")
     spec = SchedulerSpec.parse(":".join([name, *parts]), "--schedulers")
     if spec.profiled:

@@ -7,7 +7,7 @@ from typing import Any
 
 from smartio.compare.spec import clock_text
 from smartio.flashdev.profiles import device_line
-from smartio.qasio.workload import BENCHMARKS, KEY_CALLS, LOG_EVENTS
+from smartio.qasio.workload import BENCHMARKS, DEPENDENCIES, KEY_CALLS, LOG_EVENTS
 from smartio.report.tables import grid as table
 
 # Seed 001, Table 2: (avg, max) per benchmark and call; ms for M1-M4, seconds for M5.
@@ -125,8 +125,6 @@ def _pct(new: float | None, old: float | None) -> str:
         return "-"
     return f"{100 * (new - old) / old:+.1f}"
 
-
-DEPENDENCIES = ("none", "meta", "data", "sync", "discard", "all")   # Figure 8's order
 
 
 def settings(runs: dict[str, Any]) -> dict[str, dict[str, str]]:

@@ -39,6 +39,7 @@ from smartio.experiments.stats import Stat
 from smartio.progress import Progress
 from smartio.qasio.workload import (
     BENCHMARKS,
+    DEPENDENCIES,
     DIRTY_EXPIRE_CS,
     Op,
     Params,
@@ -52,7 +53,6 @@ from smartio.qasio.workload import (
 )
 from smartio.signals import sigterm_as_interrupt
 
-DEPENDENCIES = ("all", "none", "meta", "data", "sync", "discard")
 DEP_TUNABLES = ("qasio_meta", "qasio_data", "qasio_sync")
 # ext4 on 6.1 issues the discards of freed blocks from a worker with submit_bio_wait(), which marks them REQ_SYNC
 # (kernel/smartio-iosched.c, header item 5): they are sync I/O, already above every async write, and the module has

@@ -45,6 +45,8 @@ from typing import Any
 from smartio.errors import UsageError
 
 BENCHMARKS = ("m1", "m2", "m3", "m4", "m5")
+# --dependency: what the boost acts on (Figure 8's order; "all" is Table 2's ALL, "none" its NONE).
+DEPENDENCIES = ("none", "meta", "data", "sync", "discard", "all")
 CALLS = ("creat", "open", "write", "fsync", "truncate", "close")
 PAGE = 4096
 MB = 1 << 20
