@@ -71,3 +71,27 @@ def test_unknown_tunable_is_refused_and_device_restored(tmp_path):
     assert "no_such_tunable" in p.stderr.splitlines()[-1]
     guest = json.loads((out / "vm" / "out" / "guest.json").read_text())
     assert guest["runs"] == [] and guest["after"] == guest["before"]
+
+
+@pytest.mark.timeout(420)
+def test_sigterm_keeps_what_the_guest_finished(tmp_path):
+    # A comparison under nohup or a job runner is stopped with SIGTERM (SIGINT is ignored there): it must end as
+    # Ctrl-C does, with exit 130, compare.json holding the runs the guest finished, and no QEMU left behind.
+    out = tmp_path / "cmp"
+    p = subprocess.Popen([sys.executable, "-m", "smartio", "compare", "--profile", "s5-emmc", "--schedulers",
+                          "mq-deadline,kyber", "--experiment", "slowdown", "--size", "64K", "--repeats", "1",
+                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "SMARTIO_DB": str(tmp_path / "host.db")}, start_new_session=True)
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "slowdown under mq-deadline done in" in line:
+            p.terminate()
+            break
+    rest, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, "".join(seen)[-3000:]
+    doc = json.loads((out / "compare.json").read_text())
+    assert "mq-deadline" in doc["runs"] and doc["missing"] == ["slowdown under kyber"], doc["missing"]
+    qemu = subprocess.run(["pgrep", "-s", str(p.pid), "-f", "qemu-system"], capture_output=True, text=True)
+    assert qemu.stdout == "", f"QEMU still running: {qemu.stdout}"

@@ -24,6 +24,7 @@ from smartio.compare.spec import (
 from smartio.errors import UsageError
 from smartio.experiments.runner import command_line
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
+from smartio.signals import sigterm_as_interrupt
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -161,6 +162,14 @@ def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, 
 def compare(a: argparse.Namespace) -> int:
     if a.scheduler_clock and a.experiment not in ("launch", "qasio"):
         raise UsageError("--scheduler-clock", a.scheduler_clock, "applies to --experiment launch and qasio only")
+    # A comparison runs for up to hours, often under nohup or a job runner, where Ctrl-C is not available (a
+    # background job of a non-interactive shell ignores SIGINT): SIGTERM and SIGHUP stop it as Ctrl-C does, and
+    # compare.json keeps every run the guest finished.
+    with sigterm_as_interrupt():
+        return _compare(a)
+
+
+def _compare(a: argparse.Namespace) -> int:
     if a.experiment in ("launch", "qasio", "sqlite"):
         run, plan, render_doc = _guest_experiment(a)
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
