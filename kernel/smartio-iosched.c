@@ -804,6 +804,14 @@ static bool sio_write_merge_ok(struct sio_data *sd, struct request *rq,
 	return false;
 }
 
+/* May request @front take in @back, which starts where it ends (8)? */
+static bool sio_requests_merge_ok(struct sio_data *sd, struct request *front,
+				  struct request *back)
+{
+	return req_op(front) != req_op(back) ||
+	       sio_write_merge_ok(sd, front, blk_rq_bytes(back));
+}
+
 /*
  * An insert merge appends @rq to a queued request that ends where @rq starts
  * (elv_attempt_insert_merge()); with such a write queued, may it (8)?
@@ -820,7 +828,7 @@ static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 		prev = sio_rb_first_overlap(&sd->cls[c].sort[SIO_WRITE], pos - 1, pos);
 		if (prev && req_op(prev) == REQ_OP_WRITE &&
 		    blk_rq_pos(prev) + blk_rq_sectors(prev) == pos)
-			return sio_write_merge_ok(sd, prev, blk_rq_bytes(rq));
+			return sio_requests_merge_ok(sd, prev, rq);
 	}
 	return true;
 }
@@ -1800,11 +1808,8 @@ static struct request *sio_next_request(struct request_queue *q,
 {
 	struct request *next = elv_rb_latter_request(q, rq);
 
-	if (next && req_op(next) == req_op(rq) &&
-	    !sio_write_merge_ok(q->elevator->elevator_data, rq,
-				blk_rq_bytes(next)))
-		return NULL;
-	return next;
+	return next && sio_requests_merge_ok(q->elevator->elevator_data, rq, next) ?
+	       next : NULL;
 }
 
 static struct request *sio_former_request(struct request_queue *q,
@@ -1812,11 +1817,8 @@ static struct request *sio_former_request(struct request_queue *q,
 {
 	struct request *prev = elv_rb_former_request(q, rq);
 
-	if (prev && req_op(prev) == req_op(rq) &&
-	    !sio_write_merge_ok(q->elevator->elevator_data, prev,
-				blk_rq_bytes(rq)))
-		return NULL;
-	return prev;
+	return prev && sio_requests_merge_ok(q->elevator->elevator_data, prev, rq) ?
+	       prev : NULL;
 }
 
 /* Called by the bio merge code (blk_mq_sched_try_merge) with the lock held. */
