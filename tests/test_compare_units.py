@@ -138,3 +138,20 @@ def test_disk_holds_every_stream():
 def test_spec_errors_are_usage_errors():
     with pytest.raises(UsageError, match="kyber2"):
         SchedulerSpec.parse("kyber2")
+
+
+def test_guest_keeps_the_schedulers_counters_after_a_run(tmp_path, monkeypatch):
+    """compare records what the scheduler counted (smartio's stats: paced writes, slice expiries) beside each run,
+    so a figure can be traced to the rule that made it; files a scheduler lacks are left out, nothing fails."""
+    from smartio.blockdev import Device
+    from smartio.compare import guest
+
+    sched = tmp_path / "vda" / "sched"
+    sched.mkdir(parents=True)
+    (sched / "stats").write_text("be read inserted=10\npacing paced_writes=3\n")
+    (sched / "phase").write_text("read\n")
+    (sched / "be_read_fifo_list").write_text("")
+    monkeypatch.setattr(guest, "DEBUGFS_BLOCK", tmp_path)
+    dev = Device(name="vda", disk="vda", size=1 << 30, major_minor="254:0")
+    assert guest.scheduler_counters(dev) == {"stats": "be read inserted=10\npacing paced_writes=3", "phase": "read"}
+    assert guest.scheduler_counters(Device(name="vdb", disk="vdb", size=1, major_minor="254:16")) == {}

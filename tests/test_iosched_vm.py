@@ -555,6 +555,40 @@ rmmod smartio_iosched
     assert new_unpaced >= writes_alone * 0.9 and q["delayed"] - p["delayed"] <= 2, (writes_alone, p, q)
 
 
+def test_issue11_beside_two_readers_writes_go_by_their_slice_not_their_pace(tmp_path: Path,
+                                                                            module_ko: ModuleBuild) -> None:
+    """Issue 11, rule 7: pacing is for one reader. Beside two reading tasks a write whose pace is over still waits,
+    for its slice (200 ms here), so the write share no longer depends on when the readers' round trips leave no
+    read queued (4R4W in the testbed: paced writes took the readers from 1.32 to 1.65). The same tunables beside
+    one reader pace (the test above)."""
+    jobs = [FioJob(f"reader{i}", "randread", 2, True, 32 * i, 32, verify=False, extra=("time_based=1", "runtime=6"))
+            for i in range(2)]
+    jobs.append(FioJob("writer", "randwrite", 2, True, 64, 32, verify=False,
+                       extra=("time_based=1", "startdelay=1", "runtime=4")))   # all within the readers' run
+    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, jobs))
+    script = f"""
+use smartio
+echo 5000 > $Q/iosched/write_pace_us
+echo 20000 > $Q/iosched/write_pace_rand_us
+echo 200 > $Q/iosched/write_slice_ms
+echo 0 > $Q/iosched/write_window_ms
+echo 20000 > $Q/iosched/read_anticipation_us
+fio --output-format=json --output=$SMARTIO_OUT/pair.json {tmp_path}/pair.fio || fail "fio (two readers, a writer)"
+snap pair
+use none
+rmmod smartio_iosched
+"""
+    r = run_guest(tmp_path, script, module_ko, disk_mb=160)
+    pair = Stats.load(r.out_dir, "pair")
+    pair.assert_balanced(min_dispatched=200)
+    writes = fio_ios(r.out_dir / "pair.json", "writer", "write")
+    p, e = pair.rows["pacing"], pair.rows["events"]
+    # 4 s at one write per 200 ms slice (no window) is 20 (+ fio's start and end); at the 20 ms pace up to 200.
+    assert 5 <= writes <= 30, f"{writes} writes beside two readers in 4 s with a 200 ms slice; pacing {p}, {e}"
+    assert p["reader_held_writes"] > 0 and p["paced_writes"] <= 3, (writes, p)
+    assert e["write_slice_expired"] >= writes - 4, (writes, e)
+
+
 def test_issue11_writes_do_not_merge_beyond_the_limit_beside_a_reader(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 11, rule 8: with write_merge_max_kb=4, a sequential writer at queue depth 32 beside a reader sends
     every 4 KiB write as its own request (merges refused, counted); alone, the same writer's writes merge. A merged

@@ -4,6 +4,7 @@ not. The traces here are made by hand, so the right answer is known; tests/test_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -212,7 +213,7 @@ def _trace(events: list[Event]) -> ev.Trace:
 
 
 def test_events_from_a_trace_and_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert events_from_trace(_trace(GOOD)) == GOOD
+    assert events_from_trace(_trace(GOOD)) == [dataclasses.replace(e, pid=1) for e in GOOD]   # _trace's pid
     write_ours(_trace(GOOD), tmp_path / "good.smtrace")
     (tmp_path / "tunables").write_text("write_pace_us:1000\nwrite_pace_rand_us:2000\nread_hold_us:300\n"
                                        "read_anticipation_us:0\nqasio_boost:1\n")
@@ -262,3 +263,14 @@ def test_issue11_a_recorded_run_of_the_module_replays_in_agreement(mode: str) ->
     assert len(res.checks) >= 140 and res.skipped == 0
     assert len(res.disagreements) <= 1, res.to_json()["disagreements"]
     assert res.rate(contested_only=True) == 1.0
+
+
+def test_issue11_beside_two_readers_a_write_waits_for_its_slice_not_its_pace() -> None:
+    """Pacing is for one reader: with reads from two tasks (pids, as the trace has them and the module keeps them),
+    a write whose pace is over still waits (for its slice) while the other reader was seen less than a pace ago.
+    GOOD's reads from two tasks: the write that went at its pace at 1080 is one the model now holds."""
+    two = [e if e.write else dataclasses.replace(e, pid=100 + e.sector % 16 // 8) for e in GOOD]
+    res = replay(two, TUN)
+    last_write = [c for c in res.checks if c.actual == WRITE][-1]
+    assert last_write.verdict == "waited" and last_write.decision.reason == "several readers: writes by their slice"
+    assert [c.verdict for c in replay(GOOD, TUN).checks] == ["agree"] * 5      # one task: paced as before

@@ -26,6 +26,7 @@ from smartio.compare.spec import Plan, SchedulerSpec
 from smartio.errors import SmartioError, UsageError
 
 GUEST_FILE = "guest.json"
+DEBUGFS_BLOCK = Path("/sys/kernel/debug/block")
 RUNS_DIR = "runs"
 
 
@@ -38,6 +39,21 @@ def device_state(dev: Device) -> dict[str, Any]:
     current, available = read_scheduler(dev)
     return {"scheduler": current, "available": available,
             "nr_requests": int((dev.queue / "nr_requests").read_text()), "tunables": read_tunables(dev)}
+
+
+def scheduler_counters(dev: Device) -> dict[str, str]:
+    """The active scheduler's debugfs files that count what it did since it was switched on (smartio: `stats`,
+    `phase`; mq-deadline: `starved`, `batching`, `queued`, `owned_by_driver`; kyber: `batching`), read after a run
+    so that a figure can be traced to the rules that made it. Missing files (debugfs not mounted, another scheduler)
+    are left out."""
+    sched = DEBUGFS_BLOCK / dev.disk / "sched"
+    out: dict[str, str] = {}
+    for name in ("stats", "phase", "starved", "batching", "queued", "owned_by_driver"):
+        try:
+            out[name] = (sched / name).read_text().strip()
+        except OSError:
+            continue
+    return out
 
 
 def _write(path: Path, value: str | int) -> None:
@@ -201,7 +217,8 @@ def main(argv: list[str]) -> int:
             started = time.monotonic()
             rc = smartio("bench", args)
             run = {"scheduler": spec.label, "experiment": exp, "file": name, "rc": rc, "state": state,
-                   "duration_s": round(time.monotonic() - started, 1), "command": cmd}
+                   "duration_s": round(time.monotonic() - started, 1), "command": cmd,
+                   "counters": scheduler_counters(dev)}
             record["runs"].append(run)
             save()
             if rc != 0:

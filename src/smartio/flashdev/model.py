@@ -29,7 +29,17 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from smartio.flashdev.picker import ANTICIPATING, READING, Decision, Queued, State, Tunables, decide, is_read
+from smartio.flashdev.picker import (
+    ANTICIPATING,
+    READING,
+    Decision,
+    Queued,
+    State,
+    Tunables,
+    decide,
+    is_read,
+    reader_seen,
+)
 from smartio.flashdev.profiles import CLASSES, Profile
 
 NEVER = math.inf
@@ -321,6 +331,7 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
                 st.last_write_done = r.complete
             else:
                 st.last_read_done = r.complete
+                reader_seen(st, r.tag[0], r.complete)
             i, sector = r.tag
             if log is not None:
                 log.append((r.complete, "C", sector, r.kind == WRITE))
@@ -333,8 +344,10 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             waiting.append((t, i))
             if log is not None:
                 log.append((t, "I", pos[i], writes(i)))
-            if not writes(i) and st.phase == ANTICIPATING:
-                st.phase = READING           # a read arrived while anticipated (sio_insert_request)
+            if not writes(i):
+                reader_seen(st, i, t)
+                if st.phase == ANTICIPATING:
+                    st.phase = READING       # a read arrived while anticipated (sio_insert_request)
         retry = dispatch(t)
     skip = ios // 10
     return [sum(x[skip:ios]) / len(x[skip:ios]) for x in lat]
@@ -442,6 +455,8 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
 
     def submit(t: float) -> None:
         nonlocal issued
+        if is_read(kinds[issued]):
+            reader_seen(st, 0, t)
         waiting.append(Queued(t, kinds[issued], tag=issued))
         issued += 1
 
@@ -479,6 +494,7 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
                 st.last_write_done = r.complete
             else:
                 st.last_read_done = r.complete
+                reader_seen(st, 0, r.complete)      # one job: one reader
             if issued < ios:
                 submit(r.complete)
         eng.completed.clear()

@@ -13,7 +13,9 @@ timer would run the queue again). It has the module's rules and the module's tun
   4. with write_pace_us set (pacing): a write goes at once when no reader is active (no read queued or in flight,
      none completed less than max(read_anticipation_us, the pace) ago), else once the pace has passed since the
      last write dispatch: write_pace_rand_us after a random write (one that did not start exactly where the
-     write before it ended), if set, else write_pace_us;
+     write before it ended), if set, else write_pace_us; but while two or more readers are active (tasks seen
+     inserting or completing a read less than max(read_anticipation_us, the pace) ago), writes wait for their
+     slice (rule 2) instead;
   5. without pacing, anticipation: writes wait while a read is in flight or one completed less than
      read_anticipation_us ago;
   6. the per-kind dispatch limits (dispatch_limit_<kind>): a kind at its limit waits while another kind is queued.
@@ -102,6 +104,7 @@ class State:
     last_write_rand: bool = False            # ... did not start where the write before it ended
     last_write_done: float | None = None     # last write completion
     last_read_done: float | None = None      # last read completion
+    readers: tuple[tuple[Any, float], ...] = ()   # (reader, seen): the last reader seen, then the last other one
     phase: str = READING
     window_end: float = 0.0                  # WINDOW until then
 
@@ -134,6 +137,21 @@ def reader_active(s: State, now: float, t: Tunables) -> bool:
         return True
     window = max(t.read_anticipation_us, pace_us(s, t))
     return s.last_read_done is not None and now - s.last_read_done < window
+
+
+def reader_seen(s: State, reader: Any, now: float) -> None:
+    """sio_reader_seen(): task `reader` inserted a read or one of its reads completed (the callers' update)."""
+    others = s.readers[:1] if s.readers and s.readers[0][0] != reader else s.readers[1:]
+    s.readers = ((reader, now), *others)
+
+
+def several_readers_end(s: State, now: float, t: Tunables) -> float | None:
+    """sio_several_readers_end(): while two or more tasks read, when the other than the latest stops counting
+    (seen max(read_anticipation_us, the pace) ago); None when fewer than two read."""
+    if len(s.readers) < 2:
+        return None
+    end = s.readers[1][1] + max(t.read_anticipation_us, pace_us(s, t))
+    return end if now < end else None
 
 
 def read_hold_end(s: State, now: float, t: Tunables) -> float | None:
@@ -220,6 +238,10 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
                 return wait("write limited")
             if not reader_active(s, now, t):
                 return go(WRITE, q, "write, no reader (unpaced)")
+            several = several_readers_end(s, now, t)
+            if several is not None:
+                return wait("several readers: writes by their slice",
+                            None if s.reads or s.reads_inflight() else several)
             end = last + pace_us(s, t)
             if now >= end:
                 return go(WRITE, q, "write at its pace")

@@ -53,6 +53,8 @@ from smartio.flashdev.picker import (
     is_read,
     pace_us,
     read_hold_end,
+    reader_seen,
+    several_readers_end,
     slice_us,
 )
 from smartio.trace import events as ev
@@ -72,6 +74,7 @@ class Event:
     sectors: int
     write: bool
     sync: bool = True
+    pid: int = 0       # the task in whose context the event was traced (an insert: the submitter, as a rule)
 
 
 def events_from_trace(trace: ev.Trace, device: int | None = None) -> list[Event]:
@@ -97,7 +100,7 @@ def events_from_trace(trace: ev.Trace, device: int | None = None) -> list[Event]
     for rec, code, cat in zip(sel, codes[want], cats[want], strict=True):
         out.append(Event((int(rec["time"]) - t0) / 1000.0, letter[int(code)], int(rec["sector"]),
                          int(rec["bytes"]) >> 9, bool(cat & ev.TC_WRITE),
-                         bool(cat & ev.TC_SYNC) or not cat & ev.TC_WRITE))
+                         bool(cat & ev.TC_SYNC) or not cat & ev.TC_WRITE, int(rec["pid"])))
     return out
 
 
@@ -195,6 +198,7 @@ class _Req:
     sector: int
     sectors: int
     write: bool
+    pid: int = 0       # reads: the task that inserted it (the module's reader)
 
 
 class _Replayer:
@@ -269,6 +273,9 @@ class _Replayer:
         if s.last_read_done is not None:
             pts += [s.last_read_done + t.read_anticipation_us,
                     s.last_read_done + max(t.read_anticipation_us, pace_us(s, t))]
+        several = several_readers_end(s, lo, t)
+        if several is not None:
+            pts.append(several)
         if s.writes:
             last = s.last_write if s.last_write is not None else -np.inf
             pts += [max(q.arrival, last) + slice_us(q, t) for q in s.writes]
@@ -334,7 +341,9 @@ class _Replayer:
         seq, contig = self.streams[e.write].classify(e.sector, e.sectors, ends)
         kind = ("seq_" if seq else "rand_") + ("write" if e.write else "read")
         self.queued.append(_Req(Queued(e.time, kind, sync=e.sync or not e.write, tag=e.sector, contig=contig),
-                                e.sector, e.sectors, e.write))
+                                e.sector, e.sectors, e.write, e.pid))
+        if not e.write:
+            reader_seen(self.st, e.pid, e.time)
         if not e.write and self.st.phase == ANTICIPATING:
             self.st.phase = READING
         self._evaluate(e.time)
@@ -348,6 +357,7 @@ class _Replayer:
         elif (req := self.inflight.pop(key, None)) is not None:
             if is_read(req.q.kind):
                 self.st.last_read_done = e.time
+                reader_seen(self.st, req.pid, e.time)
             else:
                 self.st.last_write_done = e.time
         self._evaluate(e.time)
