@@ -360,7 +360,7 @@ struct sio_data {
 	u64 pace_delayed;			/* ... of which had waited for it */
 	u64 unpaced_writes;			/* writes sent by sio_pace() with no reader */
 	u64 held_reads;				/* reads sent after a read hold kept them */
-	u64 reader_held_writes;			/* writes kept back for several readers */
+	u64 reader_held_writes;			/* writes kept for several readers, not by their pace first */
 	u64 owner_boosted;			/* boosted as a waiting task's file's writes */
 	u64 write_slice_expired;
 	u64 write_windows;			/* write windows opened */
@@ -811,7 +811,7 @@ static u64 sio_several_readers_end(struct sio_data *sd, u64 now)
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!sd->readers[1].seen_ns || sd->readers[1].pid == sd->readers[0].pid)
+	if (!sd->readers[1].seen_ns)	/* sio_reader_seen(): never the latest's pid */
 		return 0;
 	return now < end ? end : 0;
 }
