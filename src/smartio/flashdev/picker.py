@@ -131,12 +131,16 @@ def pace_us(s: State, t: Tunables) -> float:
     return t.write_pace_rand_us if s.last_write_rand and t.write_pace_rand_us else t.write_pace_us
 
 
+def reader_window_us(s: State, t: Tunables) -> float:
+    """How long after it was last seen a reader still counts: max(read_anticipation_us, the pace)."""
+    return max(t.read_anticipation_us, pace_us(s, t))
+
+
 def reader_active(s: State, now: float, t: Tunables) -> bool:
     """sio_reader_active(): a read queued or in flight, or one completed less than max(anticipation, pace) ago."""
     if s.reads or s.reads_inflight():
         return True
-    window = max(t.read_anticipation_us, pace_us(s, t))
-    return s.last_read_done is not None and now - s.last_read_done < window
+    return s.last_read_done is not None and now - s.last_read_done < reader_window_us(s, t)
 
 
 def reader_seen(s: State, reader: Any, now: float) -> None:
@@ -150,7 +154,7 @@ def several_readers_end(s: State, now: float, t: Tunables) -> float | None:
     (seen max(read_anticipation_us, the pace) ago); None when fewer than two read."""
     if len(s.readers) < 2:
         return None
-    end = s.readers[1][1] + max(t.read_anticipation_us, pace_us(s, t))
+    end = s.readers[1][1] + reader_window_us(s, t)
     return end if now < end else None
 
 

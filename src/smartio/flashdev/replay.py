@@ -54,6 +54,7 @@ from smartio.flashdev.picker import (
     pace_us,
     read_hold_end,
     reader_seen,
+    reader_window_us,
     several_readers_end,
     slice_us,
 )
@@ -272,7 +273,7 @@ class _Replayer:
             pts.append(hold)
         if s.last_read_done is not None:
             pts += [s.last_read_done + t.read_anticipation_us,
-                    s.last_read_done + max(t.read_anticipation_us, pace_us(s, t))]
+                    s.last_read_done + reader_window_us(s, t)]
         several = several_readers_end(s, lo, t)
         if several is not None:
             pts.append(several)
@@ -344,8 +345,8 @@ class _Replayer:
                                 e.sector, e.sectors, e.write, e.pid))
         if not e.write:
             reader_seen(self.st, e.pid, e.time)
-        if not e.write and self.st.phase == ANTICIPATING:
-            self.st.phase = READING
+            if self.st.phase == ANTICIPATING:
+                self.st.phase = READING
         self._evaluate(e.time)
 
     def complete(self, e: Event) -> None:
