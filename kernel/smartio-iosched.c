@@ -18,9 +18,14 @@
  *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
  *     until its time slice ends): writes go first and nothing is held for a
  *     reader, which still gets the device whenever no write is waiting.
- *     0 = one write per expired slice. Letting writes through in windows
- *     rather than one at a time pays the reader's switching cost once per
- *     window (see README, "Scheduler module").
+ *     0 (the default) = one write per expired slice. A window pays the
+ *     reader's switching cost once per window, but under a continuous reader
+ *     it fixes the writes' share of the device at window / (slice + window):
+ *     at 30 ms, 23 %, and a cold application launch beside a sequential
+ *     writer in the testbed took 1.26 x its idle time, against 1.06 x with
+ *     no window. The device model agrees: at the module's defaults its 4R4W
+ *     efficiency is 0.81 seq / 0.58 rand with the window, 0.97 / 0.87
+ *     without (see README, "Scheduler module").
  *  4. Per-kind dispatch limits (sequential/random x read/write) that hold only
  *     while another kind is waiting (Algorithm 6.2); 0 means no limit.
  *  5. QASIO: kprobes on the kernel's wait points tell the scheduler which
@@ -122,7 +127,7 @@
 
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
-static const int sio_default_write_window_ms = 30;	/* then writes go first for this long, ms */
+static const int sio_default_write_window_ms;	/* then writes go first for this long, ms; 0 = one write */
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
 static const int sio_default_write_pace_us;	/* writes spaced by a reader, us; 0 = off */

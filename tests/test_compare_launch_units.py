@@ -127,3 +127,31 @@ def test_headline_carries_95_percent_intervals(tmp_path):
     assert lo < 110 / 200 < hi
     assert doc["headline"]["bfq"]["cold_bg_over_idle_ci95"] is None      # bfq's runs are missing
     assert "smartio: cold seq-write/idle 95 % interval [" in la.render(doc)
+
+
+def test_replay_fidelity_per_cell(tmp_path):
+    """Replay against real per (application, cache, background): the geometric mean over the schedulers of
+    replay / real, within 15 % or not, and both launches' disk reads per launch where the run recorded them."""
+    plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("none,smartio"), apps=("sqlite",),
+                               caches=("cold", "warm"), backgrounds=("none",), modes=("real", "replay"))
+    walls = {("none", "cold"): (4.0, 3.2), ("smartio", "cold"): (4.0, 3.6),     # 0.8 and 0.9: 0.849
+             ("none", "warm"): (0.1, 0.11), ("smartio", "warm"): (0.1, 0.11)}  # 1.1
+    for (label, cache), (real, rep) in walls.items():
+        for mode, wall in (("real", real), ("replay", rep)):
+            f = tmp_path / la.run_file(label, "sqlite", cache, "none", mode)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            res: dict = {"wall_s": {"mean": wall}}
+            if cache == "cold":
+                res |= {"disk_read_requests": {"mean": 200 if mode == "real" else 220},
+                        "disk_read_kib": {"mean": 20480}}
+            f.write_text(json.dumps({"results": res}))
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    rows = {r["cache"]: r for r in la.fidelity(doc)}
+    assert rows["cold"]["replay_over_real"] == pytest.approx((0.8 * 0.9) ** 0.5) and not rows["cold"]["within"]
+    assert rows["warm"]["replay_over_real"] == pytest.approx(1.1) and rows["warm"]["within"]
+    assert rows["cold"]["real_read_requests"] == 200 and rows["cold"]["replay_read_requests"] == 220
+    assert "real_read_requests" not in rows["warm"]
+    text = la.render(doc)
+    assert "in 1 of 2 cells" in text and "200 / 20.0" in text and "220 / 20.0" in text
+    # Without replays there is nothing to compare.
+    assert la.fidelity({**doc, "plan": {**doc["plan"], "modes": ["real"]}}) == []

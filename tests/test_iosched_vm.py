@@ -323,7 +323,7 @@ use smartio
 check() {{ v=$(cat $T/$1); [ "$v" = "$2" ] || fail "$1 is $v, expected $2"; }}
 check write_slice_ms 100
 check read_anticipation_us 3000
-check write_window_ms 30
+check write_window_ms 0                                               # one write per expired slice
 check write_pace_us 0                                                 # off until profiled
 check write_pace_rand_us 0
 check write_slice_rand_ms 0                                           # 0 = write_slice_ms for random writes too
@@ -342,7 +342,7 @@ echo 99999999 > $T/write_slice_rand_ms; check write_slice_rand_ms 60000
 echo 205 > $T/write_slice_rand_ms; check write_slice_rand_ms 205
 echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
 echo -5 > $T/read_anticipation_us; check read_anticipation_us 0
-echo 0 > $T/write_window_ms; check write_window_ms 0                   # 0 = one write per expired slice
+echo 30 > $T/write_window_ms; check write_window_ms 30                 # writes first for 30 ms after a slice
 echo 7 > $T/dispatch_limit_rand_write; check dispatch_limit_rand_write 7
 if echo abc > $T/prio_aging_ms 2>/dev/null; then fail "prio_aging_ms accepted abc"; fi
 check prio_aging_ms 10000

@@ -120,6 +120,27 @@ def test_remap_takes_another_launchs_page_order():
     assert back.header["residency"] == "b" and t.header["residency"] == "a"
 
 
+def test_interleave_puts_each_fault_before_the_first_read_that_came_after_it():
+    """A cold launch's page-cache order across files places a mapping's pages among the program's reads."""
+    files = [tr.FileEntry(0, "/lib/a.so", 10 * 4096), tr.FileEntry(1, "/data/b", 4 * 4096)]
+    ops = [tr.Op("exec", 0, extents=((0, 4 * 4096), (8 * 4096, 2 * 4096))), tr.Op("read", 1, 0, 4096, think_s=0.1),
+           tr.Op("read", 1, 2 * 4096, 4096, think_s=0.2), tr.Op("read", 1, 0, 4096), tr.Op("exit", None)]
+    seq = [("/lib/a.so", 0), ("/lib/a.so", 1), ("/data/b", 0), ("/data/b", 1), ("/lib/a.so", 8), ("/lib/a.so", 9),
+           ("/data/b", 2), ("/lib/a.so", 2), ("/lib/a.so", 3)]
+    got = tr.interleave(tr.Trace({}, files, ops), seq).ops
+    assert [(o.op, o.file, o.extents) for o in got] == [
+        ("exec", 0, ()),
+        ("fault", 0, ((0, 2 * 4096),)), ("read", 1, ()),
+        ("fault", 0, ((8 * 4096, 2 * 4096),)), ("read", 1, ()),
+        ("read", 1, ()),                                     # its page came long before: nothing due
+        ("fault", 0, ((2 * 4096, 2 * 4096),)), ("exit", None, ())]
+    assert [o.think_s for o in got if o.op == "read"] == [0.1, 0.2, 0.0]      # think times stay with their reads
+    # Every mapped page is read exactly once, whatever the order; remap drops the faults of another launch.
+    again = tr.remap(tr.Trace({}, files, got), {"/lib/a.so": [0, 1, 2, 3, 8, 9]}, "test")
+    assert [o.op for o in again.ops] == ["exec", "read", "read", "read", "exit"]
+    assert again.ops[0].extents == ((0, 4 * 4096), (8 * 4096, 2 * 4096))
+
+
 def test_page_cache_log_orders_pages_per_file(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"x" * 40960)
@@ -134,6 +155,7 @@ def test_page_cache_log_orders_pages_per_file(tmp_path):
     log.text = ("# tracer: nop\n" + line(sa, 8 * 4096, 1) + line(sb, 0) + line(sa, 0) + line(sa, 8 * 4096)
                 + "  x-1 [000] ..... 1.0: mm_filemap_add_to_page_cache: dev 0:1 ino 99 pfn=0x1 ofs=0 order=0\n")
     assert log.order({str(a), str(b)}) == {str(a): [8, 9, 0], str(b): [0]}   # first insertion only
+    assert log.sequence({str(a), str(b)}) == [(str(a), 8), (str(a), 9), (str(b), 0), (str(a), 0)]   # across files
     # Through overlayfs: the pages are the lower filesystem's (another device), the inode number is the file's.
     log.text = (f"  p-1 [000] ..... 1.0: mm_filemap_add_to_page_cache: dev 0:999 ino {sb.st_ino:x} ofs=4096\n"
                 f"  p-1 [000] ..... 1.1: mm_filemap_add_to_page_cache: dev {os.major(sa.st_dev)}:"
@@ -164,7 +186,8 @@ def test_page_cache_log_sees_a_cold_read(tmp_path):
 
 def test_trace_round_trip_and_bad_traces(tmp_path):
     t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.5},
-                 [tr.FileEntry(0, "/a", 10)], [tr.Op("read", 0, 0, 10, 0.1, 0.01, 7), tr.Op("exit", None)])
+                 [tr.FileEntry(0, "/a", 10)], [tr.Op("read", 0, 0, 10, 0.1, 0.01, 7),
+                                               tr.Op("fault", 0, extents=((0, 10),)), tr.Op("exit", None)])
     p = tmp_path / "t.launch"
     t.write(p)
     back = tr.Trace.read(p)
@@ -208,7 +231,7 @@ def _expected(trace: tr.Trace, repeats: int) -> list[tuple]:
             one.append((o.op, path[o.file], o.offset, o.size))
         elif o.op in ("fsync",):
             one.append(("fsync", path[o.file], 0, 0))
-        elif o.op in ("mmap", "exec"):
+        elif o.op in tr.MAPPED:
             one += [("read", path[o.file], x, min(FAULT_CHUNK, off + n - x)) for off, n in o.extents
                     for x in range(off, off + n, FAULT_CHUNK)]
     return one * repeats
@@ -420,3 +443,39 @@ def test_background_run_that_died_reports_why_and_closes_once():
         run.stop()
     run.close()
     run.close()
+
+
+def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
+    """Per launch, the requests and sectors the target's block device completed (its sysfs stat): how a replay's
+    I/O is compared with the real launch's."""
+    from smartio.blockdev import Device
+    from smartio.experiments.target import open_target
+    from smartio.launch import measure as me
+
+    stat = tmp_path / "sys" / "vdz" / "stat"
+    stat.parent.mkdir(parents=True)
+    done = [100, 8000]                                   # read requests, sectors read so far
+
+    def show() -> None:
+        stat.write_text(f"{done[0]} 4 {done[1]} 50 7 0 56 3 0 60 70 0 0 0 0 0 0\n")
+
+    class Reader:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def launch(self) -> float:
+            self.n += 1
+            done[0] += 2 + self.n                        # 3, 4, 5 requests of 64 KiB each
+            done[1] += (2 + self.n) * 128
+            show()
+            return 0.01
+
+    show()
+    monkeypatch.setattr(me, "SYS_BLOCK", tmp_path / "sys")
+    target = open_target(str(tmp_path), writes=True, destroy_data=False)
+    target.device = Device("vdz", "vdz", 1 << 30, "254:0")
+    doc = me.measure(target, me.Settings(repeats=2), Reader(), what={"mode": "run"}, command="t", progress=False)
+    r = doc["results"]                                   # the warm-up launch (3 requests) is not counted
+    assert r["disk_read_requests"]["values"] == [4.0, 5.0] and r["disk_read_kib"]["values"] == [256.0, 320.0]
+    target.device = Device("gone", "gone", 1 << 30, "254:1")
+    assert me.disk_reads(target) is None

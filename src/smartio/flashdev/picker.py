@@ -53,7 +53,7 @@ class Tunables:
     read_anticipation_us: float = 3000.0
     write_slice_ms: float = 100.0
     write_slice_rand_ms: float = 0.0
-    write_window_ms: float = 30.0
+    write_window_ms: float = 0.0
     dispatch_limit_seq_read: int = 0
     dispatch_limit_seq_write: int = 0
     dispatch_limit_rand_read: int = 0

@@ -22,6 +22,7 @@ import struct
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Protocol
 
 from smartio import __version__
@@ -36,6 +37,7 @@ from smartio.signals import sigterm_as_interrupt
 from smartio.units import mib
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
+SYS_BLOCK = Path("/sys/class/block")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +147,20 @@ def drop_caches() -> None:
         raise NeedsRootError("--cold (dropping the page cache)") from e
 
 
+def disk_reads(target: Target) -> tuple[int, int] | None:
+    """(read requests completed, sectors read) of the target's block device so far (/sys/class/block/NAME/stat),
+    or None when the target is on no block device. Per launch, the difference tells how many requests of what
+    size its reads made, which is how a replay's I/O is compared with the real launch's (the background workload
+    only writes)."""
+    if target.device is None:
+        return None
+    try:
+        fields = (SYS_BLOCK / target.device.name / "stat").read_text().split()
+        return int(fields[0]), int(fields[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def device_info(target: Target) -> dict[str, Any]:
     b = target.backing
     info: dict[str, Any] = {"fstype": b.fstype if b else None, "source": b.source if b else None, "name": None}
@@ -187,6 +203,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     started = _now()
     walls: list[float] = []
     bg_mib_s: list[float] = []
+    reads: list[tuple[int, int]] = []        # per launch: read requests, sectors (disk_reads)
     steps = settings.repeats + (0 if settings.cold else 1)
     label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
     with sigterm_as_interrupt(), Progress(steps, stream=None if progress else io.StringIO()) as bar:
@@ -200,6 +217,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                 bar.begin(f"launch {r + 1}/{settings.repeats} ({label})")
                 if settings.cold:
                     drop_caches()
+                before = disk_reads(target)
                 if engine is None or bg_file is None:
                     walls.append(launcher.launch())
                 else:
@@ -213,6 +231,9 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                         result = bg.stop()
                     st = next(iter(result.jobs.values())).write
                     bg_mib_s.append(st.bytes / (1 << 20) / (st.runtime_ms / 1000) if st and st.runtime_ms else 0.0)
+                after = disk_reads(target)
+                if before is not None and after is not None:
+                    reads.append((after[0] - before[0], after[1] - before[1]))
                 bar.end()
         finally:
             target.cleanup()
@@ -223,6 +244,9 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     }
     if bg_mib_s:
         results["background_write_mib_s"] = Stat.of(bg_mib_s).to_json()
+    if reads and len(reads) == len(walls):
+        results["disk_read_requests"] = Stat.of([float(n) for n, _ in reads]).to_json()
+        results["disk_read_kib"] = Stat.of([s / 2 for _, s in reads]).to_json()
     return {
         "experiment": "launch",
         **what,

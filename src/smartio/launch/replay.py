@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from smartio.errors import UsageError
-from smartio.launch.trace import PAD_MAX, Trace
+from smartio.launch.trace import MAPPED, PAD_MAX, Trace
 from smartio.units import mib
 
 SCRATCH_PREFIX = ".smartio-launch-"
@@ -177,7 +177,7 @@ class Replayer:
                         os.preadv(fd, [buf[:op.size]], op.offset)
                     elif kind == "write":
                         os.pwritev(fd, [buf[:op.size]], op.offset)
-                    elif kind in ("mmap", "exec"):
+                    elif kind in MAPPED:
                         mfd = mfds.get(fid, -1)
                         if mfd < 0 and op.extents:
                             mfd = mfds[fid] = os.open(paths[fid], os.O_RDONLY)
