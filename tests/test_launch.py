@@ -135,6 +135,16 @@ def test_interleave_puts_each_fault_before_the_first_read_that_came_after_it():
         ("read", 1, ()),                                     # its page came long before: nothing due
         ("fault", 0, ((2 * 4096, 2 * 4096),)), ("exit", None, ())]
     assert [o.think_s for o in got if o.op == "read"] == [0.1, 0.2, 0.0]      # think times stay with their reads
+    # A read anchors at its first page not read before (page 0 of b was); a mapped page a read covers is the read's.
+    files2 = [files[0], tr.FileEntry(1, "/data/b", 8 * 4096)]
+    ops2 = [tr.Op("read", 1, 0, 4096), tr.Op("exec", 0, extents=((0, 2 * 4096),)),
+            tr.Op("read", 1, 0, 4 * 4096), tr.Op("read", 0, 4096, 4096), tr.Op("exit", None)]
+    seq2 = [("/data/b", 0), ("/lib/a.so", 0), ("/data/b", 1), ("/data/b", 2), ("/data/b", 3), ("/lib/a.so", 1)]
+    got2 = tr.interleave(tr.Trace({"version": 1}, files2, ops2), seq2)
+    assert [(o.op, o.file, o.extents) for o in got2.ops] == [
+        ("read", 1, ()), ("exec", 0, ()), ("fault", 0, ((0, 4096),)), ("read", 1, ()), ("read", 0, ()),
+        ("exit", None, ())]                              # a.so's page 1: the read of it, never a fault too
+    assert got2.header["version"] == tr.VERSION          # it has `fault` operations now
     # Every mapped page is read exactly once, whatever the order; remap drops the faults of another launch.
     again = tr.remap(tr.Trace({}, files, got), {"/lib/a.so": [0, 1, 2, 3, 8, 9]}, "test")
     assert [o.op for o in again.ops] == ["exec", "read", "read", "read", "exit"]
@@ -477,5 +487,8 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
     doc = me.measure(target, me.Settings(repeats=2), Reader(), what={"mode": "run"}, command="t", progress=False)
     r = doc["results"]                                   # the warm-up launch (3 requests) is not counted
     assert r["disk_read_requests"]["values"] == [4.0, 5.0] and r["disk_read_kib"]["values"] == [256.0, 320.0]
+    from smartio.launch.report import render
+    text = render({**doc, "argv": ["x"], "kernel": "k"})
+    assert "disk reads per launch (requests)" in text and "disk reads per launch (KiB)" in text
     target.device = Device("gone", "gone", 1 << 30, "254:1")
     assert me.disk_reads(target) is None

@@ -217,9 +217,11 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                 bar.begin(f"launch {r + 1}/{settings.repeats} ({label})")
                 if settings.cold:
                     drop_caches()
-                before = disk_reads(target)
+                before = after = None
                 if engine is None or bg_file is None:
+                    before = disk_reads(target)
                     walls.append(launcher.launch())
+                    after = disk_reads(target)
                 else:
                     jobs = background.jobset(settings.background, bg_file, settings.background_size)
                     with engine.start(jobs, f"background {settings.background}") as bg:
@@ -227,11 +229,12 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                         time.sleep(settings.warmup_s)
                         if not bg.running():
                             raise SmartioError(bg.failure())
+                        before = disk_reads(target)
                         walls.append(launcher.launch())
+                        after = disk_reads(target)
                         result = bg.stop()
                     st = next(iter(result.jobs.values())).write
                     bg_mib_s.append(st.bytes / (1 << 20) / (st.runtime_ms / 1000) if st and st.runtime_ms else 0.0)
-                after = disk_reads(target)
                 if before is not None and after is not None:
                     reads.append((after[0] - before[0], after[1] - before[1]))
                 bar.end()

@@ -169,6 +169,14 @@ class Replayer:
                 elif kind == "close":
                     if fid in fds:
                         os.close(fds.pop(fid))
+                elif kind in MAPPED:                # through the mapping's own fd, whatever the program closed
+                    mfd = mfds.get(fid, -1)
+                    if mfd < 0 and op.extents:
+                        mfd = mfds[fid] = os.open(paths[fid], os.O_RDONLY)
+                        os.posix_fadvise(mfd, 0, 0, os.POSIX_FADV_RANDOM)
+                    for off, n in op.extents:
+                        for o in range(off, off + n, FAULT_CHUNK):
+                            os.preadv(mfd, [buf[:min(FAULT_CHUNK, off + n - o)]], o)
                 else:
                     fd = fds.get(fid)
                     if fd is None:                  # an fd the launch inherited or got another way
@@ -177,14 +185,6 @@ class Replayer:
                         os.preadv(fd, [buf[:op.size]], op.offset)
                     elif kind == "write":
                         os.pwritev(fd, [buf[:op.size]], op.offset)
-                    elif kind in MAPPED:
-                        mfd = mfds.get(fid, -1)
-                        if mfd < 0 and op.extents:
-                            mfd = mfds[fid] = os.open(paths[fid], os.O_RDONLY)
-                            os.posix_fadvise(mfd, 0, 0, os.POSIX_FADV_RANDOM)
-                        for off, n in op.extents:
-                            for o in range(off, off + n, FAULT_CHUNK):
-                                os.preadv(mfd, [buf[:min(FAULT_CHUNK, off + n - o)]], o)
                     elif kind == "fsync":
                         os.fsync(fd)
                     elif kind == "fdatasync":

@@ -22,6 +22,11 @@ def render(doc: dict[str, Any]) -> str:
         b = r["background_write_mib_s"]
         rows.append([f"{s['background']} (MiB/s)", pm(b, "{:.1f}"), f"{min(b['values']):.1f}",
                      f"{max(b['values']):.1f}"])
+    for key, label in (("disk_read_requests", "disk reads per launch (requests)"),
+                       ("disk_read_kib", "disk reads per launch (KiB)")):
+        if key in r:
+            st = r[key]
+            rows.append([label, pm(st, "{:.0f}"), f"{min(st['values']):.0f}", f"{max(st['values']):.0f}"])
     lines.append(grid(["what", "mean", "min", "max"], rows))
     if doc["mode"] == "replay":
         t = doc["trace"]

@@ -6,7 +6,7 @@
 
 ## Format (one JSON object per line; version 2, which reads version 1 too)
 
-1. A header: `{"format": "smartio-launch-trace", "version": 1, "command": [...], "cwd": ..., "recorded": ISO time,
+1. A header: `{"format": "smartio-launch-trace", "version": 2, "command": [...], "cwd": ..., "recorded": ISO time,
    "kernel": ..., "tool": "strace ...", "traced_wall_s": the traced launch's wall time, "untraced_wall_s": the
    shortest of 5 warm launches without strace (the least disturbed by whatever else runs), "think_scale": see
    below, "residency": how mapped pages were chosen, "executable": the command's absolute path, "symlinks":
@@ -624,17 +624,19 @@ def remap(trace: Trace, residency: dict[str, list[int]], how: str,
 def interleave(trace: Trace, sequence: list[tuple[str, int]]) -> Trace:
     """The trace with its mapped pages moved from the `mmap`/`exec` that mapped them to `fault` operations where a
     cold launch faulted them in: `sequence` is that launch's page-cache insertions across files (path as recorded,
-    page), and a mapped page is read right before the first `read` whose own first new page came after it (the
-    rest before `exit`). Replay then interleaves a program's faults with its reads as the launch did: read all at
-    mmap time, the faults of a binary (and their read-around windows) became one sequential burst, which the
-    s5-emmc model serves at the sequential rate where the launch's scattered faults pay the random one (0.072
-    against 0.187 ms per 4 KiB alone)."""
+    page), and a mapped page is read right before the first `read` whose first page not read before came after it
+    (the rest before `exit`); a mapped page that a later `read` covers is left to that read. Replay then
+    interleaves a program's faults with its reads as the launch did: read all at mmap time, the faults of a binary
+    (and their read-around windows) became one sequential burst, which the s5-emmc model serves at the sequential
+    rate where the launch's scattered faults pay the random one (0.072 against 0.187 ms per 4 KiB alone)."""
     paths = {f.id: f.path for f in trace.files}
+    sizes = {f.id: f.size for f in trace.files}
     pos: dict[tuple[str, int], int] = {}
     for i, key in enumerate(sequence):
         pos.setdefault(key, i)
     end = len(sequence)
     pending: list[tuple[int, int, int]] = []          # (position, file, page) mapped, not read yet
+    read: set[tuple[int, int]] = set()                 # (file, page) a `read` or `fault` has read
     ops: list[Op] = []
 
     def flush(before: int) -> None:
@@ -647,27 +649,32 @@ def interleave(trace: Trace, sequence: list[tuple[str, int]]) -> Trace:
             while j < len(due) and due[j][1] == due[i][1]:
                 j += 1
             fid = due[i][1]
-            size = next(f.size for f in trace.files if f.id == fid)
-            ops.append(Op("fault", fid, extents=_runs([p for _, _, p in due[i:j]], size)))
+            ops.append(Op("fault", fid, extents=_runs([p for _, _, p in due[i:j]], sizes[fid])))
+            read.update((fid, p) for _, _, p in due[i:j])
             i = j
 
     for o in trace.ops:
         if o.op in ("mmap", "exec") and o.file is not None:
             for off, n in o.extents:
                 for page in range(off // PAGE, (off + n + PAGE - 1) // PAGE):
-                    pending.append((pos.get((paths[o.file], page), end), o.file, page))
+                    if (o.file, page) not in read:
+                        pending.append((pos.get((paths[o.file], page), end), o.file, page))
             ops.append(dataclasses.replace(o, extents=()))
             continue
         if o.op == "exit":
             flush(end + 1)
         elif o.op == "read" and o.file is not None and o.size > 0:
-            first = min((pos[k] for page in range(o.offset // PAGE, (o.offset + o.size - 1) // PAGE + 1)
-                         if (k := (paths[o.file], page)) in pos), default=None)
+            pages = range(o.offset // PAGE, (o.offset + o.size - 1) // PAGE + 1)
+            new = [p for p in pages if (o.file, p) not in read]
+            first = min((pos[k] for p in new if (k := (paths[o.file], p)) in pos), default=None)
             if first is not None:
                 flush(first)
+            covered = {(o.file, p) for p in new}
+            pending = [x for x in pending if (x[1], x[2]) not in covered]
+            read.update(covered)
         ops.append(o)
     flush(end + 1)                                       # a trace that does not end in `exit`
-    return Trace(dict(trace.header), list(trace.files), ops)
+    return Trace({**trace.header, "version": VERSION}, list(trace.files), ops)
 
 
 def symlinks_along(paths: set[str]) -> dict[str, str]:
@@ -838,8 +845,11 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
         try:
             with PageCacheLog() as log:
                 _launch(argv, cwd)
-            residency, how = log.order(mapped), RESIDENCY_ORDER
-            sequence = log.sequence(set(sizes))
+            sequence = log.sequence(set(sizes))          # one call: the same files decide overlayfs' inodes
+            residency, how = {p: [] for p in mapped}, RESIDENCY_ORDER
+            for path, page in sequence:
+                if path in residency:
+                    residency[path].append(page)
         except SmartioError as e:
             say(f"{e}; the pages resident afterwards (mincore) are read in file order")
             drop_caches()
