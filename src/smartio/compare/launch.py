@@ -132,11 +132,13 @@ def guest_main(argv: list[str]) -> int:
             installed = CommandLauncher(app_argv, cwd, root=str(inst.root))
             installed.launch()
             warm = statistics.median(installed.launch() for _ in range(INSTALLED_WARM_RUNS))
-            say(f"launches of the installed {name} with its files read into the page cache first (no I/O, code in "
-                f"new page frames)")
-            refilled = statistics.median(refilled_launch(installed, list(inst.paths.values()))
-                                         for _ in range(INSTALLED_REFILLED_RUNS))
-            cold_extra[name] = max(0.0, refilled - warm)
+            refilled = None
+            if "replay" in plan.modes and "cold" in plan.caches:       # only cold replays use it
+                say(f"launches of the installed {name} with its files read into the page cache first (no I/O, "
+                    f"code in new page frames)")
+                refilled = statistics.median(refilled_launch(installed, list(inst.paths.values()))
+                                             for _ in range(INSTALLED_REFILLED_RUNS))
+                cold_extra[name] = max(0.0, refilled - warm)
             # Replay reads the mapped pages a cold launch of the installed copy reads, in its order: the
             # recording's cold launch could not evict the pages of libc and the other libraries the guest's
             # processes hold mapped, which the copy on the target must read.
@@ -154,7 +156,8 @@ def guest_main(argv: list[str]) -> int:
             installs[name] = (trace, inst, layout, trace.header.get("cwd") or "/", app_argv, warm)
             rec["apps"][name] = {"argv": app_argv, "files": len(trace.files), "ops": len(trace.ops),
                                  "untraced_wall_s": trace.header["untraced_wall_s"],
-                                 "installed_warm_s": round(warm, 6), "installed_refilled_s": round(refilled, 6),
+                                 "installed_warm_s": round(warm, 6),
+                                 "installed_refilled_s": None if refilled is None else round(refilled, 6),
                                  "residency": trace.header["residency"]}
         warm_up(DEVICE)
         steps = [(s, c) for s in plan.schedulers for c in plan.cells()]
