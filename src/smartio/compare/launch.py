@@ -97,7 +97,7 @@ def guest_main(argv: list[str]) -> int:
     from smartio.launch.apps import APPS as APPSET
     from smartio.launch.measure import CommandLauncher, Settings, drop_caches, measure
     from smartio.launch.replay import Installed, Layout, Replayer
-    from smartio.launch.trace import PageCacheLog, Trace, record, remap
+    from smartio.launch.trace import PageCacheLog, Trace, pages_by_path, record, remap
 
     plan = LaunchPlan.from_json(argv[0])
     out = Path(argv[1])
@@ -113,7 +113,7 @@ def guest_main(argv: list[str]) -> int:
     failed = 0
     try:
         target = open_target(MOUNT, writes=True, destroy_data=False)
-        installs: dict[str, tuple[Trace, Installed, Layout, str, list[str], float]] = {}
+        installs: dict[str, tuple[Trace, Installed, Layout, str, list[str]]] = {}
         cold_extra: dict[str, float] = {}       # per application: refilled launch - warm launch, s (>= 0)
         for name in plan.apps:
             app = APPSET[name]
@@ -130,8 +130,7 @@ def guest_main(argv: list[str]) -> int:
             layout = Layout(trace, MOUNT).__enter__()
             # Replays are calibrated against the installed copy's warm launch (see Replayer.calibrate).
             installed = CommandLauncher(app_argv, cwd, root=str(inst.root))
-            installed.launch()
-            warm = statistics.median(installed.launch() for _ in range(INSTALLED_WARM_RUNS))
+            warm = warm_median(installed)
             refilled = None
             if "replay" in plan.modes and "cold" in plan.caches:       # only cold replays use it
                 say(f"launches of the installed {name} with its files read into the page cache first (no I/O, "
@@ -146,14 +145,12 @@ def guest_main(argv: list[str]) -> int:
             drop_caches()
             with PageCacheLog() as log:
                 installed.launch()
-            order = log.order({str(p) for p in inst.paths.values()})
             recorded = {str(inst.paths[f.id]): f.path for f in trace.files}
             sequence = [(recorded[p], page) for p, page in log.sequence(set(recorded))]
-            trace = remap(trace, {f.path: order.get(str(inst.paths[f.id]), []) for f in trace.files},
-                          RESIDENCY_INSTALLED, sequence)
+            trace = remap(trace, pages_by_path(sequence, set(recorded.values())), RESIDENCY_INSTALLED, sequence)
             trace.write(tfile)
             trace.header["path"] = str(tfile)
-            installs[name] = (trace, inst, layout, trace.header.get("cwd") or "/", app_argv, warm)
+            installs[name] = (trace, inst, layout, trace.header.get("cwd") or "/", app_argv)
             rec["apps"][name] = {"argv": app_argv, "files": len(trace.files), "ops": len(trace.ops),
                                  "untraced_wall_s": trace.header["untraced_wall_s"],
                                  "installed_warm_s": round(warm, 6),
@@ -165,7 +162,7 @@ def guest_main(argv: list[str]) -> int:
             if i == 1 or steps[i - 2][0] != spec:
                 switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
             say(f"[{i}/{len(steps)}] {spec.label}: {name} {cache} {mode}, background {bg}")
-            trace, inst, layout, cwd, app_argv, warm = installs[name]
+            trace, inst, layout, cwd, app_argv = installs[name]
             settings = Settings(cold=cache == "cold", background=bg, repeats=plan.repeats,
                                 background_size=plan.background_size, warmup_s=plan.warmup_s)
             started = time.monotonic()
@@ -181,9 +178,7 @@ def guest_main(argv: list[str]) -> int:
                     # Calibrated to the installed copy's warm launch measured now, under this scheduler; a cold
                     # replay to that plus what a cold launch's code costs the emulator (cold_extra).
                     launcher = Replayer(trace, layout)
-                    installed = CommandLauncher(app_argv, cwd, root=str(inst.root))
-                    installed.launch()
-                    warm_now = statistics.median(installed.launch() for _ in range(INSTALLED_WARM_RUNS))
+                    warm_now = warm_median(CommandLauncher(app_argv, cwd, root=str(inst.root)))
                     extra = cold_extra[name] if cache == "cold" else 0.0
                     what = {"app": name, "calibration": {**launcher.calibrate(wall=warm_now + extra),
                                                          "installed_warm_s": round(warm_now, 6),
@@ -206,6 +201,12 @@ def guest_main(argv: list[str]) -> int:
         save()
         subprocess.run(["umount", MOUNT], capture_output=True)
     return 1 if failed else 0
+
+
+def warm_median(launcher: Any) -> float:
+    """The median of INSTALLED_WARM_RUNS warm launches, after one untimed launch that warms the cache."""
+    launcher.launch()
+    return float(statistics.median(launcher.launch() for _ in range(INSTALLED_WARM_RUNS)))
 
 
 def refilled_launch(launcher: Any, paths: list[Path]) -> float:

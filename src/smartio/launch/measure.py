@@ -212,6 +212,14 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     reads: list[tuple[int, int]] = []        # per launch: read requests, sectors (disk_reads)
     steps = settings.repeats + (0 if settings.cold else 1)
     label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
+    def timed() -> None:
+        """One timed launch, and the disk reads made while it ran."""
+        before = disk_reads(target)
+        walls.append(launcher.launch())
+        after = disk_reads(target)
+        if before is not None and after is not None:
+            reads.append((after[0] - before[0], after[1] - before[1]))
+
     with sigterm_as_interrupt(), Progress(steps, stream=None if progress else io.StringIO()) as bar:
         try:
             bg_file = _prepare_background(target, settings)
@@ -224,11 +232,8 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                 if settings.cold:
                     drop_caches()
                     time.sleep(settings.settle_s)
-                before = after = None
                 if engine is None or bg_file is None:
-                    before = disk_reads(target)
-                    walls.append(launcher.launch())
-                    after = disk_reads(target)
+                    timed()
                 else:
                     jobs = background.jobset(settings.background, bg_file, settings.background_size)
                     with engine.start(jobs, f"background {settings.background}") as bg:
@@ -236,14 +241,10 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                         time.sleep(settings.warmup_s)
                         if not bg.running():
                             raise SmartioError(bg.failure())
-                        before = disk_reads(target)
-                        walls.append(launcher.launch())
-                        after = disk_reads(target)
+                        timed()
                         result = bg.stop()
                     st = next(iter(result.jobs.values())).write
                     bg_mib_s.append(st.bytes / (1 << 20) / (st.runtime_ms / 1000) if st and st.runtime_ms else 0.0)
-                if before is not None and after is not None:
-                    reads.append((after[0] - before[0], after[1] - before[1]))
                 bar.end()
         finally:
             target.cleanup()

@@ -495,10 +495,7 @@ class PageCacheLog:
     def order(self, paths: set[str]) -> dict[str, list[int]]:
         """Per path, the page indices in the order they entered the cache (first time only). Raises if the
         kernel's buffer lost events (the order would have holes)."""
-        out: dict[str, list[int]] = {p: [] for p in paths if os.path.exists(p)}
-        for path, page in self.sequence(paths):
-            out.setdefault(path, []).append(page)
-        return out
+        return pages_by_path(self.sequence(paths), {p for p in paths if os.path.exists(p)})
 
     def sequence(self, paths: set[str]) -> list[tuple[str, int]]:
         """(path, page index) of these files' pages in the order they entered the cache, across files (first time
@@ -534,6 +531,15 @@ class PageCacheLog:
                     seen[path].add(page)
                     out.append((path, page))
         return out
+
+
+def pages_by_path(sequence: list[tuple[str, int]], paths: set[str]) -> dict[str, list[int]]:
+    """Per path of `paths` (each one present, maybe empty), its pages in `sequence`'s order."""
+    out: dict[str, list[int]] = {p: [] for p in paths}
+    for path, page in sequence:
+        if path in out:
+            out[path].append(page)
+    return out
 
 
 def _runs(pages: list[int], size: int) -> tuple[tuple[int, int], ...]:
@@ -846,10 +852,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
             with PageCacheLog() as log:
                 _launch(argv, cwd)
             sequence = log.sequence(set(sizes))          # one call: the same files decide overlayfs' inodes
-            residency, how = {p: [] for p in mapped}, RESIDENCY_ORDER
-            for path, page in sequence:
-                if path in residency:
-                    residency[path].append(page)
+            residency, how = pages_by_path(sequence, mapped), RESIDENCY_ORDER
         except SmartioError as e:
             say(f"{e}; the pages resident afterwards (mincore) are read in file order")
             drop_caches()
