@@ -27,9 +27,20 @@ def test_plan_round_trips_and_refuses_bad_input():
     assert la.LaunchPlan.from_json(p.to_json()) == p
     assert len(p.cells()) == 2 * 1 * 2 * 1
     for kw, flag in (({"apps": ("nope",)}, "--apps"), ({"backgrounds": ("read",)}, "--backgrounds"),
-                     ({"repeats": 0}, "--repeats"), ({"modes": ()}, "--modes")):
+                     ({"repeats": 0}, "--repeats"), ({"modes": ()}, "--modes"),
+                     ({"headline_repeats": 0}, "--headline-repeats")):
         with pytest.raises(UsageError, match=flag):
             la.LaunchPlan(schedulers=parse_schedulers("none"), **kw)
+
+
+def test_headline_repeats_only_in_the_headline_cells():
+    p = dataclasses.replace(_plan(repeats=3, headline_repeats=6), caches=la.CACHES, modes=la.MODES,
+                            backgrounds=("none", la.HEADLINE_BG, "rand-write"))
+    assert la.LaunchPlan.from_json(p.to_json()) == p
+    many = {(c, b, m) for _, c, b, m in p.cells() if p.repeats_of(c, b, m) == 6}
+    assert many == {("cold", "none", "real"), ("cold", la.HEADLINE_BG, "real")}
+    assert all(p.repeats_of(c, b, m) == 3 for _, c, b, m in p.cells() if (c, b, m) not in many)
+    assert _plan(repeats=4).repeats_of("cold", "none", "real") == 4
 
 
 def _write(out: Path, label: str, app: str, bg: str, ms: float) -> None:
