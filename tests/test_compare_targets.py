@@ -84,3 +84,27 @@ def test_a_missing_other_scheduler_is_named_not_confused():
     assert targets.lowest(Figure(1.0, 0.9, 1.1), []) == "undecided"
     del doc["runs"]["smartio"]["slowdown"], doc["runs"]["mq-deadline"]["slowdown"]
     assert [c.verdict for c in targets.slowdown_checks(doc, "smartio", ["mq-deadline"])] == ["NOT met"]
+
+
+def _fig(values: list[float]) -> Figure:
+    from smartio.experiments.stats import Stat
+
+    return Figure.of(Stat.of(values).to_json())
+
+
+def test_lowest_is_decided_by_the_ratio_of_the_repeats_not_by_overlap():
+    """Two intervals that overlap can still differ at 95 %: with the repeats recorded, the verdict comes from the
+    interval of the ratio (Welch on the logarithms), as the figures' own intervals are taken."""
+    mine = _fig([0.9, 1.1, 0.95, 1.05, 1.0, 1.0])
+    other = _fig([1.1, 1.2, 1.0, 1.3, 1.15, 1.15])
+    assert mine.hi is not None and other.lo is not None and mine.hi > other.lo     # the intervals overlap
+    lo, hi = targets.ratio_ci(mine, other)
+    assert hi < 1
+    assert lowest(mine, [other]) == "met" and highest(other, [mine]) == "met"
+    close = _fig([0.95, 1.2, 1.0, 1.25, 1.1, 1.12])                    # mean below, ratio's interval across 1
+    assert close.mean > mine.mean and targets.ratio_ci(mine, close)[1] > 1
+    assert lowest(mine, [close]) == "undecided" and highest(close, [mine]) == "undecided"
+    assert lowest(mine, [other, close]) == "undecided"                  # every other must be beaten
+    # Without the repeats' values (older documents) the intervals themselves must be apart.
+    bare = Figure(other.mean, other.lo, other.hi)
+    assert lowest(Figure(mine.mean, mine.lo, mine.hi), [bare]) == "undecided"

@@ -1,9 +1,13 @@
 """Issue 11's targets, checked on comparison documents (pure: `bench/compare-schedulers` prints them, tests feed
 recorded documents). Every check uses the 95 % intervals, not just the means:
 
-  met        the whole interval is on the right side (below a bound; for "lowest", below every other scheduler's
-             whole interval; for "highest", above it);
-  undecided  the means are on the right side but the intervals overlap (more repeats or longer runs decide it);
+  met        the whole interval is on the right side: a figure's interval below a bound; for "lowest", the 95 %
+             interval of my figure over each other scheduler's (Welch's t on the logarithms of both runs' repeats,
+             as every figure's own interval is taken) below 1; for "highest", above 1. Whether two schedulers
+             differ is a question about their ratio: two intervals that merely overlap can still differ at 95 %
+             (non-overlap is a test at about 99.5 %). Figures recorded without their repeats' values fall back to
+             my interval lying wholly below (above) the other's;
+  undecided  the means are on the right side but the interval does not settle it (more repeats or longer runs);
   NOT met    the mean is on the wrong side.
 
 A figure measured once has no interval: it can be NOT met but never met.
@@ -14,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Any
+
+from smartio.experiments.stats import log_ratio_ci
 
 # Seed 000, Figures 11 and 12: the phone's SmartIO. The issue's bounds: 1R1W seq read below the paper's 1.72.
 BOUNDS = {  # (streams, mode) -> (read bound, write bound), and the paper's figures where it has them
@@ -33,11 +39,12 @@ class Figure:
     mean: float
     lo: float | None
     hi: float | None
+    values: tuple[float, ...] = ()     # the repeats, when recorded
 
     @classmethod
     def of(cls, stat: dict[str, Any]) -> Figure:
         lo, hi = stat.get("ci95") or (None, None)
-        return cls(stat["mean"], lo, hi)
+        return cls(stat["mean"], lo, hi, tuple(stat.get("values") or ()))
 
     @property
     def halfwidth_pct(self) -> float | None:
@@ -65,21 +72,37 @@ def below(f: Figure, bound: float) -> str:
     return "met" if f.hi is not None and f.hi <= bound else "undecided"
 
 
+def ratio_ci(mine: Figure, other: Figure) -> tuple[float, float] | None:
+    """95 % interval of mine / other from both figures' repeats (None without at least 2 positive values each)."""
+    return log_ratio_ci([(mine.values, other.values)])
+
+
+def _beats(mine: Figure, other: Figure, lower: bool) -> bool:
+    """Is mine decidedly below (`lower`) or above the other: by their ratio's interval, else by apart intervals."""
+    ci = ratio_ci(mine, other)
+    if ci is not None:
+        return ci[1] < 1 if lower else ci[0] > 1
+    if lower:
+        return mine.hi is not None and other.lo is not None and mine.hi < other.lo
+    return mine.lo is not None and other.hi is not None and mine.lo > other.hi
+
+
 def lowest(mine: Figure, others: list[Figure]) -> str:
-    """Lower than every other: met when my interval lies below all of theirs (undecided with nothing to beat)."""
+    """Lower than every other (undecided with nothing to beat)."""
     if not others:
         return "undecided"
     if any(mine.mean >= o.mean for o in others):
         return "NOT met"
-    if mine.hi is None or any(o.lo is None or mine.hi >= o.lo for o in others):
-        return "undecided"
-    return "met"
+    return "met" if all(_beats(mine, o, lower=True) for o in others) else "undecided"
 
 
 def highest(mine: Figure, others: list[Figure]) -> str:
-    neg = [Figure(-o.mean, None if o.hi is None else -o.hi, None if o.lo is None else -o.lo) for o in others]
-    return lowest(Figure(-mine.mean, None if mine.hi is None else -mine.hi, None if mine.lo is None else -mine.lo),
-                  neg)
+    """Higher than every other (undecided with nothing to beat)."""
+    if not others:
+        return "undecided"
+    if any(mine.mean <= o.mean for o in others):
+        return "NOT met"
+    return "met" if all(_beats(mine, o, lower=False) for o in others) else "undecided"
 
 
 def slowdown_figures(doc: dict[str, Any], label: str, mode: str) -> dict[str, Figure] | None:
