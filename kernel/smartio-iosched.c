@@ -804,15 +804,27 @@ static void sio_reader_seen(struct sio_data *sd, pid_t pid, u64 now)
 }
 
 /*
+ * How long a task still counts as a reader after its last read, ns: the
+ * anticipation window or the pace, whichever is longer. A synchronous
+ * reader's next read can come later than the anticipation window (a TCG
+ * guest's round trip between two reads often takes 3-5 ms); judged at the
+ * pace's own time scale, a reader between two reads still counts, and a
+ * writer alone is paced for at most one pace after the last read.
+ */
+static u64 sio_reader_window_ns(struct sio_data *sd)
+{
+	return max_t(u64, (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC,
+		     sio_pace_ns(sd));
+}
+
+/*
  * When a second task stops counting as a reader: the last reader other than
- * the latest was seen less than max(read_anticipation_us, the pace) ago.
- * Returns 0 when fewer than two tasks read.
+ * the latest was seen less than sio_reader_window_ns() ago. Returns 0 when
+ * fewer than two tasks read.
  */
 static u64 sio_several_readers_end(struct sio_data *sd, u64 now)
 {
-	u64 window = max_t(u64, (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC,
-			   sio_pace_ns(sd));
-	u64 end = sd->readers[1].seen_ns + window;
+	u64 end = sd->readers[1].seen_ns + sio_reader_window_ns(sd);
 
 	lockdep_assert_held(&sd->lock);
 
@@ -821,25 +833,15 @@ static u64 sio_several_readers_end(struct sio_data *sd, u64 now)
 	return now < end ? end : 0;
 }
 
-/*
- * A read queued or in flight, or one completed less than read_anticipation_us
- * ago, or less than a pace ago? A synchronous reader's next read can come
- * later than the anticipation window (a TCG guest's round trip between two
- * reads often takes 3-5 ms); judged at the pace's own time scale, a reader
- * between two reads still counts, and a writer alone is paced for at most
- * one pace after the last read.
- */
+/* A read queued or in flight, or one completed less than sio_reader_window_ns() ago? */
 static bool sio_reader_active(struct sio_data *sd, u64 now)
 {
-	u64 window = max_t(u64, (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC,
-			   sio_pace_ns(sd));
-
 	lockdep_assert_held(&sd->lock);
 
 	if (sio_reads_outstanding(sd))
 		return true;
 	return sd->last_read_done_ns &&
-	       sio_since(now, sd->last_read_done_ns) < window;
+	       sio_since(now, sd->last_read_done_ns) < sio_reader_window_ns(sd);
 }
 
 /*

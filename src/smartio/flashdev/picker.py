@@ -132,7 +132,8 @@ def pace_us(s: State, t: Tunables) -> float:
 
 
 def reader_window_us(s: State, t: Tunables) -> float:
-    """How long after it was last seen a reader still counts: max(read_anticipation_us, the pace)."""
+    """sio_reader_window_ns(): how long after it was last seen a reader still counts: max(read_anticipation_us, the
+    pace)."""
     return max(t.read_anticipation_us, pace_us(s, t))
 
 
