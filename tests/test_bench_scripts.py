@@ -93,7 +93,8 @@ def test_qasio_analyze_of_a_run_with_tunables_in_its_setting() -> None:
 
 
 def test_launch_headline_agrees_with_the_recorded_full_run() -> None:
-    # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells x 3 launches): the last
+    # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells, 3 launches each, 8 in the 6
+    # cold real cells idle and beside seq-write): the last
     # line is recomputed here from the cells, geometric means over the applications of cold seq-write over idle.
     data = REPO / "tests/data/launch/full-run"
     p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data)], capture_output=True, text=True)
@@ -117,6 +118,12 @@ def test_launch_headline_agrees_with_the_recorded_full_run() -> None:
             f"smartio_vs_none_pct={(none_ms - sm_ms) / none_ms * 100:.1f}")
     assert p.stdout.rstrip().splitlines()[-1] == want
     assert len(apps) == 3 and len(doc["cells"]) == 6 and doc["missing"] == []
+    n = doc["plan"]["headline_repeats"]
+    assert {len(v["wall_s"]["values"]) for c in doc["cells"].values() for k, v in c.items()
+            if k.endswith((".cold.none.real", ".cold.seq-write.real"))} == {n}
+    assert {len(v["wall_s"]["values"]) for c in doc["cells"].values() for k, v in c.items()
+            if ".warm." in k or k.endswith(".replay")} == {doc["plan"]["repeats"]}
+    assert f"{n} in the cold real cells" in p.stdout.splitlines()[0]
     # 24 cells (3 applications x cold/warm x idle/seq-write x real/replay), then replay against real per
     # application, cache and background (12), counted within 15 % from the same cells.
     assert sum(line.startswith(tuple(apps)) for line in p.stdout.splitlines()) == 24 + 12
@@ -129,3 +136,25 @@ def test_launch_headline_agrees_with_the_recorded_full_run() -> None:
                                           for s in doc["cells"]])
     within = sum(abs(r - 1) <= 0.15 for r in ratios.values())
     assert f"within 15 % of the real launch (geometric mean over the schedulers) in {within} of 12 cells" in p.stdout
+
+
+def test_compare_schedulers_analyze_reprints_the_recorded_full_run() -> None:
+    """bench/compare-schedulers --analyze on the run recorded in tests/data/compare/bench-full-run (2026-11-25,
+    `--repeats 6 --repeats-4 5`): its targets as decided by the ratio's interval, and the last line's figures."""
+    data = REPO / "tests/data/compare/bench-full-run"
+    p = subprocess.run([str(REPO / "bench" / "compare-schedulers"), "--analyze", str(data)], capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    last = p.stdout.strip().splitlines()[-1]
+    assert last.startswith("targets_met=14/34 undecided=17 ci_max_halfwidth_pct=64.7 smartio_read_slowdown_seq=2.024")
+    assert "recorded run" in p.stdout and "Figure 12" in p.stdout
+    lines = [x for x in p.stdout.splitlines() if x.startswith(("  mixed rand 50% reads", "  mixed seq 90% reads"))]
+    assert len(lines) == 2
+    assert lines[0].endswith(" NOT met")                     # seq 90 %: smartio's mean above none's
+    assert lines[1].endswith(" met") and "NOT met" not in lines[1]   # decided by the ratio's interval
+
+
+def test_compare_schedulers_analyze_of_a_missing_run(tmp_path) -> None:
+    p = subprocess.run([str(REPO / "bench" / "compare-schedulers"), "--analyze", str(tmp_path)], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "cannot read the recorded run" in p.stderr and "Traceback" not in p.stderr

@@ -383,7 +383,7 @@ def render(doc: dict[str, Any]) -> str:
 
     plan = doc["plan"]
     hr = plan.get("headline_repeats")
-    over = f"{plan['repeats']} launches" + (f", {hr} in the cold real cells idle and beside {HEADLINE_BG}"
+    over = f"{plan['repeats']} launches" + (f", {hr} in the cold real cells, idle and beside {HEADLINE_BG}"
                                             if hr and hr != plan["repeats"] else "")
     lines = [f"Launch time per scheduler (ms, mean over {over}), profile {doc['profile']['name']} "
              f"({device_line(doc['profile'])}); {clock_text(plan)}; kernel {doc.get('kernel')}", ""]
