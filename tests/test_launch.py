@@ -297,6 +297,19 @@ def test_replay_times_think_and_io(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_replay_runs_each_launch_in_a_child_and_reports_its_failure(tmp_path):
+    """A launch is a new process, as a real one is; what fails in it fails the launch with the child's error."""
+    ops = [tr.Op("open", 0), tr.Op("read", 0, 0, 4096), tr.Op("exit", None)]
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.0, "command": ["app", "-x"]},
+                 [tr.FileEntry(0, "/x/y", 8192)], ops)
+    with Layout(t, str(tmp_path)) as layout:
+        r = Replayer(t, layout)
+        assert r.launch() >= 0
+        layout.paths[0].unlink()
+        with pytest.raises(SmartioError, match=r"replay of `app -x` failed: FileNotFoundError"):
+            r.launch()
+
+
 def _cli(*args: str) -> int:
     return main(["launch", *args])
 

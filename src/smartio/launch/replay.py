@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
+import struct
 import time
 from pathlib import Path
 
-from smartio.errors import UsageError
+from smartio.errors import SmartioError, UsageError
 from smartio.launch.trace import MAPPED, PAD_MAX, Trace
 from smartio.units import mib
 
@@ -136,6 +138,39 @@ class Replayer:
                 "think_scale": self.scale}
 
     def launch(self) -> float:
+        """One launch, in a new child process (forked; timed inside it from its first operation), as a real launch
+        is a new process: a scheduler that tells processes apart sees one per launch. bfq weight-raises a new
+        process's queue as interactive; replayed in this long-lived process, sqlite's cold launch beside the
+        sequential writer took 4.95 times the real one under bfq (0.97 under the other schedulers)."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:                            # the child: plain system calls only, then _exit
+            code = 0
+            try:
+                os.close(r)
+                msg = struct.pack("d", self._run())
+            except BaseException as e:          # reported to the parent, which raises
+                msg, code = f"{type(e).__name__}: {e}".encode(errors="replace")[:4000], 1
+            try:
+                os.write(w, msg)
+            finally:
+                os._exit(code)
+        os.close(w)
+        try:
+            chunks = []
+            while chunk := os.read(r, 4096):
+                chunks.append(chunk)
+        finally:
+            os.close(r)
+            _, status = os.waitpid(pid, 0)
+        data = b"".join(chunks)
+        if os.waitstatus_to_exitcode(status) != 0 or len(data) != 8:
+            cmd = self.trace.header.get("command")
+            raise SmartioError(f"replay of `{shlex.join(cmd) if isinstance(cmd, list) else 'the trace'}` failed: "
+                               + (data.decode(errors="replace") or f"exit status {status}"))
+        return float(struct.unpack("d", data)[0])
+
+    def _run(self) -> float:
         paths = self.layout.paths
         root = str(self.layout.root)
         fds: dict[int, int] = {}
