@@ -87,22 +87,21 @@ def _beats(mine: Figure, other: Figure, lower: bool) -> bool:
     return mine.lo is not None and other.hi is not None and mine.lo > other.hi
 
 
-def lowest(mine: Figure, others: list[Figure]) -> str:
-    """Lower than every other (undecided with nothing to beat)."""
+def _extreme(mine: Figure, others: list[Figure], lower: bool) -> str:
+    """Lower (`lower`) or higher than every other (undecided with nothing to beat)."""
     if not others:
         return "undecided"
-    if any(mine.mean >= o.mean for o in others):
+    if any(mine.mean >= o.mean if lower else mine.mean <= o.mean for o in others):
         return "NOT met"
-    return "met" if all(_beats(mine, o, lower=True) for o in others) else "undecided"
+    return "met" if all(_beats(mine, o, lower) for o in others) else "undecided"
+
+
+def lowest(mine: Figure, others: list[Figure]) -> str:
+    return _extreme(mine, others, lower=True)
 
 
 def highest(mine: Figure, others: list[Figure]) -> str:
-    """Higher than every other (undecided with nothing to beat)."""
-    if not others:
-        return "undecided"
-    if any(mine.mean <= o.mean for o in others):
-        return "NOT met"
-    return "met" if all(_beats(mine, o, lower=False) for o in others) else "undecided"
+    return _extreme(mine, others, lower=False)
 
 
 def slowdown_figures(doc: dict[str, Any], label: str, mode: str) -> dict[str, Figure] | None:
