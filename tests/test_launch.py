@@ -3,6 +3,7 @@ real launches timed beside a real fio background writer. No VM; nothing here dro
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -405,6 +406,22 @@ def test_calibration_scales_think_time_to_the_untraced_launch(tmp_path):
         r = Replayer(t, layout)
         r.calibrate()
         assert r.scale == 1.0
+
+
+def test_calibration_takes_the_operations_time_as_the_wall_time_was_taken(tmp_path):
+    """A median wall time less the shortest pass would leave the replays longer than the launch they copy."""
+    ops = [tr.Op("open", 0), tr.Op("exit", None, think_s=1.0)]
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "untraced_wall_s": 0.5, "think_scale": 1.0},
+                 [tr.FileEntry(0, "/x/y", 4096)], ops)
+    with Layout(t, str(tmp_path)) as layout:
+        for typical, ops_s in (("shortest", 0.1), ("median", 0.3)):
+            r = Replayer(t, layout)
+            # The first pass warms the cache and is not counted.
+            r.launch = functools.partial(next, iter([9.0, 0.3, 0.1, 0.5, 0.2, 0.4]))   # type: ignore[method-assign]
+            cal = r.calibrate(wall=0.5, typical=typical)
+            assert cal["ops_warm_s"] == ops_s and r.scale == pytest.approx(0.5 - ops_s)
+        with pytest.raises(ValueError):
+            r.calibrate(typical="mean")
 
 
 def test_installed_copy_never_follows_a_link_out_of_itself(tmp_path):

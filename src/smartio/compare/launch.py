@@ -48,6 +48,8 @@ INSTALLED_REFILLED_RUNS = 3
 DISK_SIZE = 1 << 30
 GUEST_FILE, RUNS_DIR, TRACES_DIR = "launch-guest.json", "runs", "traces"
 HEADLINE_BG = "seq-write"
+# The headline is computed from the cold real launches, idle and beside HEADLINE_BG (cells "app.cold.<bg>.real").
+HEADLINE_CACHE, HEADLINE_MODE, HEADLINE_BGS = "cold", "real", ("none", HEADLINE_BG)
 # As for the sqlite experiment: the application set is tens of MiB installed and laid out on the emulated disk,
 # which at the profile's own scale (100 for s5-emmc) would take most of an hour to write.
 DEFAULT_TIME_SCALE = 10.0
@@ -89,10 +91,19 @@ class LaunchPlan(JsonPlan):
 
     def repeats_of(self, cache: str, bg: str, mode: str) -> int:
         """Launches timed in a cell: `headline_repeats` in the headline's cells, if set, else `repeats`."""
-        if self.headline_repeats and cache == "cold" and mode == "real" and bg in ("none", HEADLINE_BG):
+        if self.headline_repeats and is_headline_cell(cache, bg, mode):
             return self.headline_repeats
         return self.repeats
 
+
+
+def is_headline_cell(cache: str, bg: str, mode: str) -> bool:
+    return cache == HEADLINE_CACHE and mode == HEADLINE_MODE and bg in HEADLINE_BGS
+
+
+def headline_key(app: str, bg: str) -> str:
+    """The key in a scheduler's cells of the headline cell of `app` with background `bg` (of HEADLINE_BGS)."""
+    return f"{app}.{HEADLINE_CACHE}.{bg}.{HEADLINE_MODE}"
 
 
 def run_file(label: str, app: str, cache: str, bg: str, mode: str) -> str:
@@ -192,8 +203,8 @@ def guest_main(argv: list[str]) -> int:
                     launcher = Replayer(trace, layout)
                     warm_now = warm_median(CommandLauncher(app_argv, cwd, root=str(inst.root)))
                     extra = cold_extra[name] if cache == "cold" else 0.0
-                    what = {"app": name, "calibration": {**launcher.calibrate(wall=warm_now + extra),
-                                                         "installed_warm_s": round(warm_now, 6),
+                    cal = launcher.calibrate(wall=warm_now + extra, typical="median")   # W is a median too
+                    what = {"app": name, "calibration": {**cal, "installed_warm_s": round(warm_now, 6),
                                                          "cold_code_s": round(extra, 6)}}
                 doc = measure(target, settings, launcher, what={"mode": mode, **what},
                               command=f"smartio compare --experiment launch ({name}, {cache}, {bg}, {mode})",
@@ -260,13 +271,13 @@ def assemble(plan: LaunchPlan, guest_out: Path, *, profile: Any, command: str, s
         c = cells.get(spec.label, {})
         ratios, pairs, vs_none = [], [], []
         for app in plan.apps:
-            idle, busy = c.get(f"{app}.cold.none.real"), c.get(f"{app}.cold.{HEADLINE_BG}.real")
+            idle, busy = (c.get(headline_key(app, bg)) for bg in HEADLINE_BGS)
             if idle and busy:
                 ratios.append(busy["wall_s"]["mean"] / idle["wall_s"]["mean"])
                 pairs.append((busy["wall_s"].get("values", ()), idle["wall_s"].get("values", ())))
-            if busy and (other := none.get(f"{app}.cold.{HEADLINE_BG}.real")):
+            if busy and (other := none.get(headline_key(app, HEADLINE_BG))):
                 vs_none.append((busy["wall_s"].get("values", ()), other["wall_s"].get("values", ())))
-        busy_ms = _gmean([c[k]["wall_s"]["mean"] * 1e3 for k in c if k.endswith(f".cold.{HEADLINE_BG}.real")])
+        busy_ms = _gmean([b["wall_s"]["mean"] * 1e3 for a in plan.apps if (b := c.get(headline_key(a, HEADLINE_BG)))])
         ci = log_ratio_ci(pairs) if len(pairs) == len(plan.apps) else None
         ci_none = log_ratio_ci(vs_none) if len(vs_none) == len(plan.apps) else None
         headline[spec.label] = {"cold_bg_over_idle": _gmean(ratios), "cold_bg_ms": busy_ms,
