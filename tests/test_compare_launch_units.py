@@ -142,7 +142,8 @@ def test_headline_carries_95_percent_intervals(tmp_path):
 
 def test_replay_fidelity_per_cell(tmp_path):
     """Replay against real per (application, cache, background): the geometric mean over the schedulers of
-    replay / real, within 15 % or not, and both launches' disk reads per launch where the run recorded them."""
+    replay / real, within 15 % or not (from the means where no launch times were kept, by the ratio's 95 %
+    interval where they were), and both launches' disk reads per launch where the run recorded them."""
     plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("none,smartio"), apps=("sqlite",),
                                caches=("cold", "warm"), backgrounds=("none",), modes=("real", "replay"))
     walls = {("none", "cold"): (4.0, 3.2), ("smartio", "cold"): (4.0, 3.6),     # 0.8 and 0.9: 0.849
@@ -158,11 +159,25 @@ def test_replay_fidelity_per_cell(tmp_path):
             f.write_text(json.dumps({"results": res}))
     doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
     rows = {r["cache"]: r for r in la.fidelity(doc)}
-    assert rows["cold"]["replay_over_real"] == pytest.approx((0.8 * 0.9) ** 0.5) and not rows["cold"]["within"]
-    assert rows["warm"]["replay_over_real"] == pytest.approx(1.1) and rows["warm"]["within"]
+    assert rows["cold"]["replay_over_real"] == pytest.approx((0.8 * 0.9) ** 0.5) and rows["cold"]["within"] == "no"
+    assert rows["warm"]["replay_over_real"] == pytest.approx(1.1) and rows["warm"]["within"] == "yes"
+    assert rows["warm"]["ci95"] is None
     assert rows["cold"]["real_read_requests"] == 200 and rows["cold"]["replay_read_requests"] == 220
     assert "real_read_requests" not in rows["warm"]
     text = la.render(doc)
-    assert "in 1 of 2 cells" in text and "200 / 20.0" in text and "220 / 20.0" in text
+    assert "in 1 of 2 cells; not within in 1, undecided in 0" in text and "200 / 20.0" in text
+    assert "220 / 20.0" in text
+    # With launch times, the interval decides: the same 1.1 from launches that scatter widely is undecided, from
+    # tight ones within; a tight 0.849 is not within.
+    for spread, verdict in ((0.3, "undecided"), (0.001, "yes")):
+        for label in ("none", "smartio"):
+            for mode, wall in (("real", 0.1), ("replay", 0.11)):
+                f = tmp_path / la.run_file(label, "sqlite", "warm", "none", mode)
+                f.write_text(json.dumps({"results": {"wall_s": {"mean": wall, "values": [
+                    wall * (1 - spread), wall, wall * (1 + spread)]}}}))
+        doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+        warm = next(r for r in la.fidelity(doc) if r["cache"] == "warm")
+        assert warm["within"] == verdict, warm
+        assert warm["ci95"][0] < 1.1 < warm["ci95"][1]
     # Without replays there is nothing to compare.
     assert la.fidelity({**doc, "plan": {**doc["plan"], "modes": ["real"]}}) == []

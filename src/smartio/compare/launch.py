@@ -333,8 +333,10 @@ REPLAY_TOLERANCE = 0.15        # issue 14: a replay within 15 % of the real laun
 
 def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Replay against the real launch per (application, cache, background): the geometric mean over the
-    schedulers of replay / real time, and both launches' disk reads per launch (requests, KiB: means over the
-    schedulers), where the run recorded them."""
+    schedulers of replay / real time with its 95 % interval (Welch's, over every scheduler's launches), the
+    verdict "yes" (the interval inside 1 ± REPLAY_TOLERANCE), "no" (outside it) or "undecided" (straddling an
+    edge; from the means alone, yes or no, where a run kept no launch times), and both launches' disk reads per
+    launch (requests, KiB: means over the schedulers), where the run recorded them."""
     plan = doc["plan"]
     out: list[dict[str, Any]] = []
     if not {"real", "replay"} <= set(plan["modes"]):
@@ -343,6 +345,7 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
         for c in plan["caches"]:
             for b in plan["backgrounds"]:
                 ratios: list[float] = []
+                pairs: list[tuple[list[float], list[float]]] = []
                 io: dict[str, list[tuple[float, float]]] = {"real": [], "replay": []}
                 for label in plan["schedulers"]:
                     cell = doc["cells"].get(label, {})
@@ -350,14 +353,23 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     if not (real and rep):
                         continue
                     ratios.append(rep["wall_s"]["mean"] / real["wall_s"]["mean"])
+                    pairs.append((rep["wall_s"].get("values", []), real["wall_s"].get("values", [])))
                     for m, r in (("real", real), ("replay", rep)):
                         if "disk_read_requests" in r:
                             io[m].append((r["disk_read_requests"]["mean"], r["disk_read_kib"]["mean"]))
                 ratio = _gmean(ratios)
                 if ratio is None:
                     continue
+                ci = log_ratio_ci(pairs)
+                lo, hi = 1 - REPLAY_TOLERANCE, 1 + REPLAY_TOLERANCE
+                if ci is None:
+                    verdict = "yes" if lo <= ratio <= hi else "no"
+                else:
+                    verdict = "yes" if lo <= ci[0] and ci[1] <= hi else "no" if ci[0] > hi or ci[1] < lo \
+                        else "undecided"
                 row: dict[str, Any] = {"app": a, "cache": c, "background": b, "replay_over_real": ratio,
-                                       "schedulers": len(ratios), "within": abs(ratio - 1) <= REPLAY_TOLERANCE}
+                                       "ci95": ci and [round(x, 4) for x in ci], "schedulers": len(ratios),
+                                       "within": verdict}
                 for m, v in io.items():
                     if v:
                         row[f"{m}_read_requests"] = sum(x for x, _ in v) / len(v)
@@ -379,14 +391,17 @@ def fidelity_lines(doc: dict[str, Any]) -> list[str]:
         return "-" if n is None else f"{n:.0f} / {r[f'{m}_read_kib'] / 1024:.1f}"
 
     pct = f"within {REPLAY_TOLERANCE:.0%}".replace("%", " %")
-    table = grid(["replay against real", "replay/real", pct,
+    def ratio(r: dict[str, Any]) -> str:
+        ci = r["ci95"]
+        return f"{r['replay_over_real']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+    table = grid(["replay against real", "replay/real [95 % CI]", pct,
                   *(["real reads (requests / MiB)", "replay reads"] if has_io else [])],
-                 [[f"{r['app']} {r['cache']} {r['background']}", f"{r['replay_over_real']:.2f}",
-                   "yes" if r["within"] else "no", *([io(r, "real"), io(r, "replay")] if has_io else [])]
-                  for r in rows])
-    k = sum(r["within"] for r in rows)
-    return ["", table, f"  replay {pct} of the real launch (geometric mean over the schedulers) in {k} of "
-            f"{len(rows)} cells"]
+                 [[f"{r['app']} {r['cache']} {r['background']}", ratio(r), r["within"],
+                   *([io(r, "real"), io(r, "replay")] if has_io else [])] for r in rows])
+    n = {v: sum(r["within"] == v for r in rows) for v in ("yes", "no", "undecided")}
+    return ["", table, f"  replay {pct} of the real launch (geometric mean over the schedulers, decided by its 95 % "
+            f"interval) in {n['yes']} of {len(rows)} cells; not within in {n['no']}, undecided in {n['undecided']}"]
 
 
 def render(doc: dict[str, Any]) -> str:
