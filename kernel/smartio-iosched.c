@@ -222,8 +222,8 @@ enum sio_dep {
  * group and kind recorded when the request was first inserted, and the
  * request's slot in writes_out[] + 1 while it is a dispatched write, else 0.
  * The upper 32 bits hold the pid of the task that queued it (a write's
- * priv[1] no longer does). rq->elv.priv[1] is a write's owner: the address_space of its first page
- * when it was inserted (a key compared with a waiting task's folio mapping,
+ * priv[1] no longer does). rq->elv.priv[1] is a write's owner: the
+ * address_space of its first page when it was inserted (a key compared with a waiting task's folio mapping,
  * never dereferenced), or NULL; for a read, the pid of the task that
  * allocated it (sio_prepare_request(), in the submitter's context).
  */
@@ -1080,9 +1080,12 @@ static struct request *sio_class_step(struct sio_data *sd,
 		}
 		rq = sio_pick(sd, cq, SIO_PICK_WRITES, &picked_limited);
 		if (rq && sio_own_task(sd, sio_rq_pid(rq), now)) {
-			if (sd->phase == SIO_PH_ANTICIPATE)
+			if (sd->phase == SIO_PH_ANTICIPATE) {
 				sio_set_phase(sd, SIO_PH_READ);
+				sd->antic_expired++;	/* holds = hits + expired */
+			}
 			sd->own_writes++;
+			limited += picked_limited;
 			goto out;
 		}
 		if (sio_anticipate(sd, now)) {
@@ -1090,8 +1093,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 			rq = NULL;
 			goto out;
 		}
-		limited += picked_limited;
-		goto out;
+		/* Picked again below: anticipation may have ended since. */
 	}
 	rq = sio_pick(sd, cq, SIO_PICK_WRITES, &limited);
 out:
@@ -2225,11 +2227,13 @@ static void sio_exit_sched(struct elevator_queue *e)
 	}
 	/* Pacing counts each write it sends once, the read hold each read. */
 	WARN_ONCE(sd->pace_delayed > sd->paced_writes ||
-		  sd->paced_writes + sd->unpaced_writes + sd->own_writes > dispatched[SIO_WRITE] ||
+		  sd->paced_writes + sd->unpaced_writes + sd->own_writes >
+		  dispatched[SIO_WRITE] ||
 		  sd->held_reads > dispatched[SIO_READ],
-		  "smartio: pacing unbalanced: paced %llu delayed %llu unpaced %llu of %llu writes, held %llu of %llu reads\n",
+		  "smartio: pacing unbalanced: paced %llu delayed %llu unpaced %llu own %llu of %llu writes, held %llu of %llu reads\n",
 		  sd->paced_writes, sd->pace_delayed, sd->unpaced_writes,
-		  dispatched[SIO_WRITE], sd->held_reads, dispatched[SIO_READ]);
+		  sd->own_writes, dispatched[SIO_WRITE], sd->held_reads,
+		  dispatched[SIO_READ]);
 	WARN_ONCE(sd->dropped, "smartio: %llu requests freed without dispatch\n",
 		  sd->dropped);
 	kfree(sd);
