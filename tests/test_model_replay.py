@@ -120,6 +120,31 @@ def test_sync_writes_before_async_ones() -> None:
     assert decide(s, 10, Tunables(read_anticipation_us=0)).request == W(5)
 
 
+def test_a_readers_own_writes_are_neither_paced_nor_anticipated_and_hold_none_of_its_reads() -> None:
+    """Rule 7 (the module's 9): pace, hold and anticipation keep the device for another task's next read."""
+    own, other = Queued(10, "seq_write", task=1), Queued(10, "seq_write", task=2)
+    reader = ((1, 50.0),)
+    s = State(writes=[own], inflight={"seq_read": 1}, last_write=0.0, readers=reader)
+    assert decide(s, 60, TUN).reason == "the reader's own write (unpaced)"
+    assert decide(dataclasses.replace(s, writes=[other]), 60, TUN).reason == "write pace"
+    # With another task reading too, its writes go by their slice like anyone's.
+    both = dataclasses.replace(s, readers=(*reader, (3, 40.0)))
+    assert decide(both, 60, TUN).reason == "several readers: writes by their slice"
+    # Without pacing: not anticipated, and the anticipation phase ends.
+    antic = Tunables(read_anticipation_us=3000)
+    d = decide(dataclasses.replace(s, phase=ANTICIPATING), 60, antic)
+    assert d.pick == WRITE and d.phase != ANTICIPATING and d.reason == "the reader's own write (not anticipated)"
+    d = decide(dataclasses.replace(s, writes=[other]), 60, antic)
+    assert d.pick is None and d.phase == ANTICIPATING
+    # Its own write's completion holds none of its reads.
+    s = State(reads=[R(950)], last_write_done=900.0, last_write_done_task=1, readers=((1, 950.0),))
+    assert decide(s, 1000, TUN).pick == READ
+    assert decide(dataclasses.replace(s, last_write_done_task=2), 1000, TUN).reason == "read hold"
+    # A write of no known task (None) is nobody's own.
+    assert decide(State(writes=[W(10)], inflight={"seq_read": 1}, last_write=0.0, readers=((None, 50.0),)), 60,
+                  TUN).reason == "write pace"
+
+
 def test_tunables_from_sysfs_names() -> None:
     assert Tunables.from_mapping({"write_pace_us": "285", "qasio_boost": "1"}).write_pace_us == 285
     with pytest.raises(ValueError, match="write_pace_ms"):
@@ -136,8 +161,9 @@ def test_tunables_accept_every_tunable_the_module_has() -> None:
 
 # -- the replay
 
-def ev_(t: float, action: str, sector: int, write: bool) -> Event:
-    return Event(t, action, sector, 8, write)
+def ev_(t: float, action: str, sector: int, write: bool, pid: int | None = None) -> Event:
+    """An event of the reader (pid 1) or of the writer (pid 2), unless `pid` says."""
+    return Event(t, action, sector, 8, write, pid=pid if pid is not None else 2 if write else 1)
 
 
 # One reader (sectors 5000, 5008, 5016) beside one sequential writer (0, 8: the module's last write end starts at 0,
@@ -192,6 +218,16 @@ def test_a_dispatch_order_against_the_rules_fails() -> None:
     assert held.decision.reason == "read hold" and held.context["read_hold_left_us"] == 100.0
 
 
+def test_the_replay_tells_a_readers_own_writes_by_the_inserting_pid() -> None:
+    # A write 2 us after a read went, before its pace: the module's order for one task's reads and writes (rule 7),
+    # against the rules when the write is another task's.
+    evs = [ev_(0, "I", 0, True, pid=1), ev_(5, "D", 0, True), ev_(10, "I", 5000, False, pid=1),
+           ev_(12, "D", 5000, False), ev_(20, "I", 8, True, pid=1), ev_(22, "D", 8, True)]
+    assert [c.verdict for c in replay(evs, TUN).checks] == ["agree"] * 3
+    other = [dataclasses.replace(e, pid=2) if e.write and e.action == "I" else e for e in evs]
+    assert [c.verdict for c in replay(other, TUN).checks][-1] == "waited"
+
+
 def test_the_tolerance_takes_the_clock_read_before_the_issue_event() -> None:
     # The module read its clock at 1199 (hold on: the write goes), the issue event says 1210 (hold over: the model
     # would send the read). Within 50 µs of the issue and after the previous event, the write was right.
@@ -208,12 +244,12 @@ def _trace(events: list[Event]) -> ev.Trace:
     for i, e in enumerate(events):
         tc = (ev.TC_WRITE | ev.TC_SYNC if e.write else ev.TC_READ) | ev.ACTION_CATEGORY[code[e.action]]
         rec[i] = (ev.MAGIC, i, int(e.time * 1000) + 10**9, e.sector, e.sectors * 512,
-                  code[e.action] | tc << ev.TC_SHIFT, 1, ev.kdev(254, 0), 0, 0, 0)
+                  code[e.action] | tc << ev.TC_SHIFT, e.pid, ev.kdev(254, 0), 0, 0, 0)
     return ev.Trace(rec)
 
 
 def test_events_from_a_trace_and_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert events_from_trace(_trace(GOOD)) == [dataclasses.replace(e, pid=1) for e in GOOD]   # _trace's pid
+    assert events_from_trace(_trace(GOOD)) == GOOD
     write_ours(_trace(GOOD), tmp_path / "good.smtrace")
     (tmp_path / "tunables").write_text("write_pace_us:1000\nwrite_pace_rand_us:2000\nread_hold_us:300\n"
                                        "read_anticipation_us:0\nqasio_boost:1\n")
@@ -236,10 +272,10 @@ def test_the_models_own_schedule_replays_with_full_agreement(mode: str) -> None:
     from smartio.flashdev.model import Device, Policy, run_streams
 
     tun = Tunables(write_pace_us=285, write_pace_rand_us=717, read_hold_us=133, read_anticipation_us=0)
-    log: list[tuple[float, str, int, bool]] = []
+    log: list[tuple[float, str, int, bool, int]] = []
     run_streams(Device.from_profile(load_profile("s5-emmc")), [f"{mode}_read", f"{mode}_write"],
                 Policy("read_first", tunables=tun), ios=300, log=log)
-    res = replay([Event(t, a, sector, 8, w) for t, a, sector, w in sorted(log, key=lambda x: x[0])], tun,
+    res = replay([Event(t, a, sector, 8, w, pid=i) for t, a, sector, w, i in sorted(log, key=lambda x: x[0])], tun,
                  tolerance_us=0.0)
     assert len(res.checks) >= 500 and res.skipped == 0
     assert res.rate(within=False) == 1.0, res.to_json()["disagreements"][:3]

@@ -271,13 +271,14 @@ def _decide(st: State, queued: list[Queued], inflight: collections.Counter[str],
 
 
 def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios: int = 2000, think: float = 0.0,
-                seed: int = 1, log: list[tuple[float, str, int, bool]] | None = None) -> list[float]:
+                seed: int = 1, log: list[tuple[float, str, int, bool, int]] | None = None) -> list[float]:
     """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream.
 
     Under read_first the host is the module's picker (picker.decide): each stream writes or reads its own region,
     sequentially or with gaps, so that the module's sequential/random tell (for the pace) sees what it would.
-    `log` gets (time, 'I' | 'D' | 'C', sector, is a write) for every insert, dispatch and completion, as a block
-    trace has them (tests replay it through smartio.flashdev.replay)."""
+    `log` gets (time, 'I' | 'D' | 'C', sector, is a write, stream) for every insert, dispatch and completion, as a
+    block trace has them, the stream as its pid: each is a task of its own (tests replay it through
+    smartio.flashdev.replay)."""
     rng = random.Random(seed)
     eng = Engine(dev)
     host: list[tuple[float, int, int]] = []          # (time, seq, stream) submissions
@@ -302,7 +303,7 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             if policy.name == "none":
                 pick = waiting[0]
             else:
-                d = _decide(st, [Queued(sub, streams[i], tag=(sub, i)) for sub, i in waiting],
+                d = _decide(st, [Queued(sub, streams[i], tag=(sub, i), task=i) for sub, i in waiting],
                             collections.Counter(streams[i] for i in inflight), now, tun)
                 if d.request is None:
                     return NEVER if d.wait_until is None else d.wait_until
@@ -313,7 +314,7 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
                 st.last_write, st.last_write_rand = now, pos[i] != last_write_end
                 last_write_end = pos[i] + SECTORS_PER_PAGE
             if log is not None:
-                log.append((now, "D", pos[i], writes(i)))
+                log.append((now, "D", pos[i], writes(i), i))
             r = Request(WRITE if writes(i) else READ, streams[i], tag=(i, pos[i]))
             pos[i] += SECTORS_PER_PAGE if streams[i].startswith("seq") else RAND_STRIDE
             eng.submit(now, r)
@@ -328,13 +329,13 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
         eng.advance(t)
         for r in eng.completed:
             if r.kind == WRITE:
-                st.last_write_done = r.complete
+                st.last_write_done, st.last_write_done_task = r.complete, r.tag[0]
             else:
                 st.last_read_done = r.complete
                 reader_seen(st, r.tag[0], r.complete)
             i, sector = r.tag
             if log is not None:
-                log.append((r.complete, "C", sector, r.kind == WRITE))
+                log.append((r.complete, "C", sector, r.kind == WRITE, i))
             sub, _ = inflight.pop(i)
             lat[i].append(r.complete - sub)
             heapq.heappush(host, (r.complete + think, next(seq), i))
@@ -343,7 +344,7 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             _, _, i = heapq.heappop(host)
             waiting.append((t, i))
             if log is not None:
-                log.append((t, "I", pos[i], writes(i)))
+                log.append((t, "I", pos[i], writes(i), i))
             if not writes(i):
                 reader_seen(st, i, t)
                 if st.phase == ANTICIPATING:
@@ -457,7 +458,7 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
         nonlocal issued
         if is_read(kinds[issued]):
             reader_seen(st, 0, t)
-        waiting.append(Queued(t, kinds[issued], tag=issued))
+        waiting.append(Queued(t, kinds[issued], tag=issued, task=0))     # one job: its reads' task
         issued += 1
 
     def dispatch(now: float) -> float:
@@ -491,7 +492,7 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
             inflight[r.tag] -= 1
             done += 1
             if r.kind == WRITE:
-                st.last_write_done = r.complete
+                st.last_write_done, st.last_write_done_task = r.complete, 0
             else:
                 st.last_read_done = r.complete
                 reader_seen(st, 0, r.complete)      # one job: one reader

@@ -18,7 +18,10 @@ timer would run the queue again). It has the module's rules and the module's tun
      slice (rule 2) instead;
   5. without pacing, anticipation: writes wait while a read is in flight or one completed less than
      read_anticipation_us ago;
-  6. the per-kind dispatch limits (dispatch_limit_<kind>): a kind at its limit waits while another kind is queued.
+  6. the per-kind dispatch limits (dispatch_limit_<kind>): a kind at its limit waits while another kind is queued;
+  7. a reader's own writes (a write queued by the task that read last, while no other task reads) are held for
+     neither its pace nor anticipation, and the write's completion holds no read: pace, hold and anticipation
+     keep the device free for *another* task's next read.
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list. Writes are in two FIFO groups, sync before async, as in the module.
@@ -91,6 +94,7 @@ class Queued:
     sync: bool = True      # writes: the sync group (O_DIRECT writes are REQ_SYNC) or the async one
     tag: Any = None        # the caller's
     contig: bool | None = None   # starts exactly where a stream ended (the module's SIO_RQ_CONTIG); None: by kind
+    task: Any = None       # writes: the task that queued it (None: not known, never a reader's own)
 
 
 @dataclasses.dataclass
@@ -103,6 +107,7 @@ class State:
     last_write: float | None = None          # last write dispatch (None: none yet)
     last_write_rand: bool = False            # ... did not start where the write before it ended
     last_write_done: float | None = None     # last write completion
+    last_write_done_task: Any = None         # ... and the task that queued that write (None: not known)
     last_read_done: float | None = None      # last read completion
     readers: tuple[tuple[Any, float], ...] = ()   # (reader, seen): the last reader seen, then the last other one
     phase: str = READING
@@ -159,9 +164,16 @@ def several_readers_end(s: State, now: float, t: Tunables) -> float | None:
     return end if now < end else None
 
 
+def own_task(s: State, task: Any, now: float, t: Tunables) -> bool:
+    """sio_own_task(): is `task` the one that read last, with no other task reading (rule 7)?"""
+    return task is not None and bool(s.readers) and s.readers[0][0] == task and several_readers_end(s, now, t) is None
+
+
 def read_hold_end(s: State, now: float, t: Tunables) -> float | None:
     """sio_read_hold_end(): when the read hold ends, or None if no queued read is held now."""
     if not t.read_hold_us or not t.write_pace_us or s.last_write_done is None or not s.reads:
+        return None
+    if own_task(s, s.last_write_done_task, now, t):
         return None
     end = min(s.last_write_done, min(q.arrival for q in s.reads)) + t.read_hold_us
     return end if now < end else None
@@ -243,6 +255,8 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
                 return wait("write limited")
             if not reader_active(s, now, t):
                 return go(WRITE, q, "write, no reader (unpaced)")
+            if own_task(s, q.task, now, t):
+                return go(WRITE, q, "the reader's own write (unpaced)")
             several = several_readers_end(s, now, t)
             if several is not None:
                 return wait("several readers: writes by their slice",
@@ -251,6 +265,10 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
             if now >= end:
                 return go(WRITE, q, "write at its pace")
             return wait("write pace", end)
+        q = pick_writes()
+        if q is not None and own_task(s, q.task, now, t):
+            phase = READING
+            return go(WRITE, q, "the reader's own write (not anticipated)")
         if t.read_anticipation_us:           # sio_anticipate()
             if s.reads_inflight():
                 phase = ANTICIPATING

@@ -199,7 +199,7 @@ class _Req:
     sector: int
     sectors: int
     write: bool
-    pid: int = 0       # reads: the task that inserted it (the module's reader)
+    pid: int = 0       # the task that inserted it (a read's: the module's reader; a write's: rule 7's task)
 
 
 class _Replayer:
@@ -341,8 +341,8 @@ class _Replayer:
         ends = [(r.sector, r.sectors) for r in self.queued if r.write == e.write]
         seq, contig = self.streams[e.write].classify(e.sector, e.sectors, ends)
         kind = ("seq_" if seq else "rand_") + ("write" if e.write else "read")
-        self.queued.append(_Req(Queued(e.time, kind, sync=e.sync or not e.write, tag=e.sector, contig=contig),
-                                e.sector, e.sectors, e.write, e.pid))
+        self.queued.append(_Req(Queued(e.time, kind, sync=e.sync or not e.write, tag=e.sector, contig=contig,
+                                       task=e.pid if e.write else None), e.sector, e.sectors, e.write, e.pid))
         if not e.write:
             reader_seen(self.st, e.pid, e.time)
             if self.st.phase == ANTICIPATING:
@@ -360,7 +360,7 @@ class _Replayer:
                 self.st.last_read_done = e.time
                 reader_seen(self.st, req.pid, e.time)
             else:
-                self.st.last_write_done = e.time
+                self.st.last_write_done, self.st.last_write_done_task = e.time, req.pid
         self._evaluate(e.time)
 
     def requeue(self, e: Event) -> None:
