@@ -223,9 +223,10 @@ enum sio_dep {
  * request's slot in writes_out[] + 1 while it is a dispatched write, else 0.
  * The upper 32 bits hold the pid of the task that queued it (a write's
  * priv[1] no longer does). rq->elv.priv[1] is a write's owner: the
- * address_space of its first page when it was inserted (a key compared with a waiting task's folio mapping,
- * never dereferenced), or NULL; for a read, the pid of the task that
- * allocated it (sio_prepare_request(), in the submitter's context).
+ * address_space of its first page when it was inserted (a key compared
+ * with a waiting task's folio mapping, never dereferenced), or NULL; for a
+ * read, the pid of the task that allocated it (sio_prepare_request(), in
+ * the submitter's context).
  */
 #define SIO_RQ_OWNED		BIT(0)	/* inserted through this scheduler */
 #define SIO_RQ_QUEUED		BIT(1)	/* on a group FIFO, counted in queued[] */

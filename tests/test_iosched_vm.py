@@ -517,6 +517,14 @@ rmmod smartio_iosched
     assert st.rows["events"]["requeued"] > 0, f"scsi_debug made no request come back: {st.rows['events']}"
 
 
+# The pacing tests' tunables: a 5 ms sequential and a 20 ms random pace, reads held 2 ms after a write. The reader
+# counts as active this long after a read: a TCG guest on a busy host can take over 3 ms between reads.
+PACING = """echo 5000 > $Q/iosched/write_pace_us
+echo 20000 > $Q/iosched/write_pace_rand_us
+echo 2000 > $Q/iosched/read_hold_us
+echo 20000 > $Q/iosched/read_anticipation_us"""
+
+
 def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 11, write pacing: beside a reader a random write goes at most every write_pace_rand_us (20 ms here; the
     sequential pace, 5 ms, does not apply to it), and reads after a write's completion are held (held_reads); a
@@ -529,11 +537,7 @@ def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, 
     (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, alone_jobs))
     script = f"""
 use smartio
-echo 5000 > $Q/iosched/write_pace_us
-echo 20000 > $Q/iosched/write_pace_rand_us
-echo 2000 > $Q/iosched/read_hold_us
-# The reader counts as active this long after a read: a TCG guest on a busy host can take over 3 ms between reads.
-echo 20000 > $Q/iosched/read_anticipation_us
+{PACING}
 fio --output-format=json --output=$SMARTIO_OUT/pair.json {tmp_path}/pair.fio || fail "fio (reader and writer)"
 snap pair
 fio --output-format=json --output=$SMARTIO_OUT/alone.json {tmp_path}/alone.fio || fail "fio (writer alone)"
@@ -572,10 +576,7 @@ def test_issue11_a_readers_own_writes_are_not_paced(tmp_path: Path, module_ko: M
         "time_based=1", "runtime=4", "rwmixread=100")), other]))
     script = f"""
 use smartio
-echo 5000 > $Q/iosched/write_pace_us
-echo 20000 > $Q/iosched/write_pace_rand_us
-echo 2000 > $Q/iosched/read_hold_us
-echo 20000 > $Q/iosched/read_anticipation_us
+{PACING}
 fio --output-format=json --output=$SMARTIO_OUT/mixed.json {tmp_path}/mixed.fio || fail "fio (one task, mixed)"
 snap mixed
 fio --output-format=json --output=$SMARTIO_OUT/both.json {tmp_path}/both.fio || fail "fio (a reader, a writer)"
