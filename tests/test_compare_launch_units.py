@@ -28,7 +28,7 @@ def test_plan_round_trips_and_refuses_bad_input():
     assert len(p.cells()) == 2 * 1 * 2 * 1
     for kw, flag in (({"apps": ("nope",)}, "--apps"), ({"backgrounds": ("read",)}, "--backgrounds"),
                      ({"repeats": 0}, "--repeats"), ({"modes": ()}, "--modes"),
-                     ({"headline_repeats": 0}, "--headline-repeats")):
+                     ({"headline_repeats": 0}, "--headline-repeats"), ({"replay_repeats": 101}, "--replay-repeats")):
         with pytest.raises(UsageError, match=flag):
             la.LaunchPlan(schedulers=parse_schedulers("none"), **kw)
 
@@ -41,6 +41,19 @@ def test_headline_repeats_only_in_the_headline_cells():
     assert many == {("cold", "none", "real"), ("cold", la.HEADLINE_BG, "real")}
     assert all(p.repeats_of(c, b, m) == 3 for _, c, b, m in p.cells() if (c, b, m) not in many)
     assert _plan(repeats=4).repeats_of("cold", "none", "real") == 4
+
+
+def test_replay_repeats_only_in_the_cold_replay_cells():
+    p = dataclasses.replace(_plan(repeats=3, headline_repeats=6, replay_repeats=5), caches=la.CACHES,
+                            modes=la.MODES, backgrounds=("none", la.HEADLINE_BG))
+    assert la.LaunchPlan.from_json(p.to_json()) == p
+    got = {(c, b, m): p.repeats_of(c, b, m) for _, c, b, m in p.cells()}
+    assert {k for k, n in got.items() if n == 5} == {("cold", "none", "replay"), ("cold", la.HEADLINE_BG, "replay")}
+    assert {k for k, n in got.items() if n == 6} == {("cold", "none", "real"), ("cold", la.HEADLINE_BG, "real")}
+    assert all(n == 3 for (c, _, _), n in got.items() if c == "warm")
+    doc = {"plan": json.loads(p.to_json()), "profile": {"name": "s5-emmc", "queue_depth": 2, "time_scale": 10.0},
+           "cells": {}, "headline": {}, "missing": []}
+    assert "5 in the cold replay cells" in la.render(doc).splitlines()[0]
 
 
 def _write(out: Path, label: str, app: str, bg: str, ms: float) -> None:

@@ -97,6 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--headline-repeats", type=int, metavar="N",
                    help=f"launches in the cells of the headline (cold, real, idle and beside {la.HEADLINE_BG}), "
                         "for every scheduler; default --repeats")
+    g.add_argument("--replay-repeats", type=int, metavar="N",
+                   help="launches in the cold replay cells, for every scheduler (where replay against real is "
+                        "decided); default --repeats")
     r = p.add_argument_group("--experiment qasio (--schedulers then lists runs: smartio:DEPENDENCY with DEPENDENCY "
                              "none, all, meta, data, sync or discard, and none, mq-deadline, kyber, bfq; default "
                              + ",".join(qa.DEFAULT_RUNS) + ")")
@@ -135,7 +138,7 @@ def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
         caches=_list(a.caches) if a.caches else ("cold",) if a.quick else la.CACHES,
         modes=_list(a.modes) if a.modes else la.MODES,
         repeats=a.repeats or (1 if a.quick else 3), headline_repeats=a.headline_repeats,
-        nr_requests=a.nr_requests, clock_scale=_clock(a))
+        replay_repeats=a.replay_repeats, nr_requests=a.nr_requests, clock_scale=_clock(a))
 
 
 def qasio_plan_from_args(a: argparse.Namespace) -> qa.QasioPlan:
@@ -166,8 +169,9 @@ def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, 
 def compare(a: argparse.Namespace) -> int:
     if a.scheduler_clock and a.experiment not in ("launch", "qasio"):
         raise UsageError("--scheduler-clock", a.scheduler_clock, "applies to --experiment launch and qasio only")
-    if a.headline_repeats is not None and a.experiment != "launch":
-        raise UsageError("--headline-repeats", a.headline_repeats, "applies to --experiment launch only")
+    for flag, n in (("--headline-repeats", a.headline_repeats), ("--replay-repeats", a.replay_repeats)):
+        if n is not None and a.experiment != "launch":
+            raise UsageError(flag, n, "applies to --experiment launch only")
     # A comparison runs for up to hours, often under nohup or a job runner, where Ctrl-C is not available (a
     # background job of a non-interactive shell ignores SIGINT): SIGTERM and SIGHUP stop it as Ctrl-C does, and
     # compare.json keeps every run the guest finished.

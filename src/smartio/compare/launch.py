@@ -67,6 +67,9 @@ class LaunchPlan(JsonPlan):
     # every scheduler alike; None: `repeats`. Its interval is Welch's over these launches alone, so these cells are
     # where more repeats decide a target, at a fraction of what more repeats everywhere cost.
     headline_repeats: int | None = None
+    # Launches in the cold replay cells; None: `repeats`. Replay against real is decided there by an interval over
+    # every scheduler's launches, and a cold replay scatters most (vim: 2.7 to 4.4 s at 3 launches).
+    replay_repeats: int | None = None
     background_size: int = 64 << 20
     warmup_s: float = 1.0
     nr_requests: int = DEFAULT_NR_REQUESTS
@@ -82,17 +85,21 @@ class LaunchPlan(JsonPlan):
                 raise UsageError(flag, ",".join(values), f"choose from {', '.join(known)}")
         if not 1 <= self.repeats <= 100:
             raise UsageError("--repeats", self.repeats, "must be between 1 and 100")
-        if self.headline_repeats is not None and not 1 <= self.headline_repeats <= 100:
-            raise UsageError("--headline-repeats", self.headline_repeats, "must be between 1 and 100")
+        for flag, n in (("--headline-repeats", self.headline_repeats), ("--replay-repeats", self.replay_repeats)):
+            if n is not None and not 1 <= n <= 100:
+                raise UsageError(flag, n, "must be between 1 and 100")
 
     def cells(self) -> list[tuple[str, str, str, str]]:
         """(app, cache, background, mode), in run order under each scheduler."""
         return [(a, c, b, m) for a in self.apps for c in self.caches for b in self.backgrounds for m in self.modes]
 
     def repeats_of(self, cache: str, bg: str, mode: str) -> int:
-        """Launches timed in a cell: `headline_repeats` in the headline's cells, if set, else `repeats`."""
+        """Launches timed in a cell: `headline_repeats` in the headline's cells and `replay_repeats` in the cold
+        replay cells, where set, else `repeats`."""
         if self.headline_repeats and is_headline_cell(cache, bg, mode):
             return self.headline_repeats
+        if self.replay_repeats and cache == "cold" and mode == "replay":
+            return self.replay_repeats
         return self.repeats
 
 
@@ -408,9 +415,10 @@ def render(doc: dict[str, Any]) -> str:
     from smartio.report.tables import grid
 
     plan = doc["plan"]
-    hr = plan.get("headline_repeats")
+    hr, rr = plan.get("headline_repeats"), plan.get("replay_repeats")
     over = f"{plan['repeats']} launches" + (f", {hr} in the cold real cells, idle and beside {HEADLINE_BG}"
-                                            if hr and hr != plan["repeats"] else "")
+                                            if hr and hr != plan["repeats"] else "") \
+        + (f", {rr} in the cold replay cells" if rr and rr != plan["repeats"] else "")
     lines = [f"Launch time per scheduler (ms, mean over {over}), profile {doc['profile']['name']} "
              f"({device_line(doc['profile'])}); {clock_text(plan)}; kernel {doc.get('kernel')}", ""]
     cols = [(a, c, b, m) for a in plan["apps"] for c in plan["caches"] for b in plan["backgrounds"]
