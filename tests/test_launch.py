@@ -570,3 +570,35 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
     assert "disk reads per launch (requests)" in text and "disk reads per launch (KiB)" in text
     target.device = Device("gone", "gone", 1 << 30, "254:1")
     assert me.disk_reads(target) is None
+
+
+def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monkeypatch):
+    """Cold: one launch after its own cache drop is not counted (it pays for what ran before it), unless
+    cold_warmup is off; warm: the untimed launch that fills the cache."""
+    from smartio.experiments.target import open_target
+    from smartio.launch import measure as me
+
+    events: list[str] = []
+    monkeypatch.setattr(me, "drop_caches", lambda: events.append("drop"))
+    monkeypatch.setattr(me.time, "sleep", lambda s: None)
+
+    class Clock:
+        def launch(self) -> float:
+            events.append("launch")
+            return [9.0, 1.0, 2.0][events.count("launch") - 1]
+
+    def run(**kw) -> dict:
+        events.clear()
+        target = open_target(str(tmp_path), writes=True, destroy_data=False)
+        monkeypatch.setattr(me, "is_root", lambda: True)
+        return me.measure(target, me.Settings(repeats=2, **kw), Clock(), what={"mode": "run"}, command="t",
+                          progress=False)
+
+    doc = run(cold=True)
+    assert events == ["drop", "launch"] * 3 and doc["results"]["wall_s"]["values"] == [1.0, 2.0]
+    assert doc["settings"]["warmup_launches"] == 1
+    doc = run(cold=True, cold_warmup=False)
+    assert events == ["drop", "launch"] * 2 and doc["results"]["wall_s"]["values"] == [9.0, 1.0]
+    assert doc["settings"]["warmup_launches"] == 0
+    doc = run(cold=False)
+    assert events == ["launch"] * 3 and doc["results"]["wall_s"]["values"] == [1.0, 2.0]
