@@ -28,7 +28,8 @@ def test_plan_round_trips_and_refuses_bad_input():
     assert len(p.cells()) == 2 * 1 * 2 * 1
     for kw, flag in (({"apps": ("nope",)}, "--apps"), ({"backgrounds": ("read",)}, "--backgrounds"),
                      ({"repeats": 0}, "--repeats"), ({"modes": ()}, "--modes"),
-                     ({"headline_repeats": 0}, "--headline-repeats"), ({"replay_repeats": 101}, "--replay-repeats")):
+                     ({"headline_repeats": 0}, "--headline-repeats"), ({"replay_repeats": 101}, "--replay-repeats"),
+                     ({"replay_repeats": 5, "modes": ("real",)}, "--replay-repeats")):   # no replay cells
         with pytest.raises(UsageError, match=flag):
             la.LaunchPlan(schedulers=parse_schedulers("none"), **kw)
 
@@ -44,8 +45,8 @@ def test_headline_repeats_only_in_the_headline_cells():
 
 
 def test_replay_repeats_only_in_the_cold_replay_cells():
-    p = dataclasses.replace(_plan(repeats=3, headline_repeats=6, replay_repeats=5), caches=la.CACHES,
-                            modes=la.MODES, backgrounds=("none", la.HEADLINE_BG))
+    p = la.LaunchPlan(schedulers=parse_schedulers("none,smartio"), apps=("python-stdlib", "sqlite"), repeats=3,
+                      headline_repeats=6, replay_repeats=5)
     assert la.LaunchPlan.from_json(p.to_json()) == p
     got = {(c, b, m): p.repeats_of(c, b, m) for _, c, b, m in p.cells()}
     assert {k for k, n in got.items() if n == 5} == {("cold", "none", "replay"), ("cold", la.HEADLINE_BG, "replay")}

@@ -208,7 +208,13 @@ def test_trace_round_trip_and_bad_traces(tmp_path):
                       ('{"format": "smartio-launch-trace", "version": 9}', "version 9"),
                       ('{"format": "smartio-launch-trace", "version": 1}\n{"op": "read", "file": 3, "offset": 0, '
                        '"size": 1, "think_s": 0, "dur_s": 0}', "unknown file 3"),
-                      ('{"format": "smartio-launch-trace", "version": 1}\n{"op": "fly"}', "malformed")):
+                      ('{"format": "smartio-launch-trace", "version": 1}\n{"op": "fly"}', "malformed"),
+                      ('{"format": "smartio-launch-trace", "version": 2}\n{"file": 0, "path": "/a", "size": 8192}\n'
+                       '{"op": "fault", "file": 0, "offset": 0, "size": 0, "think_s": 0, "dur_s": 0, '
+                       '"extents": [[4096, 8192]]}', "not inside its 8192 bytes"),
+                      ('{"format": "smartio-launch-trace", "version": 2}\n{"file": 0, "path": "/a", "size": 8192}\n'
+                       '{"op": "fault", "file": 0, "offset": 0, "size": 0, "think_s": 0, "dur_s": 0, '
+                       '"extents": [[100, 10]]}', "not page-aligned")):
         p.write_text(text)
         with pytest.raises(Exception, match=why) as e:
             tr.Trace.read(p)
@@ -334,6 +340,45 @@ def test_issue14_replayed_faults_read_no_more_than_the_faults(tmp_path):
         if not {1, 2, 3} <= by_read:
             pytest.skip(f"a cold 832-byte read here brings in pages {sorted(by_read)}, not pages 0-3 and up")
         assert resident_after(trace(head + faults), layout) == by_read | {200, 201}
+
+
+def test_a_replayed_fault_waits_for_every_page_it_starts_reading(tmp_path, monkeypatch):
+    """Each window of a mapped extent: one POSIX_FADV_WILLNEED, then a touch of each of its pages (which is what
+    waits for the read), in order, through a mapping advised MADV_RANDOM."""
+    import smartio.launch.replay as rp
+
+    page = 4096
+    calls: list[tuple] = []
+
+    class Mapping:
+        def __init__(self, fd: int, length: int, prot: int) -> None:
+            calls.append(("mmap", length))
+
+        def madvise(self, option: int) -> None:
+            calls.append(("madvise", option))
+
+        def __getitem__(self, i: int) -> int:
+            calls.append(("touch", i))
+            return 0
+
+        def close(self) -> None:
+            calls.append(("close",))
+
+    monkeypatch.setattr(rp.mmap, "mmap", Mapping)
+    monkeypatch.setattr(rp.os, "posix_fadvise", lambda fd, off, n, advice: calls.append(("advise", off, n, advice)))
+    size = 80 * page
+    extent = (4 * page, 40 * page)                       # 160 KiB: a 128 KiB window, then 32 KiB
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.0}, [tr.FileEntry(0, "/lib/y.so", size)],
+                 [tr.Op("fault", 0, extents=(extent,)), tr.Op("exit", None)])
+    with Layout(t, str(tmp_path)) as layout:
+        try:
+            Replayer(t, layout)._run()                  # in this process, to see its calls
+        finally:
+            import gc
+            gc.enable()
+    first = [("advise", 4 * page, 32 * page, os.POSIX_FADV_WILLNEED)] + [("touch", p * page) for p in range(4, 36)]
+    second = [("advise", 36 * page, 8 * page, os.POSIX_FADV_WILLNEED)] + [("touch", p * page) for p in range(36, 44)]
+    assert calls == [("mmap", 0), ("madvise", rp.mmap.MADV_RANDOM), *first, *second, ("close",)]
 
 
 def test_replay_times_think_and_io(tmp_path):
@@ -580,7 +625,7 @@ def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monke
 
     events: list[str] = []
     monkeypatch.setattr(me, "drop_caches", lambda: events.append("drop"))
-    monkeypatch.setattr(me.time, "sleep", lambda s: None)
+    monkeypatch.setattr(me.time, "sleep", lambda s: events.append("settle"))
 
     class Clock:
         def launch(self) -> float:
@@ -595,10 +640,10 @@ def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monke
                           progress=False)
 
     doc = run(cold=True)
-    assert events == ["drop", "launch"] * 3 and doc["results"]["wall_s"]["values"] == [1.0, 2.0]
+    assert events == ["drop", "settle", "launch"] * 3 and doc["results"]["wall_s"]["values"] == [1.0, 2.0]
     assert doc["settings"]["warmup_launches"] == 1
     doc = run(cold=True, cold_warmup=False)
-    assert events == ["drop", "launch"] * 2 and doc["results"]["wall_s"]["values"] == [9.0, 1.0]
+    assert events == ["drop", "settle", "launch"] * 2 and doc["results"]["wall_s"]["values"] == [9.0, 1.0]
     assert doc["settings"]["warmup_launches"] == 0
     doc = run(cold=False)
     assert events == ["launch"] * 3 and doc["results"]["wall_s"]["values"] == [1.0, 2.0]

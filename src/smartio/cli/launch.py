@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                        "background's scratch file is made in it and removed after")
         cache = q.add_mutually_exclusive_group()
         cache.add_argument("--cold", dest="cold", action="store_true",
-                           help="drop the page cache, dentries and inodes before each launch (root)")
+                           help="drop the page cache, dentries and inodes before each launch, after one untimed "
+                                "cold launch (root)")
         cache.add_argument("--warm", dest="cold", action="store_false",
                            help="one untimed launch first, so that every timed one finds its files cached (default)")
         q.add_argument("--background", default="none", choices=background.NAMES,

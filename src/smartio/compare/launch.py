@@ -88,6 +88,9 @@ class LaunchPlan(JsonPlan):
         for flag, n in (("--headline-repeats", self.headline_repeats), ("--replay-repeats", self.replay_repeats)):
             if n is not None and not 1 <= n <= 100:
                 raise UsageError(flag, n, "must be between 1 and 100")
+        if self.replay_repeats is not None and ("replay" not in self.modes or "cold" not in self.caches):
+            raise UsageError("--replay-repeats", self.replay_repeats, "applies to the cold replay cells, and the "
+                             "plan has none (--modes and --caches)")
 
     def cells(self) -> list[tuple[str, str, str, str]]:
         """(app, cache, background, mode), in run order under each scheduler."""

@@ -231,7 +231,8 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
         try:
             bg_file = _prepare_background(target, settings)
             if warmup:
-                bar.begin(f"warm-up launch ({label}{', idle' if settings.cold else ''})")
+                bar.begin(f"warm-up launch ({label})" if not settings.cold else
+                          f"warm-up launch ({what.get('mode', 'launch')} cold, idle, not timed)")
                 if settings.cold:
                     drop_caches()
                     time.sleep(settings.settle_s)

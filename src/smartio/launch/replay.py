@@ -21,6 +21,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import statistics
 import struct
 import time
@@ -34,13 +35,16 @@ SCRATCH_PREFIX = ".smartio-launch-"
 CHUNK = 1 << 20
 # Mapped pages are read as the kernel's fault path reads them: a page fault on a file mapping that misses the page
 # cache reads the window around it (mm/filemap.c, do_sync_mmap_readahead: ra_pages, 128 KiB by default) and waits for
-# it, one window per fault; a fault on a page that is already cached starts no I/O. Replay starts the reads of each
-# mapped extent, in windows of this size, with POSIX_FADV_WILLNEED (force_page_cache_ra: exactly the missing pages,
-# no readahead mark), then waits by touching each page through a mapping advised MADV_RANDOM (a fault on a page in
-# flight waits for it; under VM_RAND_READ no fault reads ahead). A pread() would do neither: reading a page that an
-# earlier read marked PG_readahead starts asynchronous readahead even on a POSIX_FADV_RANDOM fd (filemap_readahead),
-# and in the testbed such chains turned sqlite's and vim's scattered library faults into 1.4-2 MiB of sequential
-# reads (0.3-0.5 MiB in the real launches), which the s5-emmc model serves at less than half the random cost.
+# it, one window per fault. The trace's extents already hold every page the launch's faults brought in, read-around
+# and asynchronous readahead included (ftrace saw them enter the cache), so replay must read those and nothing more.
+# It starts the reads of each mapped extent, in windows of this size, with POSIX_FADV_WILLNEED (force_page_cache_ra:
+# exactly the missing pages, no readahead mark; at most max(read_ahead_kb, max_sectors_kb) per call, so on a device
+# where both are below 128 KiB the touches read the rest page by page), then waits by touching each page through a
+# mapping advised MADV_RANDOM (a fault on a page in flight waits for it; under VM_RAND_READ no fault reads ahead).
+# A pread() would also start asynchronous readahead wherever it met a page an earlier read marked PG_readahead, even
+# on a POSIX_FADV_RANDOM fd (filemap_readahead): in the testbed such chains turned sqlite's and vim's scattered
+# library faults into 1.4-2 MiB of sequential reads (0.3-0.5 MiB in the real launches), which the s5-emmc model
+# serves at less than half the random cost.
 FAULT_CHUNK = 128 << 10
 PAGE = 4096
 
@@ -179,10 +183,14 @@ class Replayer:
             os.close(r)
             _, status = os.waitpid(pid, 0)
         data = b"".join(chunks)
-        if os.waitstatus_to_exitcode(status) != 0 or len(data) != 8:
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 or len(data) != 8:
             cmd = self.trace.header.get("command")
+            why = data.decode(errors="replace") if code >= 0 else \
+                f"killed by {signal.Signals(-code).name}" + (" (an I/O error reading a mapped page?)"
+                                                             if -code == signal.SIGBUS else "")
             raise SmartioError(f"replay of `{shlex.join(cmd) if isinstance(cmd, list) else 'the trace'}` failed: "
-                               + (data.decode(errors="replace") or f"exit status {status}"))
+                               + (why or f"exit status {code}"))
         return float(struct.unpack("d", data)[0])
 
     def _run(self) -> float:

@@ -174,6 +174,12 @@ class Trace:
         bad = [o for o in ops if o.file is not None and o.file not in ids]
         if bad:
             raise UsageError(flag, path, f"malformed trace: operation on unknown file {bad[0].file}")
+        sizes = {f.id: f.size for f in files}
+        for o in ops:
+            size = sizes.get(o.file, 0) if o.file is not None else 0
+            if any(off < 0 or n <= 0 or off % PAGE or off + n > size for off, n in o.extents):
+                raise UsageError(flag, path, f"malformed trace: a mapped extent of file {o.file} "
+                                 f"({list(o.extents)[:3]}) is not page-aligned or not inside its {size} bytes")
         return cls(docs[0], files, ops)
 
 
