@@ -68,11 +68,15 @@ class Settings:
         if self.cold and not is_root():
             raise NeedsRootError("--cold (dropping the page cache through /proc/sys/vm/drop_caches)")
 
+    @property
+    def warmup(self) -> bool:
+        """One untimed launch first: always warm (it fills the cache), cold if cold_warmup."""
+        return not self.cold or self.cold_warmup
+
     def to_json(self) -> dict[str, Any]:
         return {"cache": "cold" if self.cold else "warm", "background": self.background, "repeats": self.repeats,
                 "background_size_bytes": self.background_size, "background_warmup_s": self.warmup_s,
-                "settle_s": self.settle_s if self.cold else 0.0, "warmup_launches": 1 if not self.cold or
-                self.cold_warmup else 0}
+                "settle_s": self.settle_s if self.cold else 0.0, "warmup_launches": int(self.warmup)}
 
 
 class Launcher(Protocol):
@@ -216,8 +220,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     walls: list[float] = []
     bg_mib_s: list[float] = []
     reads: list[tuple[int, int]] = []        # per launch: read requests, sectors (disk_reads)
-    warmup = not settings.cold or settings.cold_warmup
-    steps = settings.repeats + warmup
+    steps = settings.repeats + settings.warmup
     label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
     def timed() -> None:
         """One timed launch, and the disk reads made while it ran."""
@@ -230,7 +233,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     with sigterm_as_interrupt(), Progress(steps, stream=None if progress else io.StringIO()) as bar:
         try:
             bg_file = _prepare_background(target, settings)
-            if warmup:
+            if settings.warmup:
                 bar.begin(f"warm-up launch ({label})" if not settings.cold else
                           f"warm-up launch ({what.get('mode', 'launch')} cold, idle, not timed)")
                 if settings.cold:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from smartio.errors import SmartioError, UsageError
-from smartio.launch.trace import MAPPED, PAD_MAX, Trace
+from smartio.launch.trace import MAPPED, PAD_MAX, PAGE, Trace
 from smartio.units import mib
 
 SCRATCH_PREFIX = ".smartio-launch-"
@@ -46,7 +46,6 @@ CHUNK = 1 << 20
 # library faults into 1.4-2 MiB of sequential reads (0.3-0.5 MiB in the real launches), which the s5-emmc model
 # serves at less than half the random cost.
 FAULT_CHUNK = 128 << 10
-PAGE = 4096
 
 
 class Layout:
