@@ -171,15 +171,23 @@ def test_supervise_streams_output_and_reads_the_exit_marker(tmp_path: Path) -> N
 def test_supervise_kills_at_the_timeout(tmp_path: Path) -> None:
     ms = vm.MarkerStream(NONCE)
     code, timed_out = vm.supervise(["sh", "-c", "echo booting; exec sleep 30"], timeout=0.5, parser=ms,
-                                   output_log=tmp_path / "o", qemu_log=tmp_path / "q", stream=None)
+                                   output_log=tmp_path / "o", qemu_log=tmp_path / "q", stream=None,
+                                   host_report=tmp_path / vm.HOST_TASKS)
     assert (code, timed_out, ms.rc) == (None, True, None)
     assert (tmp_path / "o").read_bytes() == b"booting\n"
+    # The host's side at the timeout: each process below this one, each of its threads with its state.
+    report = (tmp_path / vm.HOST_TASKS).read_text()
+    assert report.startswith("no host thread blocked in the kernel\n"), report
+    assert "=== pid " in report and ": sleep 30\n" in report and "--- tid " in report and "[S (sleeping)]" in report
     result = vm.VmResult(rc=None, artifacts_dir=tmp_path, console_log=tmp_path / "console.log",
                          output_log=tmp_path / "o", out_dir=tmp_path, kernel="k", accel="tcg", duration_s=0.5,
                          timeout_s=0.5, timed_out=True)
     with pytest.raises(SmartioError, match=r"did not finish within 0.5 s \(--timeout 0.5\) and was killed; see"):
         result.check()
     assert result.task_dump() == ""
+    assert "the guest printed no task list" in (result.failure or "")
+    assert f"host side at the timeout: no host thread blocked in the kernel, see {tmp_path / vm.HOST_TASKS}" in (
+        result.failure or "")
     # PID 1's task list near the timeout, and a hung-task report before it, reach the message.
     (tmp_path / "console.log").write_text(
         "[  130.1] INFO: task python3:201 blocked for more than 120 seconds.\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -53,6 +54,7 @@ KERNEL_PROBLEM_RE = re.compile(
     r"|WARNING: \S+-(?:safe|unsafe|irq-safe|irq-unsafe) -> )[^\n]*")
 TASK_DUMP_START = "smartio-init: the command is still running"  # PID 1's task list near the timeout
 TASK_DUMP_HINT = f" (\"{TASK_DUMP_START}\": the tasks still running, with kernel stacks)"
+HOST_TASKS = "host-tasks.txt"     # the host's side at the timeout: QEMU, nbdfuse, nbdkit, threads with kernel stacks
 MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
 
 
@@ -132,8 +134,9 @@ class VmResult:
         if self.timed_out:
             said = f"; before that the guest kernel reported: {self.kernel_problems[0]}" if self.kernel_problems \
                 else ""
+            guest = TASK_DUMP_HINT if self.task_dump() else " (the guest printed no task list: its vCPUs stopped?)"
             return (f"the VM did not finish within {self.timeout_s:g} s (--timeout {self.timeout_s:g}) and was "
-                    f"killed{said}; {where}{TASK_DUMP_HINT if self.task_dump() else ''}")
+                    f"killed{said}; {where}{guest}{self.host_summary()}")
         if self.kernel_problems:
             more = f" (and {len(self.kernel_problems) - 1} more)" if len(self.kernel_problems) > 1 else ""
             return f"the guest kernel reported: {self.kernel_problems[0]}{more}; {where}"
@@ -143,6 +146,15 @@ class VmResult:
             qlog = qemu.tail(self.artifacts_dir / "qemu.log", 400)
             return f"the VM stopped before the command finished (QEMU exit {self.qemu_exit}: {qlog}); {where}"
         return None
+
+    def host_summary(self) -> str:
+        """'; host side at the timeout: <summary>, see <file>', or "" when no host report was written."""
+        path = self.artifacts_dir / HOST_TASKS
+        try:
+            summary = path.read_text(errors="replace").split("\n", 1)[0]
+        except OSError:
+            return ""
+        return f"; host side at the timeout: {summary}, see {path}"
 
     def task_dump(self) -> str:
         """The guest's list of running tasks near the timeout (console log), or ""."""
@@ -318,9 +330,59 @@ def _pump(src: IO[bytes], parser: MarkerStream, log: IO[bytes], stream: IO[bytes
             return
 
 
+def _proc_text(directory: Path, name: str) -> str:
+    try:
+        return (directory / name).read_text(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def host_tasks(root: int | None = None) -> tuple[str, str]:
+    """Every thread of the processes below `root` (this one by default): state, wait channel and kernel stack.
+
+    Returns (report, summary). A guest that stops making progress is often a host process blocked in the kernel:
+    QEMU's I/O on an nbdfuse file waits for nbdfuse, which waits for nbdkit's model; then the guest's own task
+    list never gets printed, since its vCPUs do not run. The summary names the threads blocked in the kernel (D).
+    """
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    lines: list[str] = []
+    blocked: list[str] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop(0)
+        todo.extend(children.get(pid, []))
+        try:
+            cmd = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
+            tids = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        lines.append(f"=== pid {pid}: {cmd[:300]}")
+        for tid in tids:
+            t = Path(f"/proc/{pid}/task/{tid}")
+            get = functools.partial(_proc_text, t)
+            status = dict(ln.split(":\t", 1) for ln in get("status").splitlines() if ":\t" in ln)
+            state, comm, wchan = status.get("State", "?"), get("comm"), get("wchan")
+            lines.append(f"--- tid {tid} {comm} [{state}] wchan={wchan} syscall={get('syscall').split(' ')[0]}")
+            lines.extend(f"    {ln}" for ln in get("stack").splitlines())
+            if state.startswith("D"):
+                blocked.append(f"{comm} ({wchan})")
+    summary = (f"{len(blocked)} host thread(s) blocked in the kernel: {', '.join(sorted(set(blocked)))}"
+               if blocked else "no host thread blocked in the kernel")
+    return "\n".join(lines) + "\n", summary
+
+
 def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, output_log: Path, qemu_log: Path,
-              stream: IO[bytes] | None, interactive: bool = False) -> tuple[int | None, bool]:
-    """Run QEMU (argv) to its end or the timeout, streaming the command's output; returns (exit, timed_out)."""
+              stream: IO[bytes] | None, interactive: bool = False,
+              host_report: Path | None = None) -> tuple[int | None, bool]:
+    """Run QEMU (argv) to its end or the timeout, streaming the command's output; returns (exit, timed_out).
+    On a timeout the host's processes are described in `host_report` (host_tasks) before QEMU is stopped."""
     with open(qemu_log, "wb") as qlog, open(output_log, "wb") as olog:
         if interactive:
             proc = subprocess.Popen(argv, stderr=qlog, preexec_fn=qemu.die_with_parent)
@@ -335,6 +397,9 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
             try:
                 return proc.wait(timeout), False
             except subprocess.TimeoutExpired:
+                if host_report is not None:
+                    report, summary = host_tasks()
+                    host_report.write_text(f"{summary}\n\n{report}")
                 return None, True
         finally:
             qemu.stop(proc)
@@ -422,7 +487,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         argv = qemu.command_line(cfg, qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
         qemu_exit, timed_out = supervise(argv, timeout=timeout, parser=parser, output_log=output_log,
-                                         qemu_log=art / "qemu.log", stream=stream, interactive=interactive)
+                                         qemu_log=art / "qemu.log", stream=stream, interactive=interactive,
+                                         host_report=art / HOST_TASKS)
 
     duration = time.monotonic() - started
     console = console_log.read_text(errors="replace") if console_log.exists() else ""
