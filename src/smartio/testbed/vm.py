@@ -370,7 +370,7 @@ def host_tasks(root: int | None = None) -> tuple[str, str]:
             status = dict(ln.split(":\t", 1) for ln in get("status").splitlines() if ":\t" in ln)
             state, comm, wchan = status.get("State", "?"), get("comm"), get("wchan")
             lines.append(f"--- tid {tid} {comm} [{state}] wchan={wchan} syscall={get('syscall').split(' ')[0]}")
-            lines.extend(f"    {ln}" for ln in get("stack").splitlines())
+            lines.extend(f"    {ln}" for ln in get("stack").splitlines() if ln != "?")   # unreadable unless root
             if state.startswith("D"):
                 blocked.append(f"{comm} ({wchan})")
     summary = (f"{len(blocked)} host thread(s) blocked in the kernel: {', '.join(sorted(set(blocked)))}"
