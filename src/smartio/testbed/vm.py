@@ -12,6 +12,7 @@ the guest's dmesg, the command's output, the exit code and run.json (what ran wh
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -134,7 +135,8 @@ class VmResult:
         if self.timed_out:
             said = f"; before that the guest kernel reported: {self.kernel_problems[0]}" if self.kernel_problems \
                 else ""
-            guest = TASK_DUMP_HINT if self.task_dump() else " (the guest printed no task list: its vCPUs stopped?)"
+            guest = TASK_DUMP_HINT if self.task_dump() else (" (no task list from the guest, due shortly before "
+                                                             "the timeout: were its vCPUs stopped?)")
             return (f"the VM did not finish within {self.timeout_s:g} s (--timeout {self.timeout_s:g}) and was "
                     f"killed{said}; {where}{guest}{self.host_summary()}")
         if self.kernel_problems:
@@ -151,7 +153,8 @@ class VmResult:
         """'; host side at the timeout: <summary>, see <file>', or "" when no host report was written."""
         path = self.artifacts_dir / HOST_TASKS
         try:
-            summary = path.read_text(errors="replace").split("\n", 1)[0]
+            with open(path, encoding="utf-8", errors="replace") as f:
+                summary = f.readline().rstrip("\n")
         except OSError:
             return ""
         return f"; host side at the timeout: {summary}, see {path}"
@@ -332,50 +335,83 @@ def _pump(src: IO[bytes], parser: MarkerStream, log: IO[bytes], stream: IO[bytes
 
 def _proc_text(directory: Path, name: str) -> str:
     try:
-        return (directory / name).read_text(errors="replace").strip()
+        return (directory / name).read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return "?"
 
 
-def host_tasks(root: int | None = None) -> tuple[str, str]:
-    """Every thread of the processes below `root` (this one by default): state, wait channel and kernel stack.
+# Wait channels of a thread waiting for a FUSE or NBD server: an interruptible sleep (S), not D.
+WAITING_ON_SERVER_RE = re.compile(r"fuse|request_wait_answer|nbd")
+HOST_REPORT_TIMEOUT_S = 30.0
 
-    Returns (report, summary). A guest that stops making progress is often a host process blocked in the kernel:
-    QEMU's I/O on an nbdfuse file waits for nbdfuse, which waits for nbdkit's model; then the guest's own task
-    list never gets printed, since its vCPUs do not run. The summary names the threads blocked in the kernel (D).
+
+def host_tasks(root: int | None = None, proc: Path = Path("/proc")) -> tuple[str, str]:
+    """Every thread of the processes below `root` (this one by default): state, wait channel, syscall number and
+    kernel stack (root only). Returns (report, summary).
+
+    A guest that stops making progress may be waiting for the host: QEMU's I/O on an nbdfuse file waits for
+    nbdfuse, which waits for nbdkit's model, and then the guest cannot even print its own task list, since its
+    vCPUs do not run. The summary names the threads in uninterruptible sleep (D) and those waiting for a FUSE or
+    NBD server (which sleep interruptibly), as process/thread (wait channel) x count. /proc/PID/cmdline is not
+    read (it takes the process's mmap lock, which a stuck process may hold); the name (comm) is.
     """
     root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}
-    for d in Path("/proc").glob("[0-9]*"):
+    for d in proc.glob("[0-9]*"):
         try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            ppid = int((d / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(d.name))
     lines: list[str] = []
-    blocked: list[str] = []
-    todo = list(children.get(root, []))
+    flagged: collections.Counter[str] = collections.Counter()
+    todo, seen = collections.deque(children.get(root, [])), {root}
     while todo:
-        pid = todo.pop(0)
+        pid = todo.popleft()
+        if pid in seen:                 # a pid reused while /proc was read
+            continue
+        seen.add(pid)
         todo.extend(children.get(pid, []))
         try:
-            cmd = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
-            tids = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())
-        except OSError:
+            tids = sorted(int(t.name) for t in (proc / str(pid) / "task").iterdir())
+        except (OSError, ValueError):
             continue
-        lines.append(f"=== pid {pid}: {cmd[:300]}")
+        name = _proc_text(proc / str(pid), "comm")
+        parent = next((pp for pp, kids in children.items() if pid in kids), "?")
+        lines.append(f"=== pid {pid} ({name}), parent {parent}")
         for tid in tids:
-            t = Path(f"/proc/{pid}/task/{tid}")
-            get = functools.partial(_proc_text, t)
+            get = functools.partial(_proc_text, proc / str(pid) / "task" / str(tid))
             status = dict(ln.split(":\t", 1) for ln in get("status").splitlines() if ":\t" in ln)
             state, comm, wchan = status.get("State", "?"), get("comm"), get("wchan")
             lines.append(f"--- tid {tid} {comm} [{state}] wchan={wchan} syscall={get('syscall').split(' ')[0]}")
             lines.extend(f"    {ln}" for ln in get("stack").splitlines() if ln != "?")   # unreadable unless root
-            if state.startswith("D"):
-                blocked.append(f"{comm} ({wchan})")
-    summary = (f"{len(blocked)} host thread(s) blocked in the kernel: {', '.join(sorted(set(blocked)))}"
-               if blocked else "no host thread blocked in the kernel")
+            if state.startswith("D") or WAITING_ON_SERVER_RE.search(wchan):
+                flagged[f"{name}/{comm} [{state[:1]}] ({wchan})"] += 1
+    summary = ("host threads in D or waiting for a FUSE/NBD server: "
+               + ", ".join(f"{k} x{n}" for k, n in sorted(flagged.items())) if flagged
+               else "no host thread in D or waiting for a FUSE/NBD server")
     return "\n".join(lines) + "\n", summary
+
+
+def write_host_report(path: Path, timeout_s: float = HOST_REPORT_TIMEOUT_S) -> None:
+    """host_tasks() into `path`, summary first. Never raises and never takes longer than `timeout_s`: it runs
+    while QEMU is still to be stopped, and must not replace or prolong the timeout it explains."""
+    got: list[tuple[str, str]] = []
+
+    def work() -> None:
+        try:
+            got.append(host_tasks())
+        except Exception as e:          # noqa: BLE001 (a report, never a reason to fail)
+            got.append(("", f"host report failed: {e!r}"))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    report, summary = got[0] if got else ("", f"host report not done within {timeout_s:g} s")
+    try:
+        path.write_text(f"{summary}\n\n{report}", encoding="utf-8")
+    except OSError:
+        pass
 
 
 def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, output_log: Path, qemu_log: Path,
@@ -398,8 +434,7 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
                 return proc.wait(timeout), False
             except subprocess.TimeoutExpired:
                 if host_report is not None:
-                    report, summary = host_tasks()
-                    host_report.write_text(f"{summary}\n\n{report}")
+                    write_host_report(host_report)
                 return None, True
         finally:
             qemu.stop(proc)
