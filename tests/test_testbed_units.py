@@ -240,10 +240,17 @@ def test_host_tasks_names_threads_stuck_on_the_host(tmp_path: Path) -> None:
 
 def test_a_host_report_never_fails_or_outlasts_the_timeout(tmp_path: Path, monkeypatch) -> None:
     vm.write_host_report(tmp_path / "gone" / vm.HOST_TASKS)        # an unwritable place: no exception
-    monkeypatch.setattr(vm, "host_tasks", lambda: (_ for _ in ()).throw(PermissionError("no /proc")))
+    def refused() -> tuple[str, str]:
+        raise PermissionError("no /proc")
+
+    def stuck() -> tuple[str, str]:
+        time.sleep(5)
+        return "", ""
+
+    monkeypatch.setattr(vm, "host_tasks", refused)
     vm.write_host_report(tmp_path / "a.txt")
     assert (tmp_path / "a.txt").read_text().startswith("host report failed: PermissionError('no /proc')")
-    monkeypatch.setattr(vm, "host_tasks", lambda: time.sleep(5) or ("", ""))
+    monkeypatch.setattr(vm, "host_tasks", stuck)
     started = time.monotonic()
     vm.write_host_report(tmp_path / "b.txt", timeout_s=0.2)
     assert time.monotonic() - started < 2
