@@ -234,6 +234,7 @@ def test_host_tasks_names_threads_stuck_on_the_host(tmp_path: Path) -> None:
                        "(folio_wait_bit_common) x1, qemu-system-x86/qemu-system-x86 [S] (request_wait_answer) x2")
     assert [ln.split(",")[0] for ln in report.splitlines() if ln.startswith("===")] == [
         "=== pid 200 (qemu-system-x86)", "=== pid 300 (we\ufffdird) x)", "=== pid 400 (nbdkit)"]
+    assert "=== pid 200 (qemu-system-x86), parent 100" in report and "=== pid 400 (nbdkit), parent 300" in report
     assert "--- tid 201 qemu-system-x86 [D (disk sleep)] wchan=folio_wait_bit_common syscall=0" in report
     assert "    [<0>] folio_wait_bit_common+0x1/0x2" in report and "other" not in report
 

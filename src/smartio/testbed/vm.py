@@ -365,19 +365,18 @@ def host_tasks(root: int | None = None, proc: Path = Path("/proc")) -> tuple[str
         children.setdefault(ppid, []).append(int(d.name))
     lines: list[str] = []
     flagged: collections.Counter[str] = collections.Counter()
-    todo, seen = collections.deque(children.get(root, [])), {root}
+    todo, seen = collections.deque((pid, root) for pid in children.get(root, [])), {root}
     while todo:
-        pid = todo.popleft()
+        pid, parent = todo.popleft()
         if pid in seen:                 # a pid reused while /proc was read
             continue
         seen.add(pid)
-        todo.extend(children.get(pid, []))
+        todo.extend((child, pid) for child in children.get(pid, []))
         try:
             tids = sorted(int(t.name) for t in (proc / str(pid) / "task").iterdir())
         except (OSError, ValueError):
             continue
         name = _proc_text(proc / str(pid), "comm")
-        parent = next((pp for pp, kids in children.items() if pid in kids), "?")
         lines.append(f"=== pid {pid} ({name}), parent {parent}")
         for tid in tids:
             get = functools.partial(_proc_text, proc / str(pid) / "task" / str(tid))
