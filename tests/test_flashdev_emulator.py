@@ -115,8 +115,13 @@ def test_alone_latency_depends_on_direction_pattern_and_size(tmp_path: Path) -> 
             "rand_write": fio(dev.uri, {"name": "j", "rw": "randwrite", "offset": "16m", "size": "32m",
                                         "io_size": "160k"})["j"],
             "seq_read_16k": fio(dev.uri, {"name": "j", "rw": "read", "size": "640k", "bs": "16k"})["j"],
+            "rand_read_16k": fio(dev.uri, {"name": "j", "rw": "randread", "offset": "16m", "size": "32m",
+                                           "io_size": "640k", "bs": "16k"})["j"],
         }
-    model_ms = {"seq_read": 1.5, "rand_read": 4.0, "seq_write": 4.0, "rand_write": 7.0, "seq_read_16k": 4.5}
+    # A request's first page at its class's page time, the rest at its direction's sequential one: a random 16 KiB
+    # read is 1 + 3 + 3 x 1 ms, not 1 + 4 x 3.
+    model_ms = {"seq_read": 1.5, "rand_read": 4.0, "seq_write": 4.0, "rand_write": 7.0, "seq_read_16k": 4.5,
+                "rand_read_16k": 7.0}
     for name, stats in got.items():
         measured = p50_ms(stats)
         # The client sees the model's time plus the socket round trip and sleep wake-up (~0.1-0.3 ms, more on a
@@ -124,6 +129,8 @@ def test_alone_latency_depends_on_direction_pattern_and_size(tmp_path: Path) -> 
         assert model_ms[name] * 0.97 <= measured < model_ms[name] * 1.15 + 1.0, (name, measured)
     rows = log(tmp_path)
     classes = [r["class"] for r in rows if r["op"] == "read" and r["bytes"] == 4096]
+    assert {r["class"] for r in rows if r["op"] == "read" and r["bytes"] == 16384 and r["offset"] >= 16 << 20} == {
+        "rand_read"}
     # 40 sequential reads, then 40 random ones. A stream counts as sequential from its third request on (the
     # second establishes it), so a random request that lands on a remembered end by chance stays random.
     assert classes[:2] == ["rand_read"] * 2 and classes[2:40] == ["seq_read"] * 38

@@ -89,6 +89,22 @@ def test_a_read_that_finds_the_buffer_full_waits_and_the_next_program_pays_the_s
     assert w3.finish - w3.start == 1000.0
 
 
+def test_a_requests_pages_after_its_first_cost_its_directions_sequential_time() -> None:
+    """One command over contiguous sectors: the first page at its class's time, the rest sequential (flashdev.c,
+    fd_pages_ns). A merged read that opens a stream no longer costs its length in random pages."""
+    dev = _device(page={"seq_read": 1000.0, "rand_read": 3000.0, "seq_write": 2000.0, "rand_write": 5000.0},
+                  cache=64)
+    r = Request("read", "rand_read", pages=4, arrival=0.0)
+    Engine(dev).replay([r])
+    assert r.finish - r.start == 3000.0 + 3 * 1000.0
+    w = Request("write", "rand_write", pages=4, arrival=0.0)
+    Engine(dev).replay([w])
+    assert w.finish - w.start == 5000.0 + 3 * 2000.0
+    one = Request("read", "seq_read", arrival=0.0)
+    Engine(dev).replay([one])
+    assert one.finish - one.start == 1000.0
+
+
 def test_write_through_and_flush() -> None:
     big = Request("write", "seq_write", pages=4, arrival=0.0)        # larger than the 2-slot buffer
     fua = Request("write", "seq_write", fua=True, arrival=0.0)

@@ -8,7 +8,8 @@ The device (times in µs of the real device, unscaled):
   - a request spends cmd[class] in its front end (overlapping everything else);
   - a write then needs a place in the write buffer (`cache` 4 KiB slots; a random write takes `nand_page_slots`)
     and completes when it has one, unless it is FUA or larger than the buffer (then when programmed);
-  - one die: reads go first and suspend a program under way (which gets `suspend` added), unless the buffer is
+  - one die (a request's first page at its class's page time, the rest at its direction's sequential one):
+    reads go first and suspend a program under way (which gets `suspend` added), unless the buffer is
     full when the read is ready: then the read waits until everything buffered then is programmed;
   - the program that follows a read which found the buffer full costs switch[class] more (a suspended program
     resumes without it); a flush waits for an empty buffer, then takes `flush`.
@@ -91,6 +92,13 @@ class Request:
     waited: bool = False       # a read that found the buffer full
 
 
+def pages_us(dev: Device, r: Request) -> float:
+    """Die time of a request's pages: its class's for the first, the sequential class's of its direction for the
+    rest (flashdev.c, fd_pages_ns)."""
+    cls = _class(r)
+    return dev.page[cls] + (r.pages - 1) * dev.page["seq_write" if cls.endswith("write") else "seq_read"]
+
+
 def _class(r: Request) -> str:
     """The class of a read or a write (only a flush has none)."""
     assert r.cls is not None
@@ -150,7 +158,7 @@ class Engine:
     def _run(self, r: Request) -> None:
         d = self.dev
         if r.kind == READ:
-            dur = r.pages * d.page[_class(r)]
+            dur = pages_us(d, r)
             r.start = self.now
         elif r.kind == FLUSH:
             dur = d.flush
@@ -184,7 +192,7 @@ class Engine:
     def _admit(self) -> None:
         while self.writes and self.used + self.writes[0].slots <= self.dev.cache:
             w = self.writes.popleft()
-            w.remaining, w.started = w.pages * self.dev.page[_class(w)], False
+            w.remaining, w.started = pages_us(self.dev, w), False
             self.used += w.slots
             self.buffer.append(w)
             if not w.through:
