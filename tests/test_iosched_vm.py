@@ -668,3 +668,39 @@ use none
     writes_alone = fio_ios(r.out_dir / "alone.json", "writer", "write")
     sent_alone = alone.rows["be_write"]["dispatched"]
     assert sent_alone <= 0.5 * writes_alone, f"{writes_alone} writes alone left as {sent_alone} requests: unmerged"
+
+
+def test_rule10_one_write_at_a_time_beside_a_thinking_reader(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Rule 10: beside a reader that thinks between its reads longer than the anticipation window (a program
+    starting up), a writer with requests to spare (16 KiB direct writes at queue depth 4) gets one write at a time
+    into the device (counted in `single_write holds`), so that the reader's next read waits for one write at most.
+    Not with single_write_ms = 0, and not for the writer alone. (s5-emmc at its time scale of 100: a 4 KiB read takes
+    about 12 ms, a 128 KiB write half a second.)"""
+    writer = FioJob("writer", "write", 2, True, 32, 64, bs="16k", iodepth=4, verify=False,
+                    extra=("time_based=1", "runtime=5"))
+    reader = FioJob("reader", "randread", 2, True, 0, 32, verify=False,
+                    extra=("time_based=1", "runtime=5", "thinktime=20000"))
+    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, [reader, writer]))
+    (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, [writer]))
+    script = f"""
+for ms in 100 0; do
+  use smartio
+  echo 128 > $Q/nr_requests
+  echo $ms > $Q/iosched/single_write_ms
+  fio --output-format=json --output=$SMARTIO_OUT/pair-$ms.json {tmp_path}/pair.fio || fail "fio (pair, $ms)"
+  snap pair-$ms
+  use none
+done
+use smartio
+fio --output-format=json --output=$SMARTIO_OUT/alone.json {tmp_path}/alone.fio || fail "fio (writer alone)"
+snap alone
+use none
+"""
+    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    on, off, alone = (Stats.load(r.out_dir, p) for p in ("pair-100", "pair-0", "alone"))
+    for s in (on, off, alone):
+        s.assert_balanced(min_dispatched=20)
+    assert fio_ios(r.out_dir / "pair-100.json", "reader", "read") >= 10
+    assert on.rows["single_write"]["holds"] > 0, on.rows
+    assert off.rows["single_write"]["holds"] == 0, off.rows
+    assert alone.rows["single_write"]["holds"] == 0, alone.rows

@@ -145,6 +145,23 @@ def test_a_readers_own_writes_are_neither_paced_nor_anticipated_and_hold_none_of
                   TUN).reason == "write pace"
 
 
+def test_beside_a_recent_reader_writes_go_one_at_a_time() -> None:
+    """Rule 8 (the module's 10): a write in flight holds the next write while a reader is recent, so that a read
+    arriving in a gap of the reader's waits for one write at most; not the reader's own, not one whose slice ran out,
+    not with single_write_ms = 0, and not once the reader has been gone single_write_ms."""
+    t = Tunables(read_anticipation_us=0, write_slice_ms=50, single_write_ms=10)     # 10 ms = 10000 µs
+    other, own = Queued(100, "seq_write", task=2), Queued(100, "seq_write", task=1)
+    s = State(writes=[other], inflight={"seq_write": 1}, last_write=90.0, last_read_done=0.0, readers=((1, 0.0),))
+    d = decide(s, 200, t)
+    assert d.pick is None and d.wait_until is None and d.reason == "write limited"   # the completion reruns it
+    assert decide(dataclasses.replace(s, inflight={}), 200, t).pick == WRITE          # none in flight
+    assert decide(dataclasses.replace(s, writes=[own]), 200, t).pick == WRITE         # the reader's own
+    assert decide(s, 200, dataclasses.replace(t, single_write_ms=0)).pick == WRITE    # rule off
+    assert decide(s, 10_000, t).pick == WRITE                                         # the reader is 10 ms gone
+    assert decide(dataclasses.replace(s, inflight={"seq_write": 1, "seq_read": 1}), 10_000, t).pick is None
+    assert decide(s, 50_100, t).reason == "write slice expired"                       # the slice still bounds it
+
+
 def test_tunables_from_sysfs_names() -> None:
     assert Tunables.from_mapping({"write_pace_us": "285", "qasio_boost": "1"}).write_pace_us == 285
     with pytest.raises(ValueError, match="write_pace_ms"):

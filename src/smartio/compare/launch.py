@@ -124,7 +124,7 @@ def run_file(label: str, app: str, cache: str, bg: str, mode: str) -> str:
 
 def guest_main(argv: list[str]) -> int:
     from smartio.blockdev import device_of_node
-    from smartio.compare.guest import device_state, restore, say, switch, warm_up
+    from smartio.compare.guest import device_state, restore, say, scheduler_counters, switch, warm_up
     from smartio.compare.sqlite import make_fs
     from smartio.experiments.target import open_target
     from smartio.launch.apps import APPS as APPSET
@@ -226,6 +226,9 @@ def guest_main(argv: list[str]) -> int:
                 failed += 1
                 say(f"{spec.label} {name} {cache} {bg} {mode} failed: {e}")
             run["duration_s"] = round(time.monotonic() - started, 1)
+            # Cumulative since the switch to this scheduler: a cell's own counts are the difference to the previous
+            # cell of the same scheduler. They say which rules fired (holds, slices, QASIO boosts) for a figure.
+            run["counters"] = scheduler_counters(dev)
             rec["runs"].append(run)
             save()
     finally:

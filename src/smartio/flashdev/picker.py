@@ -21,7 +21,10 @@ timer would run the queue again). It has the module's rules and the module's tun
   6. the per-kind dispatch limits (dispatch_limit_<kind>): a kind at its limit waits while another kind is queued;
   7. a reader's own writes (a write queued by the task that read last, while no other task reads) are held for
      neither its pace nor anticipation, and the write's completion holds no read: pace, hold and anticipation
-     keep the device free for *another* task's next read.
+     keep the device free for *another* task's next read;
+  8. one write at a time beside a recent reader (single_write_ms): while a read is queued or in flight, or one
+     completed less than single_write_ms ago, a write waits while another write is in flight, unless it is the
+     reader's own (rule 7) or its slice expired (rule 2).
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list. Writes are in two FIFO groups, sync before async, as in the module.
@@ -57,6 +60,7 @@ class Tunables:
     write_slice_ms: float = 100.0
     write_slice_rand_ms: float = 0.0
     write_window_ms: float = 0.0
+    single_write_ms: float = 100.0
     dispatch_limit_seq_read: int = 0
     dispatch_limit_seq_write: int = 0
     dispatch_limit_rand_read: int = 0
@@ -201,7 +205,18 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
             return True
         return not is_read(kind) and phase == ANTICIPATING
 
+    def single_write_held(q: Queued) -> bool:   # sio_single_write_held()
+        if is_read(q.kind) or not t.single_write_ms:
+            return False
+        if not any(n for k, n in s.inflight.items() if not is_read(k)):
+            return False
+        recent = bool(s.reads or s.reads_inflight()) or (
+            s.last_read_done is not None and now - s.last_read_done < t.single_write_ms * 1000)
+        return recent and not own_task(s, q.task, now, t)
+
     def may_dispatch(q: Queued) -> bool:
+        if single_write_held(q):
+            return False
         limit = t.limit(q.kind)
         return not limit or s.inflight.get(q.kind, 0) < limit or not others_waiting(q.kind)
 
