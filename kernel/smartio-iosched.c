@@ -91,8 +91,8 @@
  * 10. One write at a time beside a recent reader (single_write_ms, 0 =
  *     off): while a read is queued or in flight, or one completed less than
  *     single_write_ms ago, a write waits while another write is in the
- *     device, unless it is the reader's own (9), boosted (5) or its slice
- *     expired (3). Anticipation (6) covers a reader's next read only for
+ *     device, unless it is the reader's own (9), boosted (5), its slice
+ *     expired or a write window is open (3). Anticipation (6) covers a reader's next read only for
  *     read_anticipation_us; a program's start-up thinks longer between its
  *     reads, and in those gaps a writer with requests to spare (256 KiB
  *     direct writes, writeback) fills the device queue. A device without a
@@ -902,8 +902,9 @@ static bool sio_reader_active(struct sio_data *sd, u64 now)
 
 /*
  * Must write @rq wait for the write in the device (10)? Only beside a recent
- * reader, and never a reader's own, a boosted write or (through
- * SIO_PICK_STARVED, which skips the limits) one whose slice expired. The
+ * reader, and never a reader's own, a boosted write, in a write window or
+ * (through SIO_PICK_STARVED, which skips the limits) one whose slice
+ * expired: a window is the writes' time, nothing is held for a reader. The
  * completion of the write in flight reruns the queue (sio_mark_restart()).
  */
 static bool sio_single_write_held(struct sio_data *sd, struct request *rq)
@@ -913,7 +914,7 @@ static bool sio_single_write_held(struct sio_data *sd, struct request *rq)
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!recent || sio_rq_dir(rq) != SIO_WRITE ||
+	if (!recent || sio_rq_dir(rq) != SIO_WRITE || sd->phase == SIO_PH_WINDOW ||
 	    (sio_rq_flags(rq) & SIO_RQ_BOOSTED) ||
 	    (!sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE]))
 		return false;

@@ -148,7 +148,8 @@ def test_a_readers_own_writes_are_neither_paced_nor_anticipated_and_hold_none_of
 def test_beside_a_recent_reader_writes_go_one_at_a_time() -> None:
     """Rule 8 (the module's 10): a write in flight holds the next write while a reader is recent, so that a read
     arriving in a gap of the reader's waits for one write at most; not the reader's own, not one whose slice ran out,
-    not with single_write_ms = 0, and not once the reader has been gone single_write_ms."""
+    not in a write window (the writes' time), not with single_write_ms = 0, and not once the reader has been gone
+    single_write_ms."""
     t = Tunables(read_anticipation_us=0, write_slice_ms=50, single_write_ms=10)     # 10 ms = 10000 µs
     other, own = Queued(100, "seq_write", task=2), Queued(100, "seq_write", task=1)
     s = State(writes=[other], inflight={"seq_write": 1}, last_write=90.0, last_read_done=0.0, readers=((1, 0.0),))
@@ -160,6 +161,7 @@ def test_beside_a_recent_reader_writes_go_one_at_a_time() -> None:
     assert decide(s, 10_000, t).pick == WRITE                                         # the reader is 10 ms gone
     assert decide(dataclasses.replace(s, inflight={"seq_write": 1, "seq_read": 1}), 10_000, t).pick is None
     assert decide(s, 50_100, t).reason == "write slice expired"                       # the slice still bounds it
+    assert decide(dataclasses.replace(s, phase=WINDOW, window_end=1e9), 200, t).reason == "write window"
 
 
 def test_tunables_from_sysfs_names() -> None:

@@ -24,7 +24,7 @@ timer would run the queue again). It has the module's rules and the module's tun
      keep the device free for *another* task's next read;
   8. one write at a time beside a recent reader (single_write_ms): while a read is queued or in flight, or one
      completed less than single_write_ms ago, a write waits while another write is in flight, unless it is the
-     reader's own (rule 7) or its slice expired (rule 2).
+     reader's own (rule 7), its slice expired or a write window is open (rule 2).
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list. Writes are in two FIFO groups, sync before async, as in the module.
@@ -206,7 +206,7 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         return not is_read(kind) and phase == ANTICIPATING
 
     def single_write_held(q: Queued) -> bool:   # sio_single_write_held()
-        if is_read(q.kind) or not t.single_write_ms:
+        if is_read(q.kind) or not t.single_write_ms or phase == WINDOW:
             return False
         if not any(n for k, n in s.inflight.items() if not is_read(k)):
             return False
