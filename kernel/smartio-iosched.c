@@ -91,8 +91,9 @@
  * 10. One write at a time beside a recent reader (single_write_ms, 0 =
  *     off): while a read is queued or in flight, or one completed less than
  *     single_write_ms ago, a write waits while another write is in the
- *     device, unless it is the reader's own (9), boosted (5), its slice
- *     expired or a write window is open (3). Anticipation (6) covers a reader's next read only for
+ *     device (of any task), unless it is the reader's own (9), boosted
+ *     (5), its slice expired or a write window is open (3), or it is served
+ *     by priority aging (1). Anticipation (6) covers a reader's next read only for
  *     read_anticipation_us; a program's start-up thinks longer between its
  *     reads, and in those gaps a writer with requests to spare (256 KiB
  *     direct writes, writeback) fills the device queue. A device without a
@@ -103,8 +104,9 @@
  *     (cold starts of python-stdlib, vim and sqlite3 beside a writer of
  *     256 KiB direct writes, 4 each, device clock), launch time beside the
  *     writer over idle: 1.06 [0.97, 1.15] with 100 ms, 1.12 [1.03, 1.22]
- *     with 0. Writers of one request at a time (the QD1 streams of 1R1W
- *     and 4R4W) are untouched.
+ *     with 0. In the device model 1R1W, 4R4W and the mixed workload are
+ *     unchanged: 1R1W's writer has one write in flight at most, 4R4W's
+ *     writes go by their slice, the mixed workload's are the reader's own.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -406,7 +408,7 @@ struct sio_data {
 	u64 limit_blocked;
 	u64 bio_merged;				/* bios merged into queued requests */
 	u64 write_merges_refused;		/* write merges refused beside a reader */
-	u64 single_write_holds;			/* dispatches in which a write waited for one in flight (10) */
+	u64 single_write_holds;			/* decisions in which rule 10 alone kept a write back */
 	bool single_write_held;			/* ... this one (scratch of sio_dispatch_request) */
 	u64 sync_promoted;			/* async requests made sync by a sync bio */
 	u64 discard_async;			/* discards inserted without REQ_SYNC */
@@ -698,8 +700,7 @@ static bool sio_single_write_held(struct sio_data *sd, struct request *rq);
 
 /*
  * Algorithm 6.2: a kind at its limit may dispatch more only while no other
- * kind is waiting; a lone kind has no limit. And one write at a time beside
- * a recent reader (10).
+ * kind is waiting; a lone kind has no limit.
  */
 static bool sio_may_dispatch(struct sio_data *sd, struct request *rq)
 {
@@ -708,10 +709,6 @@ static bool sio_may_dispatch(struct sio_data *sd, struct request *rq)
 
 	lockdep_assert_held(&sd->lock);
 
-	if (sio_single_write_held(sd, rq)) {
-		sd->single_write_held = true;
-		return false;
-	}
 	if (!limit || sd->inflight[kind] < limit)
 		return true;
 	return !sio_others_waiting(sd, kind);
@@ -737,10 +734,19 @@ static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
 				    SIO_G_BOOSTED_WRITE);
 		break;
 	case SIO_PICK_WRITES:
+		/*
+		 * One write at a time beside a recent reader (10): not a limit
+		 * of Algorithm 6.2, so not counted in *limited. Windows,
+		 * boosted and starved writes never come this way held.
+		 */
 		for (g = SIO_G_SYNC_WRITE; g < SIO_NR_GROUPS; g++) {
 			rq = sio_group_head(cq, g);
 			if (!rq)
 				continue;
+			if (sio_single_write_held(sd, rq)) {
+				sd->single_write_held = true;
+				continue;
+			}
 			if (sio_may_dispatch(sd, rq))
 				return rq;
 			(*limited)++;
@@ -1749,7 +1755,9 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	} else {
 		sd->single_write_held = false;
 		rq = sio_select(sd, now);
-		if (sd->single_write_held)
+		/* Rule 10 held a write back and anticipation did not. */
+		if (sd->single_write_held && (!rq || sio_rq_dir(rq) == SIO_READ) &&
+		    sd->phase != SIO_PH_ANTICIPATE)
 			sd->single_write_holds++;
 		if (!rq) {
 			/* Held by a limit or for a reader: a completion reruns us. */

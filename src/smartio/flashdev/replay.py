@@ -273,7 +273,8 @@ class _Replayer:
             pts.append(hold)
         if s.last_read_done is not None:
             pts += [s.last_read_done + t.read_anticipation_us,
-                    s.last_read_done + reader_window_us(s, t)]
+                    s.last_read_done + reader_window_us(s, t),
+                    s.last_read_done + t.single_write_ms * 1000]
         several = several_readers_end(s, lo, t)
         if several is not None:
             pts.append(several)
