@@ -19,3 +19,9 @@ if Path(sys.prefix).resolve() != VENV.resolve():
         sys.exit(2)
     os.execv(str(PYTHON), [str(PYTHON), *sys.argv])
 sys.path.insert(0, str(REPO / "src"))
+
+from smartio.signals import interrupt_process  # noqa: E402
+
+# Ctrl-C, or SIGTERM from a job runner: the script's `finally` blocks run (the VM stops, what was measured is saved)
+# and it ends with "bench/NAME: interrupted", status 130, where it would have died silently or with a traceback.
+interrupt_process(f"bench/{Path(sys.argv[0]).name}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,29 @@ def test_issue15_bench_script_runs_without_an_activated_venv(script, bare_env):
                        cwd=REPO, timeout=100)
     assert p.returncode == 0, p.stderr
     assert "usage:" in p.stdout and "Traceback" not in p.stderr
+
+
+def test_every_bench_script_goes_through_venv_module():
+    """bench/_venv.py re-runs a script under .venv and makes SIGTERM an interrupt: a script with a copy of its own
+    (four had one) died silently on SIGTERM, its VM's results unsaved."""
+    assert [s for s in SCRIPTS if "\nimport _venv" not in (REPO / "bench" / s).read_text()] == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_bench_script_ends_on_sigterm_as_on_ctrl_c(tmp_path: Path, sig: int) -> None:
+    """SIGTERM (a job runner's stop, `kill`) runs the script's finally blocks (where the VM is stopped and what was
+    measured saved) and ends it with "bench/NAME: interrupted" and status 130, not silently or with a traceback."""
+    script = tmp_path / "fake"
+    script.write_text(f"import sys, time\nsys.path.insert(0, {str(REPO / 'bench')!r})\nimport _venv  # noqa\n"
+                      "try:\n    print('ready', flush=True)\n    time.sleep(60)\n"
+                      "finally:\n    print('finally ran', flush=True)\n")
+    p = subprocess.Popen([str(REPO / ".venv" / "bin" / "python"), str(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode in (130, -signal.SIGINT), (p.returncode, err)
+    assert out == "finally ran\n" and err == "bench/fake: interrupted\n", (out, err)
 
 
 @pytest.mark.parametrize("target", ["/nonexistent/place", "FILE"])
