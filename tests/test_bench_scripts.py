@@ -118,6 +118,26 @@ def test_qasio_analyze_of_a_run_with_tunables_in_its_setting() -> None:
     assert " setting=async_depth=960 " in p.stdout.rstrip().splitlines()[-1]
 
 
+def test_launch_headline_run_reprints_and_decides_the_targets() -> None:
+    # A headline-only run (cold real cells, 8 launches each; tests/data/launch/headline-20261126f): the last line is
+    # the geometric mean over the applications of cold seq-write over idle, and the targets are decided by it.
+    data = REPO / "tests/data/launch/headline-20261126f"
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((data / "compare.json").read_text())
+
+    def ratio(label: str) -> float:
+        cells = doc["cells"][label]
+        xs = [cells[f"{a}.cold.seq-write.real"]["wall_s"]["mean"] / cells[f"{a}.cold.none.real"]["wall_s"]["mean"]
+              for a in doc["plan"]["apps"]]
+        return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+    best_other = min(ratio(s) for s in doc["cells"] if not s.startswith("smartio"))
+    assert p.stdout.rstrip().splitlines()[-1].startswith(
+        f"smartio_cold_bg_over_idle={ratio('smartio'):.3f} best_other_cold_bg_over_idle={best_other:.3f} ")
+    assert "smartio: cold seq-write/idle 95 % interval [0.999, 1.102]" in p.stdout
+
+
 @pytest.mark.parametrize("run", ["full-run", "run-20261126d"])
 def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
     # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells, 3 launches each, 8 in the 6
