@@ -672,14 +672,15 @@ use none
 
 def test_rule10_one_write_at_a_time_beside_a_thinking_reader(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Rule 10: beside a reader that thinks between its reads longer than the anticipation window (a program
-    starting up), a writer with requests to spare (16 KiB direct writes at queue depth 4) gets one write at a time
-    into the device (counted in `single_write holds`), so that the reader's next read waits for one write at most.
-    Not with single_write_ms = 0, and not for the writer alone. (s5-emmc at its time scale of 100: a 4 KiB read takes
-    about 12 ms, a 128 KiB write half a second.)"""
-    writer = FioJob("writer", "write", 2, True, 32, 64, bs="16k", iodepth=4, verify=False,
+    starting up), a writer with requests to spare (4 KiB direct writes at queue depth 4) gets one write at a time
+    into the device (counted in `single_write holds`: decisions where rule 10, not anticipation, held a write), so
+    that the reader's next read waits for one write at most. Not with single_write_ms = 0, and not for the writer
+    alone. (s5-emmc at its time scale of 100: a 4 KiB read takes about 12 ms, a write about 20 ms; the reader thinks
+    300 ms, so several writes fit in each gap, and anticipation, 3 ms, is long over when they go.)"""
+    writer = FioJob("writer", "write", 2, True, 32, 64, iodepth=4, verify=False,
                     extra=("time_based=1", "runtime=5"))
     reader = FioJob("reader", "randread", 2, True, 0, 32, verify=False,
-                    extra=("time_based=1", "runtime=5", "thinktime=20000"))
+                    extra=("time_based=1", "runtime=5", "thinktime=300000"))
     (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, [reader, writer]))
     (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, [writer]))
     script = f"""
