@@ -895,15 +895,21 @@ static bool sio_own_task(struct sio_data *sd, pid_t pid, u64 now)
 	       !sio_several_readers_end(sd, now);
 }
 
-/* A read queued or in flight, or one completed less than sio_reader_window_ns() ago? */
-static bool sio_reader_active(struct sio_data *sd, u64 now)
+/* A read queued or in flight, or one completed less than @window ns ago? */
+static bool sio_read_within(struct sio_data *sd, u64 now, u64 window)
 {
 	lockdep_assert_held(&sd->lock);
 
 	if (sio_reads_outstanding(sd))
 		return true;
 	return sd->last_read_done_ns &&
-	       sio_since(now, sd->last_read_done_ns) < sio_reader_window_ns(sd);
+	       sio_since(now, sd->last_read_done_ns) < window;
+}
+
+/* A read queued or in flight, or one completed less than sio_reader_window_ns() ago? */
+static bool sio_reader_active(struct sio_data *sd, u64 now)
+{
+	return sio_read_within(sd, now, sio_reader_window_ns(sd));
 }
 
 /*
@@ -925,10 +931,8 @@ static bool sio_single_write_held(struct sio_data *sd, struct request *rq)
 	    (!sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE]))
 		return false;
 	now = ktime_get_ns();
-	if (!sio_reads_outstanding(sd) &&
-	    (!sd->last_read_done_ns || sio_since(now, sd->last_read_done_ns) >= recent))
-		return false;
-	return !sio_own_task(sd, sio_rq_pid(rq), now);
+	return sio_read_within(sd, now, recent) &&
+	       !sio_own_task(sd, sio_rq_pid(rq), now);
 }
 
 /*

@@ -146,11 +146,16 @@ def reader_window_us(s: State, t: Tunables) -> float:
     return max(t.read_anticipation_us, pace_us(s, t))
 
 
-def reader_active(s: State, now: float, t: Tunables) -> bool:
-    """sio_reader_active(): a read queued or in flight, or one completed less than max(anticipation, pace) ago."""
+def read_within(s: State, now: float, window: float) -> bool:
+    """sio_read_within(): a read queued or in flight, or one completed less than `window` µs ago."""
     if s.reads or s.reads_inflight():
         return True
-    return s.last_read_done is not None and now - s.last_read_done < reader_window_us(s, t)
+    return s.last_read_done is not None and now - s.last_read_done < window
+
+
+def reader_active(s: State, now: float, t: Tunables) -> bool:
+    """sio_reader_active(): a read queued or in flight, or one completed less than max(anticipation, pace) ago."""
+    return read_within(s, now, reader_window_us(s, t))
 
 
 def reader_seen(s: State, reader: Any, now: float) -> None:
@@ -210,9 +215,7 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
             return False
         if not any(n for k, n in s.inflight.items() if not is_read(k)):
             return False
-        recent = bool(s.reads or s.reads_inflight()) or (
-            s.last_read_done is not None and now - s.last_read_done < t.single_write_ms * 1000)
-        return recent and not own_task(s, q.task, now, t)
+        return read_within(s, now, t.single_write_ms * 1000) and not own_task(s, q.task, now, t)
 
     def may_dispatch(q: Queued) -> bool:
         if single_write_held(q):
