@@ -138,6 +138,29 @@ def test_launch_headline_run_reprints_and_decides_the_targets() -> None:
     assert "smartio: cold seq-write/idle 95 % interval [0.999, 1.102]" in p.stdout
 
 
+def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
+    # Issue 14: the comparison prints a table and a plot. A run writes launch.png beside compare.json; --analyze
+    # --plot draws it from a recorded run. The PNG says what it shows in its Description chunk.
+    from PIL import Image
+
+    png = tmp_path / "launch.png"
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(REPO / "tests/data/launch/run-20261126d"),
+                        "--plot", str(png)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert f"plot: {png}" in p.stderr
+    with Image.open(png) as im:
+        assert im.format == "PNG" and im.size[0] > 1000
+        assert "emulated s5-emmc" in im.info["Description"] and "6 in the headline's" in im.info["Description"]
+    # Without a run to draw from, --plot is a usage error, before anything boots.
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--plot", str(tmp_path / "x.png")], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "--plot goes with --analyze" in p.stderr and not (tmp_path / "x.png").exists()
+    # A directory that cannot be written is reported in one line.
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(REPO / "tests/data/launch/full-run"),
+                        "--plot", str(tmp_path / "no" / "such" / "x.png")], capture_output=True, text=True)
+    assert p.returncode == 1 and "cannot write" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("run", ["full-run", "run-20261126d"])
 def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
     # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells, 3 launches each, 8 in the 6

@@ -87,6 +87,27 @@ def test_headline_from_run_files(tmp_path):
     assert "python-stdlib cold seq-write real" in table and table.rstrip().endswith(line)
 
 
+def test_plot_draws_what_the_run_has(tmp_path):
+    # launch.png from a headline run (two panels: no replay) and from a run with only some cells (an interrupted
+    # one, or idle only): every panel draws what there is and says when it has nothing, no exception.
+    from PIL import Image
+
+    plan = _plan()
+    for label in ("none", "smartio"):
+        for app, idle, busy in (("python-stdlib", 100, 200), ("sqlite", 40, 60)):
+            _write(tmp_path, label, app, "none", idle)
+            _write(tmp_path, label, app, "seq-write", busy)
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    with Image.open(la.plot(doc, tmp_path / "a.png")) as im:
+        assert "emulated s5-emmc" in im.info["Description"]
+    idle_only = la.assemble(dataclasses.replace(plan, backgrounds=("none",)), tmp_path, profile=PROFILE,
+                            command="c", started="s", vm_result=None)
+    assert all(h["cold_bg_over_idle"] is None for h in idle_only["headline"].values())
+    assert la.plot(idle_only, tmp_path / "b.png").stat().st_size > 10000
+    empty = la.assemble(plan, tmp_path / "nothing", profile=PROFILE, command="c", started="s", vm_result=None)
+    assert la.plot(empty, tmp_path / "c.png").stat().st_size > 10000
+
+
 def test_missing_runs_are_listed(tmp_path):
     plan = _plan()
     _write(tmp_path, "none", "sqlite", "none", 10)

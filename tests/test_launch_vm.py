@@ -34,6 +34,7 @@ def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
     assert "editor cold none real" in p.stdout
     doc = json.loads((out / "compare.json").read_text())
     assert doc["missing"] == [] and list(doc["cells"]) == SCHEDULERS
+    assert doc["plots"] == [str(out / "launch.png")] and (out / "launch.png").stat().st_size > 10000
     guest = json.loads((out / "vm" / "out" / "launch-guest.json").read_text())
     assert [r["state"]["scheduler"] for r in guest["runs"]] == SCHEDULERS
     assert all(r["rc"] == 0 for r in guest["runs"])

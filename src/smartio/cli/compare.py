@@ -185,7 +185,8 @@ def _compare(a: argparse.Namespace) -> int:
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
                        command=command_line(), stream=sys.stderr.buffer)
         print(render_doc(doc))
-        print(f"\ncompare.json in {out}", file=sys.stderr)
+        print(f"\ncompare.json{' and ' + ', '.join(Path(p).name for p in doc['plots']) if doc.get('plots') else ''}"
+              f" in {out}", file=sys.stderr)
         return 0
     doc, out = run_compare(plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
                            command=command_line(), stream=sys.stderr.buffer)   # progress apart from the tables

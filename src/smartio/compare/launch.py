@@ -448,19 +448,104 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+PLOT_FILE = "launch.png"
+HEADLINE_TARGET = 1.15          # issue 14: smartio's cold launch beside the writer within 1.15x of idle
+
+
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """launch.png: (1) per scheduler, the headline (cold launch beside the writer over idle, geometric mean over the
+    applications, 95 % interval) against 1 and the 1.15 target; (2) per application, the cold launch beside the
+    writer per scheduler (s, 95 % interval) with the idle launch as a tick on each bar; (3) replay against real per
+    application, cache and background, with the 15 % band, when the run replayed."""
+    from smartio.report import plots
+
+    plan, cells = doc["plan"], doc["cells"]
+    labels = [s for s in plan["schedulers"] if s in cells]
+    rows = fidelity(doc)
+    fig, axes = plots.figure(ncols=3 if rows else 2, width=17 if rows else 12, height=4.8)
+    ax = axes[0]
+    heads = [doc["headline"].get(s) or {} for s in labels]
+    stats = [{"mean": h.get("cold_bg_over_idle") or 0.0, "ci95": h.get("cold_bg_over_idle_ci95") or [None, None]}
+             for h in heads]
+    plots.bars(ax, labels, {"": stats}, f"cold launch beside {HEADLINE_BG} / idle", baseline=1)
+    ax.axhline(HEADLINE_TARGET, color="tab:red", ls="--", lw=0.8, label=f"target {HEADLINE_TARGET}")
+    ax.legend(loc="upper right")
+    ax.set_title("Headline (geometric mean over the applications)", fontsize=9)
+    if not any(h.get("cold_bg_over_idle") for h in heads):
+        ax.text(0.5, 0.5, f"no headline: the run has no cold real launch\nboth idle and beside {HEADLINE_BG}",
+                transform=ax.transAxes, ha="center", va="center", color="dimgrey")
+
+    ax = axes[1]
+    # Bars: the cold real launch beside the writer (idle where the run had no writer), ticks: the idle one.
+    bar_bg = HEADLINE_BG if any(headline_key(a, HEADLINE_BG) in cells[s] for s in labels for a in plan["apps"]) \
+        else "none"
+    apps = [a for a in plan["apps"] if any(headline_key(a, bar_bg) in cells[s] for s in labels)]
+
+    def wall(label: str, app: str) -> dict[str, Any]:
+        w = cells[label].get(headline_key(app, bar_bg), {}).get("wall_s", {})
+        return {"mean": w.get("mean", 0.0), "ci95": w.get("ci95") or [None, None]}
+
+    plots.bars(ax, apps, {s: [wall(s, a) for a in apps] for s in labels},
+               f"cold launch beside {bar_bg} (s)" if bar_bg != "none" else "cold launch, idle (s)")
+    width = 0.8 / max(len(labels), 1)
+    if bar_bg != "none":
+        for i, s in enumerate(labels):
+            for j, a in enumerate(apps):
+                if idle := cells[s].get(headline_key(a, "none")):
+                    x = j + (i - (len(labels) - 1) / 2) * width
+                    ax.plot([x - width * 0.45, x + width * 0.45], [idle["wall_s"]["mean"]] * 2, color="black", lw=1.5)
+        ax.plot([], [], color="black", lw=1.5, label="idle (cold)")
+    if apps:
+        ax.legend(fontsize=7)
+    else:
+        if ax.get_legend():
+            ax.get_legend().remove()
+        ax.text(0.5, 0.5, "no cold real launch in this run", transform=ax.transAxes, ha="center", va="center",
+                color="dimgrey")
+    ax.set_title("Per application" + (" (bars: beside the writer; ticks: idle)" if bar_bg != "none" else ""),
+                 fontsize=9)
+
+    if rows:
+        ax = axes[2]
+        ys = list(range(len(rows)))[::-1]
+        lo, hi = 1 - REPLAY_TOLERANCE, 1 + REPLAY_TOLERANCE
+        ax.axvspan(lo, hi, color="tab:green", alpha=0.12)
+        for y, r in zip(ys, rows, strict=True):
+            ci = r["ci95"]
+            err = [[r["replay_over_real"] - ci[0]], [ci[1] - r["replay_over_real"]]] if ci else None
+            color = {"yes": "tab:green", "no": "tab:red"}.get(r["within"], "tab:orange")
+            ax.errorbar([r["replay_over_real"]], [y], xerr=err, fmt="o", color=color, capsize=3)
+        ax.set_yticks(ys, [f"{r['app']} {r['cache']} {r['background']}" for r in rows], fontsize=7)
+        ax.axvline(1, color="grey", lw=0.6)
+        ax.set_xlabel(f"replay / real launch time, 95 % interval\n(shaded: within {REPLAY_TOLERANCE:.0%}; green "
+                      "within, orange undecided, red not)", fontsize=8)
+        ax.set_title("Replay against real (geometric mean over the schedulers)", fontsize=9)
+    fig.suptitle(f"Application launch per scheduler on emulated {doc['profile']['name']}")
+    hr = plan.get("headline_repeats") or plan["repeats"]
+    plots.stamp(fig, "; ".join([f"emulated {doc['profile']['name']} ({device_line(doc['profile'])})",
+                                f"{plan['repeats']} launches per cell, {hr} in the headline's",
+                                clock_text(plan), f"kernel {doc.get('kernel')}", str(doc.get("started", "?"))]))
+    plots.save(fig, path)
+    return path
+
+
 def run_launch_compare(plan: LaunchPlan, *, profile: str, out: Path | None, timeout: float, command: str,
                        time_scale: float | None = DEFAULT_TIME_SCALE,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    from smartio.compare.run import module_for, run_in_guest, vm_profile
+    from smartio.compare.run import DOCUMENT, module_for, run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
     plan = with_clock(plan, prof)
     modules = module_for(s.name for s in plan.schedulers)
-    return run_in_guest("smartio.compare.launch", plan.to_json(),
-                        lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
-                                                                    started=started, vm_result=result),
-                        profile=prof, out=out, timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
-                        modules=modules)
+    doc, out_dir = run_in_guest("smartio.compare.launch", plan.to_json(),
+                                lambda guest_out, result, started: assemble(plan, guest_out, profile=prof,
+                                                                            command=command, started=started,
+                                                                            vm_result=result),
+                                profile=prof, out=out, timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
+                                modules=modules)
+    doc["plots"] = [str(plot(doc, out_dir / PLOT_FILE))]
+    (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+    return doc, out_dir
 
 
 if __name__ == "__main__":
