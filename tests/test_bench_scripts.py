@@ -161,10 +161,11 @@ def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
     assert p.returncode == 1 and "cannot write" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("run", ["full-run", "run-20261126d"])
+@pytest.mark.parametrize("run", ["full-run", "run-20261126d", "run-20261126g"])
 def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
     # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells, 3 launches each, 8 in the 6
-    # cold real cells idle and beside seq-write; run-20261126d: 6 there and 5 in the cold replay cells): the last
+    # cold real cells idle and beside seq-write; run-20261126d: 6 there and 5 in the cold replay cells; run-20261126g,
+    # on the device model of 9c1b753 with rule 10: the same and 4 elsewhere): the last
     # line is recomputed here from the cells, geometric means over the applications of cold seq-write over idle.
     data = REPO / "tests/data/launch" / run
     p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data)], capture_output=True, text=True)
