@@ -138,6 +138,20 @@ def test_launch_headline_run_reprints_and_decides_the_targets() -> None:
     assert "smartio: cold seq-write/idle 95 % interval [0.999, 1.102]" in p.stdout
 
 
+def test_launch_run_without_the_headline_background_reprints(tmp_path: Path) -> None:
+    # tests/data/launch/bgs-20261126h: cold real launches idle and beside rand-write and buffered-write only. No
+    # headline can be computed (it is beside seq-write): the table is printed, the last line says n/a, and the plot
+    # says there is no headline instead of failing.
+    data = REPO / "tests/data/launch/bgs-20261126h"
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data), "--plot", str(tmp_path / "b.png")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "editor cold buffered-write real" in p.stdout and "sqlite cold rand-write real" in p.stdout
+    assert p.stdout.rstrip().splitlines()[-1] == ("smartio_cold_bg_over_idle=n/a best_other_cold_bg_over_idle=n/a "
+                                                  "smartio_vs_none_pct=n/a")
+    assert (tmp_path / "b.png").stat().st_size > 10000
+
+
 def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
     # Issue 14: the comparison prints a table and a plot. A run writes launch.png beside compare.json; --analyze
     # --plot draws it from a recorded run. The PNG says what it shows in its Description chunk.
@@ -161,10 +175,11 @@ def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
     assert p.returncode == 1 and "cannot write" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("run", ["full-run", "run-20261126d"])
+@pytest.mark.parametrize("run", ["full-run", "run-20261126d", "run-20261126g"])
 def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
     # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells, 3 launches each, 8 in the 6
-    # cold real cells idle and beside seq-write; run-20261126d: 6 there and 5 in the cold replay cells): the last
+    # cold real cells idle and beside seq-write; run-20261126d: 6 there and 5 in the cold replay cells; run-20261126g,
+    # on the device model of 9c1b753 with rule 10: the same and 4 elsewhere): the last
     # line is recomputed here from the cells, geometric means over the applications of cold seq-write over idle.
     data = REPO / "tests/data/launch" / run
     p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data)], capture_output=True, text=True)
