@@ -485,15 +485,14 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
         w = cells[label].get(headline_key(app, bar_bg), {}).get("wall_s", {})
         return {"mean": w.get("mean", 0.0), "ci95": w.get("ci95") or [None, None]}
 
-    plots.bars(ax, apps, {s: [wall(s, a) for a in apps] for s in labels},
-               f"cold launch beside {bar_bg} (s)" if bar_bg != "none" else "cold launch, idle (s)")
-    width = 0.8 / max(len(labels), 1)
+    drawn = plots.bars(ax, apps, {s: [wall(s, a) for a in apps] for s in labels},
+                       f"cold launch beside {bar_bg} (s)" if bar_bg != "none" else "cold launch, idle (s)")
     if bar_bg != "none":
-        for i, s in enumerate(labels):
-            for j, a in enumerate(apps):
+        for s in labels:
+            for a, bar in zip(apps, drawn[s], strict=True):
                 if idle := cells[s].get(headline_key(a, "none")):
-                    x = j + (i - (len(labels) - 1) / 2) * width
-                    ax.plot([x - width * 0.45, x + width * 0.45], [idle["wall_s"]["mean"]] * 2, color="black", lw=1.5)
+                    ax.plot([bar.get_x(), bar.get_x() + bar.get_width()], [idle["wall_s"]["mean"]] * 2,
+                            color="black", lw=1.5)
         ax.plot([], [], color="black", lw=1.5, label="idle (cold)")
     if apps:
         ax.legend(fontsize=7)

@@ -20,6 +20,7 @@ matplotlib.use("Agg")   # before pyplot is imported (hence E402 below): no displ
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 from smartio.report.tables import PRETTY, ci_errors, runs  # noqa: E402
 from smartio.units import mib  # noqa: E402
@@ -69,12 +70,15 @@ def _errs(stats: Sequence[dict[str, Any]]) -> list[list[float]] | None:
 
 
 def bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[dict[str, Any]]], ylabel: str,
-         baseline: float | None = None) -> None:
-    """Grouped bars of Stats with their CIs: one group per entry of `groups`, one bar per series in each."""
+         baseline: float | None = None) -> dict[str, list[Rectangle]]:
+    """Grouped bars of Stats with their CIs: one group per entry of `groups`, one bar per series in each. Returns
+    each series' bars, in the order of `groups`, for marks drawn on them."""
     width = 0.8 / max(len(series), 1)
+    drawn = {}
     for i, (name, stats) in enumerate(series.items()):
         xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(groups))]
-        ax.bar(xs, [s["mean"] for s in stats], width * 0.95, yerr=_errs(stats), capsize=3, label=name)
+        drawn[name] = list(ax.bar(xs, [s["mean"] for s in stats], width * 0.95, yerr=_errs(stats), capsize=3,
+                                  label=name).patches)
     ax.set_xticks(range(len(groups)), groups, rotation=20 if max(map(len, groups), default=0) > 8 else 0,
                   ha="right" if max(map(len, groups), default=0) > 8 else "center")
     if baseline is not None:
@@ -83,6 +87,7 @@ def bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[dict[str
     ax.set_ylim(bottom=0)
     if len(series) > 1:
         ax.legend()
+    return drawn
 
 
 def lines(ax: Axes, xs: Sequence[float], series: Mapping[str, Sequence[dict[str, Any]]], xlabel: str, ylabel: str,
