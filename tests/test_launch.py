@@ -4,6 +4,7 @@ real launches timed beside a real fio background writer. No VM; nothing here dro
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import re
@@ -147,6 +148,17 @@ def test_interleave_puts_each_fault_before_the_first_read_that_came_after_it():
         ("read", 1, ()), ("exec", 0, ()), ("fault", 0, ((0, 4096),)), ("read", 1, ()), ("read", 0, ()),
         ("exit", None, ())]                              # a.so's page 1: the read of it, never a fault too
     assert got2.header["version"] == tr.VERSION          # it has `fault` operations now
+    # Pages the kernel read ahead go to `readahead` operations, each stretch apart from the faults around it.
+    ahead = {("/lib/a.so", 1), ("/lib/a.so", 9), ("/lib/a.so", 3)}
+    got3 = tr.interleave(tr.Trace({}, files, ops), seq, ahead).ops
+    assert [(o.op, o.file, o.extents) for o in got3] == [
+        ("exec", 0, ()),
+        ("fault", 0, ((0, 4096),)), ("readahead", 0, ((4096, 4096),)), ("read", 1, ()),
+        ("fault", 0, ((8 * 4096, 4096),)), ("readahead", 0, ((9 * 4096, 4096),)), ("read", 1, ()),
+        ("read", 1, ()),
+        ("fault", 0, ((2 * 4096, 4096),)), ("readahead", 0, ((3 * 4096, 4096),)), ("exit", None, ())]
+    again3 = tr.remap(tr.Trace({}, files, got3), {"/lib/a.so": [0, 1, 2, 3, 8, 9]}, "test", seq, ahead)
+    assert [(o.op, o.extents) for o in again3.ops] == [(o.op, o.extents) for o in got3]
     # Every mapped page is read exactly once, whatever the order; remap drops the faults of another launch.
     again = tr.remap(tr.Trace({}, files, got), {"/lib/a.so": [0, 1, 2, 3, 8, 9]}, "test")
     assert [o.op for o in again.ops] == ["exec", "read", "read", "read", "exit"]
@@ -178,6 +190,27 @@ def test_page_cache_log_orders_pages_per_file(tmp_path):
         log.order({str(a)})
 
 
+def test_page_cache_log_tells_pages_read_ahead_by_the_task_inside_async_readahead(tmp_path):
+    a = tmp_path / "a"
+    a.write_bytes(b"x" * 40960)
+    st = os.stat(a)
+
+    def add(task: str, ofs: int) -> str:
+        return (f"  {task}  [001] .....  12.5: mm_filemap_add_to_page_cache: dev {os.major(st.st_dev)}:"
+                f"{os.minor(st.st_dev)} ino {st.st_ino:x} pfn=0x1234 ofs={ofs * 4096} order=0\n")
+
+    def probe(task: str, name: str) -> str:
+        return f"  {task}  [000] .....  12.4: {name}: (page_cache_async_ra+0x0/0x1e0)\n"
+
+    log = tr.PageCacheLog()
+    log.text = "".join([add("vim.basic-7", 0), probe("vim.basic-7", log.RA_START), add("vim.basic-7", 1),
+                        add("kworker/u4:1-9", 2),          # another task meanwhile: not the readahead's
+                        add("vim.basic-7", 3), probe("vim.basic-7", log.RA_END), add("vim.basic-7", 4),
+                        probe("my-app-8", log.RA_START), add("my-app-8", 5)])   # never returned in the log
+    assert log.sequence({str(a)}) == [(str(a), p) for p in range(6)]
+    assert log.read_ahead({str(a)}) == {(str(a), 1), (str(a), 3), (str(a), 5)}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="tracefs needs root")
 def test_page_cache_log_sees_a_cold_read(tmp_path):
     """A real trace: the pages of a file read cold come in the order they were read."""
@@ -194,12 +227,41 @@ def test_page_cache_log_sees_a_cold_read(tmp_path):
     finally:
         os.close(fd)
     assert log.order({str(f)})[str(f)] == [40, 3]
+    assert log.read_ahead({str(f)}) == set()             # POSIX_FADV_RANDOM: no readahead at all
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tracefs and kprobes need root")
+def test_page_cache_log_sees_asynchronous_readahead(tmp_path):
+    """A file read sequentially cold: the first window is read synchronously, the ones after it by the kernel's
+    asynchronous readahead, which the kprobe on page_cache_async_ra tells apart (where kprobes work)."""
+    f = tmp_path / "data"
+    f.write_bytes(os.urandom(256 << 12))
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        with tr.PageCacheLog() as log:
+            for off in range(0, 256 << 12, 4096):
+                os.pread(fd, 4096, off)
+    finally:
+        os.close(fd)
+    if not log.readahead_how.startswith("kprobe"):
+        pytest.skip(log.readahead_how)
+    pages = log.order({str(f)})[str(f)]
+    ahead = {p for _, p in log.read_ahead({str(f)})}
+    assert pages[0] == 0 and 0 not in ahead              # the first read waits for its own window
+    assert ahead and ahead < set(pages) and max(ahead) > min(ahead)
+    from smartio.trace.tracefs import mounted_tracefs
+
+    with mounted_tracefs() as root:
+        assert log._group not in (root / "kprobe_events").read_text()          # the probes are gone
 
 
 def test_trace_round_trip_and_bad_traces(tmp_path):
     t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.5},
                  [tr.FileEntry(0, "/a", 10)], [tr.Op("read", 0, 0, 10, 0.1, 0.01, 7),
-                                               tr.Op("fault", 0, extents=((0, 10),)), tr.Op("exit", None)])
+                                               tr.Op("fault", 0, extents=((0, 10),)),
+                                               tr.Op("readahead", 0, extents=((0, 10),)), tr.Op("exit", None)])
     p = tmp_path / "t.launch"
     t.write(p)
     back = tr.Trace.read(p)
@@ -374,11 +436,22 @@ def test_a_replayed_fault_waits_for_every_page_it_starts_reading(tmp_path, monke
         try:
             Replayer(t, layout)._run()                  # in this process, to see its calls
         finally:
-            import gc
             gc.enable()
     first = [("advise", 4 * page, 32 * page, os.POSIX_FADV_WILLNEED)] + [("touch", p * page) for p in range(4, 36)]
     second = [("advise", 36 * page, 8 * page, os.POSIX_FADV_WILLNEED)] + [("touch", p * page) for p in range(36, 44)]
     assert calls == [("mmap", 0), ("madvise", rp.mmap.MADV_RANDOM), *first, *second, ("close",)]
+    # The kernel's readahead (version 3): the same windows started, none waited for.
+    calls.clear()
+    t = tr.Trace(t.header, t.files, [tr.Op("readahead", 0, extents=(extent,)), tr.Op("fault", 0, extents=((0, page),)),
+                                     tr.Op("exit", None)])
+    with Layout(t, str(tmp_path)) as layout:
+        try:
+            Replayer(t, layout)._run()
+        finally:
+            gc.enable()
+    need = os.POSIX_FADV_WILLNEED
+    assert calls == [("mmap", 0), ("madvise", rp.mmap.MADV_RANDOM), ("advise", 4 * page, 32 * page, need),
+                     ("advise", 36 * page, 8 * page, need), ("advise", 0, page, need), ("touch", 0), ("close",)]
 
 
 def test_replay_times_think_and_io(tmp_path):

@@ -42,6 +42,12 @@ def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
         wall = doc["cells"][label]["editor.cold.none.real"]["wall_s"]["mean"]
         assert 0 < wall < 60
     assert guest["after"]["scheduler"] == guest["before"]["scheduler"]
+    # The guest's kernel has kprobes: the pages vim's faults only read ahead are told from the ones it waited for.
+    editor = doc["apps"]["editor"]
+    assert editor["readahead"] == "kprobe page_cache_async_ra", editor["readahead"]
+    assert editor["ops_by_kind"].get("readahead", 0) > 0 and editor["ops_by_kind"].get("fault", 0) > 0, editor
+    # The host's load while the VM ran is on record and ends the table.
+    assert doc["host_load"]["samples"] > 0 and "host: other processes took" in p.stdout
     assert guest["after"]["tunables"] == guest["before"]["tunables"]
     # --scheduler-clock device (the default): every scheduler's time tunables x the time scale (10)
     assert doc["plan"]["clock_scale"] == 10 and "x10 (device clock)" in p.stdout

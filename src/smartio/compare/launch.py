@@ -14,6 +14,7 @@ a sequential writer over the cold launch on the idle device, per scheduler.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -27,6 +28,7 @@ from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, c
 from smartio.errors import SmartioError, UsageError
 from smartio.experiments.stats import log_ratio_ci
 from smartio.flashdev.profiles import device_line
+from smartio.testbed import hostload
 
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
 APPS = ("python-stdlib", "editor", "sqlite")          # python-numpy: ~12 s of imports per launch under TCG
@@ -180,7 +182,10 @@ def guest_main(argv: list[str]) -> int:
                 installed.launch()
             recorded = {str(inst.paths[f.id]): f.path for f in trace.files}
             sequence = [(recorded[p], page) for p, page in log.sequence(set(recorded))]
-            trace = remap(trace, pages_by_path(sequence, set(recorded.values())), RESIDENCY_INSTALLED, sequence)
+            ahead = {(recorded[p], page) for p, page in log.read_ahead(set(recorded))}
+            trace = remap(trace, pages_by_path(sequence, set(recorded.values())), RESIDENCY_INSTALLED, sequence,
+                          ahead)
+            trace.header["readahead"] = log.readahead_how
             trace.write(tfile)
             trace.header["path"] = str(tfile)
             installs[name] = (trace, inst, layout, trace.header.get("cwd") or "/", app_argv)
@@ -188,7 +193,9 @@ def guest_main(argv: list[str]) -> int:
                                  "untraced_wall_s": trace.header["untraced_wall_s"],
                                  "installed_warm_s": round(warm, 6),
                                  "installed_refilled_s": None if refilled is None else round(refilled, 6),
-                                 "residency": trace.header["residency"]}
+                                 "residency": trace.header["residency"],
+                                 "readahead": trace.header["readahead"],
+                                 "ops_by_kind": dict(collections.Counter(o.op for o in trace.ops))}
         warm_up(DEVICE)
         steps = [(s, c) for s in plan.schedulers for c in plan.cells()]
         for i, (spec, (name, cache, bg, mode)) in enumerate(steps, 1):
@@ -302,6 +309,7 @@ def assemble(plan: LaunchPlan, guest_out: Path, *, profile: Any, command: str, s
         "kind": "compare", "experiment": "launch", "plan": json.loads(plan.to_json()),
         "profile": profile.record(),
         "kernel": vm_result.kernel if vm_result else None, "accel": vm_result.accel if vm_result else None,
+        "host_load": vm_result.host_load if vm_result else None,
         "command": command, "started": started,
         "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
         "apps": record and record.get("apps"), "device": record and {"before": record["before"],
@@ -443,6 +451,8 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(grid(["cell", *plan["schedulers"]], t_rows))
     lines += fidelity_lines(doc)
     lines += ["", *interval_lines(doc), "  " + headline_line(doc)]
+    if host := hostload.note(doc.get("host_load")):
+        lines.append(f"  {host}")
     if doc["missing"]:
         lines.append(f"  missing: {', '.join(doc['missing'])}")
     return "\n".join(lines)

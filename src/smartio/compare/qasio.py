@@ -166,6 +166,7 @@ def assemble(plan: QasioPlan, guest_out: Path, *, profile: Any, command: str, st
         "profile": profile.record(),
         "kernel": vm_result.kernel if vm_result else first.get("kernel"),
         "accel": vm_result.accel if vm_result else None, "fio_version": first.get("fio_version"),
+        "host_load": vm_result.host_load if vm_result else None,
         "command": command, "started": started,
         "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
         "guest": record, "missing": missing, "runs": runs,

@@ -10,6 +10,7 @@ from typing import Any
 
 from smartio.flashdev.profiles import device_line
 from smartio.report.tables import grid, mixed_measure, pm
+from smartio.testbed import hostload
 from smartio.units import mib
 
 MODES = ("seq", "rand")
@@ -96,6 +97,8 @@ def render(doc: dict[str, Any]) -> str:
         parts.append(mixed_table(doc))
     if doc.get("missing"):
         parts.append("not measured: " + "; ".join(doc["missing"]))
+    if host := hostload.note(doc.get("host_load")):
+        parts.append(host)
     return "\n\n".join(parts)
 
 

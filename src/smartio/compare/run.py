@@ -159,6 +159,7 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
         "settings": first["settings"] if first else None,
         "kernel": vm_result.kernel if vm_result else (first or {}).get("kernel"),
         "accel": vm_result.accel if vm_result else None,
+        "host_load": vm_result.host_load if vm_result else None,
         "disk_transport": _vm_record(vm_result).get("disk_transport"),
         "fio_version": (first or {}).get("fio_version"),
         "command": command,

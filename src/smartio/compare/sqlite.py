@@ -265,6 +265,7 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
         "profile": profile.record(),
         "kernel": vm_result.kernel if vm_result else first.get("kernel"),
         "accel": vm_result.accel if vm_result else None, "disk_transport": vm_rec.get("disk_transport"),
+        "host_load": vm_result.host_load if vm_result else None,
         "sqlite_version": first.get("sqlite_version"), "library_sync_call":
             first.get("results", {}).get("sync_calls", {}).get("library"),
         "command": command, "started": started,

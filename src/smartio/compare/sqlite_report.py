@@ -9,6 +9,7 @@ from smartio.flashdev.profiles import device_line
 from smartio.report.tables import grid, pm
 from smartio.sqlite.attribute import CLASSES, LABELS
 from smartio.sqlite.report import PAPER_FIG4
+from smartio.testbed import hostload
 
 # Seed 002, Table 2: (inserts/s, updates/s) on a 16 GB Transcend SD card, Galaxy S3, SQLite 3.7.5, TRUNCATE mode.
 # The paper gives no Table 2 figures for btrfs and nilfs2 (only Figure 6's bars, for B, F and E).
@@ -125,4 +126,5 @@ def headline(doc: dict[str, Any]) -> dict[str, float | None]:
 
 
 def render(doc: dict[str, Any]) -> str:
-    return table2(doc) + "\n\n" + figure4(doc)
+    host = hostload.note(doc.get("host_load"))
+    return table2(doc) + "\n\n" + figure4(doc) + (f"\n\n{host}" if host else "")

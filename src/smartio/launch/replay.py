@@ -41,6 +41,9 @@ CHUNK = 1 << 20
 # exactly the missing pages, no readahead mark; at most max(read_ahead_kb, max_sectors_kb) per call, so on a device
 # where both are below 128 KiB the touches read the rest page by page), then waits by touching each page through a
 # mapping advised MADV_RANDOM (a fault on a page in flight waits for it; under VM_RAND_READ no fault reads ahead).
+# The pages of a `readahead` operation (trace version 3: what the kernel's asynchronous readahead brought in while
+# the program ran on) are started the same way and not waited for (on such a device, only the first
+# max(read_ahead_kb, max_sectors_kb) of each window then).
 # A pread() would also start asynchronous readahead wherever it met a page an earlier read marked PG_readahead, even
 # on a POSIX_FADV_RANDOM fd (filemap_readahead): in the testbed such chains turned sqlite's and vim's scattered
 # library faults into 1.4-2 MiB of sequential reads (0.3-0.5 MiB in the real launches), which the s5-emmc model
@@ -240,12 +243,13 @@ class Replayer:
                             raise
                         maps[fid] = mfd, mem
                         mem.madvise(mmap.MADV_RANDOM)
+                    wait = kind != "readahead"      # the kernel's readahead: started, not waited for
                     for off, n in extents:
                         mfd, mem = maps[fid]
                         for o in range(off, off + n, FAULT_CHUNK):
                             k = min(FAULT_CHUNK, off + n - o)
                             os.posix_fadvise(mfd, o, k, os.POSIX_FADV_WILLNEED)
-                            for page in range(o, o + k, PAGE):
+                            for page in range(o, o + k, PAGE) if wait else ():
                                 mem[page]               # noqa: B018 (the touch is the point: it waits)
                 else:
                     fd = fds.get(fid)

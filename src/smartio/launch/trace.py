@@ -26,6 +26,9 @@
      their own offset); only the bytes transferred (a read at the end of the file, which transfers none, is left out);
    - `mmap`: a file mapping of `size` bytes at `offset`; `extents` are the pages replay reads for it;
    - `fault` (version 2): mapped pages the program faulted in here, `extents` as for `mmap` (see below);
+   - `readahead` (version 3): mapped pages the kernel's asynchronous readahead brought in here (a fault on a page
+     an earlier read-around marked PG_readahead starts the next window and does not wait for it); replay starts
+     their reads and goes on, as the program did;
    - `fsync`, `fdatasync`;
    - `exit`: the last process of the launch exited; only its think time counts.
 
@@ -41,12 +44,17 @@ earlier operation of the trace read. The order matters on flash: a device that t
 (the s5-emmc model does) served a replay that read the same pages in file order 20 % faster than the launch. So
 does where the faults come among the program's reads: the same ftrace log orders the pages of all files, and
 (version 2) the mapped pages move from their `mmap`/`exec` to `fault` operations, each right before the first
-`read` whose pages entered the cache after them (`interleave`).
+`read` whose pages entered the cache after them (`interleave`). Where kprobes work, the same log also holds the
+kernel's asynchronous readahead calls (a kprobe and a kretprobe on `page_cache_async_ra`): the pages a task
+inserted inside one were read ahead, not waited for, and (version 3) go to `readahead` operations, which replay
+starts and does not wait for (`"readahead": "kprobe page_cache_async_ra"`). Read synchronously, vim's chains of
+read-around windows made its replay 1.16 to 1.19 times slower than its launch beside a writer under FIFO schedulers.
 Without tracefs the pages resident after the cold launch (mincore) are taken in file order (`"mincore after a cold
 launch"`); without root the whole mapped range, clipped to the file's size (`"whole mapped range"`), which
 overstates a cold start-up's reads. Replay reads the pages of an `mmap`, `exec` or `fault`, each run in 128 KiB
-windows as the kernel's fault read-around does; without the ftrace order (no `fault` operations) all of a
-mapping's pages are read when it is made, where the real faults come spread over the think time after it.
+windows as the kernel's fault read-around does, and waits for them; without the ftrace order (no `fault`
+operations) all of a mapping's pages are read when it is made, where the real faults come spread over the think
+time after it.
 
 Think times are the gaps between operations; under strace they include strace's own cost (two ptrace stops per
 traced call). `think_scale` corrects for it: (untraced wall time − the operations' durations) / the sum of think
@@ -74,11 +82,12 @@ from typing import Any
 
 from smartio.errors import MissingToolError, SmartioError, UsageError
 
-FORMAT, VERSION = "smartio-launch-trace", 2
-READS_VERSIONS = (1, 2)          # version 1 has no `fault` operations
+FORMAT, VERSION = "smartio-launch-trace", 3
+READS_VERSIONS = (1, 2, 3)       # version 1 has no `fault` operations, 2 no `readahead`
 PAGE = 4096
-OPS = ("exec", "open", "stat", "lookup", "close", "read", "write", "mmap", "fault", "fsync", "fdatasync", "exit")
-MAPPED = ("mmap", "exec", "fault")   # operations whose `extents` replay reads
+OPS = ("exec", "open", "stat", "lookup", "close", "read", "write", "mmap", "fault", "readahead", "fsync", "fdatasync",
+       "exit")
+MAPPED = ("mmap", "exec", "fault", "readahead")   # operations whose `extents` replay reads
 SYSCALLS = ("execve", "open", "openat", "close", "read", "pread64", "readv", "preadv", "preadv2", "write", "writev",
             "pwrite64", "pwritev", "pwritev2", "lseek", "mmap", "fsync", "fdatasync", "newfstatat", "stat", "lstat",
             "statx", "access", "faccessat", "faccessat2", "dup", "dup2", "dup3", "fcntl")
@@ -465,11 +474,21 @@ class PageCacheLog:
     EVENT = "filemap/mm_filemap_add_to_page_cache"
     LINE = re.compile(r"mm_filemap_add_to_page_cache: dev (\d+):(\d+) ino ([0-9a-f]+) .*?ofs=(\d+)(?: order=(\d+))?")
     BUFFER_KB_PER_CPU = 16384     # 4 KiB pages of a launch's files: about 200k events
+    # The kernel's asynchronous readahead (mm/readahead.c; a global function, exported, so never inlined): what a
+    # task inserts between entering and leaving it was read ahead. Probed as kprobe events named RA_START/RA_END.
+    READAHEAD = "page_cache_async_ra"
+    RA_START, RA_END = "smartio_ra_start", "smartio_ra_end"
+    TASK = re.compile(r"-(\d+)\s+\[\d+\]")
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self.instance: Path | None = None
         self.text = ""
+        self._root: Path | None = None
+        self._group = f"smartio_ra_{os.getpid()}"
+        # How asynchronous readahead was seen: "kprobe page_cache_async_ra", or why not (then every page counts
+        # as waited for, as before version 3).
+        self.readahead_how = "not traced"
 
     def __enter__(self) -> PageCacheLog:
         from smartio.trace.tracefs import mounted_tracefs
@@ -484,7 +503,28 @@ class PageCacheLog:
         except (OSError, SmartioError) as e:
             self.__exit__()
             raise SmartioError(f"cannot trace page-cache insertions ({self.EVENT}): {e}") from None
+        self._root = root
+        try:
+            with open(root / "kprobe_events", "a") as f:      # append: other tools' probes stay
+                f.write(f"p:{self._group}/{self.RA_START} {self.READAHEAD}\n")
+            with open(root / "kprobe_events", "a") as f:
+                f.write(f"r:{self._group}/{self.RA_END} {self.READAHEAD}\n")
+            (inst / "events" / self._group / "enable").write_text("1")
+            self.readahead_how = f"kprobe {self.READAHEAD}"
+        except OSError as e:
+            self._remove_probes()
+            self.readahead_how = f"not traced (kprobe on {self.READAHEAD}: {e.strerror or e})"
         return self
+
+    def _remove_probes(self) -> None:
+        if self._root is None:
+            return
+        for name in (self.RA_START, self.RA_END):
+            try:
+                with open(self._root / "kprobe_events", "a") as f:
+                    f.write(f"-:{self._group}/{name}\n")
+            except OSError:          # never made, or already gone
+                pass
 
     def __exit__(self, *exc: object) -> None:
         inst = self.instance
@@ -493,9 +533,13 @@ class PageCacheLog:
                 (inst / "tracing_on").write_text("0")
                 self.text = (inst / "trace").read_text(errors="replace")
                 (inst / "events" / self.EVENT / "enable").write_text("0")
+                if (inst / "events" / self._group).is_dir():
+                    (inst / "events" / self._group / "enable").write_text("0")
                 inst.rmdir()
         finally:
             self.instance = None
+            self._remove_probes()
+            self._root = None
             self._stack.close()
 
     def order(self, paths: set[str]) -> dict[str, list[int]]:
@@ -506,6 +550,14 @@ class PageCacheLog:
     def sequence(self, paths: set[str]) -> list[tuple[str, int]]:
         """(path, page index) of these files' pages in the order they entered the cache, across files (first time
         only): where a mapped file's faults came between the reads of others. Raises as `order` does."""
+        return self._parse(paths)[0]
+
+    def read_ahead(self, paths: set[str]) -> set[tuple[str, int]]:
+        """The pages of `sequence(paths)` that the kernel's asynchronous readahead inserted (empty when it was not
+        traced, see readahead_how)."""
+        return self._parse(paths)[1]
+
+    def _parse(self, paths: set[str]) -> tuple[list[tuple[str, int]], set[tuple[str, int]]]:
         if "LOST" in self.text and re.search(r"LOST \d+ EVENTS", self.text):
             raise SmartioError("the page-cache trace lost events")
         keys: dict[tuple[int, int, int], str] = {}
@@ -523,20 +575,34 @@ class PageCacheLog:
         for k, p in keys.items():
             by_ino.setdefault(k[2], []).append(p)
         out: list[tuple[str, int]] = []
+        ahead: set[tuple[str, int]] = set()
         seen: dict[str, set[int]] = {p: set() for p in keys.values()}
-        for m in self.LINE.finditer(self.text):
+        in_readahead: set[str] = set()          # tasks (pids) inside page_cache_async_ra
+        start, end = f" {self.RA_START}: ", f" {self.RA_END}: "
+        for line in self.text.splitlines():
+            if start in line or end in line:
+                if t := self.TASK.search(line):
+                    (in_readahead.add if start in line else in_readahead.discard)(t.group(1))
+                continue
+            m = self.LINE.search(line)
+            if m is None:
+                continue
             dev, ino = (int(m.group(1)), int(m.group(2))), int(m.group(3), 16)
             path = keys.get((*dev, ino))
             if path is None and dev not in devs and len(by_ino.get(ino, ())) == 1:
                 path = by_ino[ino][0]
             if path is None:
                 continue
+            t = self.TASK.search(line)
+            read_ahead = t is not None and t.group(1) in in_readahead
             first = int(m.group(4)) // PAGE
             for page in range(first, first + (1 << int(m.group(5) or 0))):
                 if page not in seen[path]:
                     seen[path].add(page)
                     out.append((path, page))
-        return out
+                    if read_ahead:
+                        ahead.add((path, page))
+        return out, ahead
 
 
 def pages_by_path(sequence: list[tuple[str, int]], paths: set[str]) -> dict[str, list[int]]:
@@ -611,17 +677,19 @@ def _extents(op: str, offset: int, size: int, file_size: int, pages: list[int] |
 
 
 def remap(trace: Trace, residency: dict[str, list[int]], how: str,
-          sequence: list[tuple[str, int]] | None = None) -> Trace:
+          sequence: list[tuple[str, int]] | None = None,
+          read_ahead: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset()) -> Trace:
     """The trace with its mapped extents taken from another cold launch's page order (per recorded path), e.g.
     of an installed copy whose shared libraries no other process holds in the page cache; with that launch's
     `sequence` (see PageCacheLog.sequence, paths as recorded) they are then interleaved with the reads as its
-    faults came (`interleave`). The trace's own `fault` operations, from the recording's cold launch, go."""
+    faults came (`interleave`, `read_ahead` as there). The trace's own `fault` and `readahead` operations, from the
+    recording's cold launch, go."""
     sizes = {f.id: f.size for f in trace.files}
     paths = {f.id: f.path for f in trace.files}
     covered: dict[int, set[int]] = {}
     ops = []
     for o in trace.ops:
-        if o.op == "fault":
+        if o.op in ("fault", "readahead"):
             continue
         if o.file is None:
             ops.append(o)
@@ -630,23 +698,28 @@ def remap(trace: Trace, residency: dict[str, list[int]], how: str,
                        covered.setdefault(o.file, set()))
         ops.append(dataclasses.replace(o, extents=ext) if o.op in ("mmap", "exec") else o)
     out = Trace({**trace.header, "residency": how}, list(trace.files), ops)
-    return out if sequence is None else interleave(out, sequence)
+    return out if sequence is None else interleave(out, sequence, read_ahead)
 
 
-def interleave(trace: Trace, sequence: list[tuple[str, int]]) -> Trace:
+def interleave(trace: Trace, sequence: list[tuple[str, int]],
+               read_ahead: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset()) -> Trace:
     """The trace with its mapped pages moved from the `mmap`/`exec` that mapped them to `fault` operations where a
     cold launch faulted them in: `sequence` is that launch's page-cache insertions across files (path as recorded,
     page), and a mapped page is read right before the first `read` whose first page not read before came after it
     (the rest before `exit`); a mapped page that a later `read` covers is left to that read. Replay then
     interleaves a program's faults with its reads as the launch did: read all at mmap time, the faults of a binary
     (and their read-around windows) became one sequential burst, which the s5-emmc model serves at the sequential
-    rate where the launch's scattered faults pay the random one (0.072 against 0.187 ms per 4 KiB alone)."""
+    rate where the launch's scattered faults pay the random one (0.072 against 0.187 ms per 4 KiB alone).
+    The pages of `read_ahead` (same keys as `sequence`) go to `readahead` operations instead: the kernel read them
+    ahead asynchronously, and the program did not wait for them there."""
     paths = {f.id: f.path for f in trace.files}
     sizes = {f.id: f.size for f in trace.files}
     pos: dict[tuple[str, int], int] = {}
     for i, key in enumerate(sequence):
         pos.setdefault(key, i)
     end = len(sequence)
+    fid_of = {path: fid for fid, path in paths.items()}
+    ahead = {(fid_of[path], page) for path, page in read_ahead if path in fid_of}
     pending: list[tuple[int, int, int]] = []          # (position, file, page) mapped, not read yet
     read: set[tuple[int, int]] = set()                 # (file, page) a `read` or `fault` has read
     ops: list[Op] = []
@@ -656,12 +729,13 @@ def interleave(trace: Trace, sequence: list[tuple[str, int]]) -> Trace:
         due = sorted(x for x in pending if x[0] < before)
         pending = [x for x in pending if x[0] >= before]
         i = 0
-        while i < len(due):                              # one `fault` per stretch of pages of one file
+        while i < len(due):              # one `fault` or `readahead` per stretch of pages of one file and kind
+            fid, kind = due[i][1], (due[i][1], due[i][2]) in ahead
             j = i
-            while j < len(due) and due[j][1] == due[i][1]:
+            while j < len(due) and due[j][1] == fid and ((due[j][1], due[j][2]) in ahead) == kind:
                 j += 1
-            fid = due[i][1]
-            ops.append(Op("fault", fid, extents=_runs([p for _, _, p in due[i:j]], sizes[fid])))
+            ops.append(Op("readahead" if kind else "fault", fid,
+                          extents=_runs([p for _, _, p in due[i:j]], sizes[fid])))
             read.update((fid, p) for _, _, p in due[i:j])
             i = j
 
@@ -849,6 +923,8 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
         untraced.append(launcher.launch())
     residency: dict[str, list[int]] | None = None
     sequence: list[tuple[str, int]] | None = None
+    read_ahead: set[tuple[str, int]] = set()
+    ra_how = "not traced (no page-cache order)"
     how = RESIDENCY_WHOLE
     if cold_residency:
         mapped = {r.path for r in raws if r.op in ("mmap", "exec") and r.path in sizes}
@@ -858,6 +934,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
             with PageCacheLog() as log:
                 _launch(argv, cwd)
             sequence = log.sequence(set(sizes))          # one call: the same files decide overlayfs' inodes
+            read_ahead, ra_how = log.read_ahead(set(sizes)), log.readahead_how
             residency, how = pages_by_path(sequence, mapped), RESIDENCY_ORDER
         except SmartioError as e:
             say(f"{e}; the pages resident afterwards (mincore) are read in file order")
@@ -869,7 +946,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
                 residency[p] = sorted(pages) if pages is not None else list(range((sizes[p] + PAGE - 1) // PAGE))
     files, ops = build(raws, first, last, sizes, residency)
     if sequence is not None:
-        ops = interleave(Trace({}, files, ops), sequence).ops
+        ops = interleave(Trace({}, files, ops), sequence, read_ahead).ops
     dirs = directory_sizes({f.path for f in files} | {o.path for o in ops if o.path})
     wall = min(untraced)
     think = sum(o.think_s for o in ops)
@@ -886,6 +963,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
         "symlinks": links,
         "dirs": dirs,
         "residency": how,
+        "readahead": ra_how,
         "notes": ["page faults on mapped files are approximated by reading the pages they brought in: at the `fault` "
                   "operations placed by the cold launch's page-cache order, or without it at mmap/exec",
                   "processes are replayed one operation after another, in the order the operations started"],

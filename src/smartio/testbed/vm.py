@@ -35,7 +35,7 @@ from typing import IO, Literal
 
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
 from smartio.flashdev import Profile, load_profile
-from smartio.testbed import disks as disks_mod, initramfs, kernelpkg, qemu
+from smartio.testbed import disks as disks_mod, hostload, initramfs, kernelpkg, qemu
 
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
 DEFAULT_MODULE_GENERIC = "kernel/amd64/smartio-iosched.ko"  # the same for the generic flavour (make -C kernel generic)
@@ -55,6 +55,7 @@ KERNEL_PROBLEM_RE = re.compile(
     r"|WARNING: \S+-(?:safe|unsafe|irq-safe|irq-unsafe) -> )[^\n]*")
 TASK_DUMP_START = "smartio-init: the command is still running"  # PID 1's task list near the timeout
 TASK_DUMP_HINT = f" (\"{TASK_DUMP_START}\": the tasks still running, with kernel stacks)"
+HOST_LOAD = "host-load.csv"      # other work's share of the host's CPUs while the VM ran (smartio.testbed.hostload)
 HOST_TASKS = "host-tasks.txt"     # the host's side at the timeout: QEMU, nbdfuse, nbdkit, threads with kernel stacks
 MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
 
@@ -127,6 +128,7 @@ class VmResult:
     setup_error: str | None = None
     kernel_problems: list[str] = dataclasses.field(default_factory=list)
     qemu_exit: int | None = None
+    host_load: dict | None = None  # what other work took of the host's CPUs meanwhile (hostload.HostLoad.summary)
 
     @property
     def failure(self) -> str | None:
@@ -503,7 +505,9 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
 
     started = time.monotonic()
     parser = MarkerStream(nonce)
+    load = hostload.HostLoad(art / HOST_LOAD)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(load)
         # Unix socket paths must stay short, so they live in a fresh /tmp directory, not under the artifacts.
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="smartio-vm-")))
         initrd = initramfs.build(rel.modules_dir, work / "initramfs.cpio")
@@ -534,7 +538,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     result = VmResult(rc=rc, artifacts_dir=art, console_log=console_log, output_log=output_log, out_dir=out_dir,
                       kernel=rel.uname, accel=accel, duration_s=duration, timeout_s=timeout, timed_out=timed_out,
                       setup_error=parser.markers.get("SETUP_FAILED"),
-                      kernel_problems=find_kernel_problems(console, dmesg), qemu_exit=qemu_exit)
+                      kernel_problems=find_kernel_problems(console, dmesg), qemu_exit=qemu_exit,
+                      host_load=load.summary())
     if result.rc is not None:
         (art / "exit-code").write_text(f"{result.rc}\n")
     (art / "run.json").write_text(json.dumps({
@@ -546,7 +551,10 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         "disk_transport": transport if disks else None,
         "modules": [str(m) for m in mods], "kernel_cmdline": append,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - duration)),
+        "host_load": result.host_load,
     }, indent=2) + "\n")
+    if not quiet and (warn := hostload.warning(result.host_load or {})):
+        print(f"smartio testbed: {warn}", file=sys.stderr, flush=True)
     return result
 
 

@@ -1,0 +1,132 @@
+"""How much of the host other work took while the testbed ran.
+
+Under TCG the guest's clock runs on the host's CPUs: whatever else runs on the host slows the guest's code, and a
+launch or a benchmark that is mostly CPU under emulation takes longer. These machines are shared, so every testbed
+run records it, and a figure that scatters can be checked against it:
+
+    with HostLoad(Path("host-load.csv")) as load:     # one line per INTERVAL_S
+        ...                                           # QEMU, virtiofsd and nbdkit run as descendants of this process
+    load.summary()   # {"cpus": 2, "other_cpus_mean": 0.04, "other_cpus_max": 0.93, ...}
+
+"Ours" is this process and every process descended from it (QEMU, virtiofsd, nbdkit, the disk transport); "other"
+is the rest of the CPU time /proc/stat counts as busy (user, nice, system, irq, softirq, steal), in CPUs (1.0: one
+CPU busy all along). A descendant that starts and ends between two samples is counted as other; the testbed's
+helpers all live as long as the VM.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+INTERVAL_S = 5.0
+HZ = os.sysconf("SC_CLK_TCK")
+PROC = Path("/proc")
+COLUMNS = "unix_time,interval_s,busy_cpus,ours_cpus,other_cpus"
+WARN_CPUS = 0.1       # other work above this many CPUs on average is worth a warning
+
+
+def busy_ticks(stat_text: str) -> int:
+    """Busy ticks of all CPUs, from /proc/stat's first line (user nice system idle iowait irq softirq steal ...)."""
+    f = [int(x) for x in stat_text.split("\n", 1)[0].split()[1:9]]
+    return f[0] + f[1] + f[2] + f[5] + f[6] + f[7]
+
+
+def tree_ticks(root: int, proc: Path = PROC) -> int:
+    """utime + stime of `root` and every live descendant of it (all their threads)."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            text = (d / "stat").read_text()
+        except OSError:                      # gone since the listing
+            continue
+        rest = text[text.rindex(")") + 2:].split()     # after "pid (comm) "; comm may hold spaces and ')'
+        parent[int(d.name)] = int(rest[1])
+        ticks[int(d.name)] = int(rest[11]) + int(rest[12])
+    total = 0
+    for pid, t in ticks.items():
+        p, seen = pid, 0
+        while p and p != root and seen < 64:        # walk up to the root, or to init
+            p, seen = parent.get(p, 0), seen + 1
+        if p == root:
+            total += t
+    return total
+
+
+class HostLoad:
+    """Samples the host's busy time and this process tree's every `interval_s` in a thread, into a CSV file."""
+
+    def __init__(self, path: Path, interval_s: float = INTERVAL_S) -> None:
+        self.path, self.interval_s = path, interval_s
+        self.rows: list[tuple[float, float, float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cpus = os.cpu_count() or 1
+
+    def _sample(self) -> tuple[float, int, int]:
+        return time.monotonic(), busy_ticks((PROC / "stat").read_text()), tree_ticks(os.getpid())
+
+    def _run(self) -> None:
+        try:
+            with open(self.path, "w") as out:
+                out.write(COLUMNS + "\n")
+                t0, b0, o0 = self._sample()
+                while not self._stop.wait(self.interval_s):
+                    t1, b1, o1 = self._sample()
+                    dt = t1 - t0
+                    if dt > 0:
+                        busy, ours = (b1 - b0) / HZ / dt, max(0, o1 - o0) / HZ / dt
+                        row = (time.time(), dt, busy, ours, max(0.0, busy - ours))
+                        self.rows.append(row)
+                        out.write(",".join(f"{x:.3f}" for x in row) + "\n")
+                        out.flush()
+                    t0, b0, o0 = t1, b1, o1
+        except OSError:                     # a record, never a reason to fail the run
+            pass
+
+    def __enter__(self) -> HostLoad:
+        self._thread = threading.Thread(target=self._run, name="host-load", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.interval_s + 5)
+
+    def summary(self) -> dict[str, Any]:
+        """Other work's CPUs, mean and the highest sample, over the run; None where nothing was sampled."""
+        other = [r[4] for r in self.rows]
+        seconds = sum(r[1] for r in self.rows)
+        mean = sum(r[4] * r[1] for r in self.rows) / seconds if seconds else None
+        return {"cpus": self.cpus, "interval_s": self.interval_s, "samples": len(self.rows),
+                "other_cpus_mean": None if mean is None else round(mean, 3),
+                "other_cpus_max": round(max(other), 3) if other else None,
+                "file": self.path.name}
+
+
+def warning(summary: dict[str, Any]) -> str | None:
+    """One line when other work took more than WARN_CPUS on average, else None."""
+    mean = summary.get("other_cpus_mean")
+    if mean is None or mean <= WARN_CPUS:
+        return None
+    return (f"other processes on this host used {mean:.2f} of its {summary['cpus']} CPUs on average while the VM "
+            f"ran (up to {summary['other_cpus_max']:.2f} over {summary['interval_s']:g} s): under TCG that slows "
+            f"the guest, so timings scatter more; see {summary['file']} in the artifacts")
+
+
+def note(summary: dict[str, Any] | None) -> str | None:
+    """The line a comparison's table ends with, or None for a document recorded before it was kept."""
+    if not summary or summary.get("other_cpus_mean") is None:
+        return None
+    mean = summary["other_cpus_mean"]
+    return (f"host: other processes took {mean:.2f} of its {summary['cpus']} CPUs on average while the VM ran (at "
+            f"most {summary['other_cpus_max']:.2f} over {summary['interval_s']:g} s)"
+            + ("; more than 0.1 slows the guest's code under TCG, and its timings scatter more"
+               if mean > WARN_CPUS else ""))
