@@ -505,10 +505,8 @@ class PageCacheLog:
             raise SmartioError(f"cannot trace page-cache insertions ({self.EVENT}): {e}") from None
         self._root = root
         try:
-            with open(root / "kprobe_events", "a") as f:      # append: other tools' probes stay
-                f.write(f"p:{self._group}/{self.RA_START} {self.READAHEAD}\n")
-            with open(root / "kprobe_events", "a") as f:
-                f.write(f"r:{self._group}/{self.RA_END} {self.READAHEAD}\n")
+            self._probe(f"p:{self._group}/{self.RA_START} {self.READAHEAD}")
+            self._probe(f"r:{self._group}/{self.RA_END} {self.READAHEAD}")
             (inst / "events" / self._group / "enable").write_text("1")
             self.readahead_how = f"kprobe {self.READAHEAD}"
         except OSError as e:
@@ -516,13 +514,22 @@ class PageCacheLog:
             self.readahead_how = f"not traced (kprobe on {self.READAHEAD}: {e.strerror or e})"
         return self
 
+    def _probe(self, line: str) -> None:
+        """One line to kprobe_events, appended (other tools' probes stay). Not open(..., "a"): Python seeks to the
+        end of a file it appends to, and tracefs refuses the seek (EINVAL)."""
+        assert self._root is not None
+        fd = os.open(self._root / "kprobe_events", os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
     def _remove_probes(self) -> None:
         if self._root is None:
             return
         for name in (self.RA_START, self.RA_END):
             try:
-                with open(self._root / "kprobe_events", "a") as f:
-                    f.write(f"-:{self._group}/{name}\n")
+                self._probe(f"-:{self._group}/{name}")
             except OSError:          # never made, or already gone
                 pass
 
