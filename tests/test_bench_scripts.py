@@ -152,6 +152,20 @@ def test_launch_run_without_the_headline_background_reprints(tmp_path: Path) -> 
     assert (tmp_path / "b.png").stat().st_size > 10000
 
 
+def test_launch_run_with_readahead_operations_and_the_host_load_reprints() -> None:
+    # tests/data/launch/ra-editor-20261126k: vim cold, idle and beside seq-write, real and replayed, 4 launches per
+    # cell under the six schedulers, after the traces learnt the kernel's asynchronous readahead (version 3) and the
+    # testbed the host's load. The reprint ends its table with the host's line; the document says how vim's pages
+    # were read.
+    data = REPO / "tests/data/launch/ra-editor-20261126k"
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data)], capture_output=True, text=True)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "host: other processes took 0.02 of its 2 CPUs on average" in p.stdout
+    assert p.stdout.rstrip().splitlines()[-1].startswith("smartio_cold_bg_over_idle=1.124 ")
+    editor = json.loads((data / "compare.json").read_text())["apps"]["editor"]
+    assert editor["readahead"] == "kprobe page_cache_async_ra" and editor["ops_by_kind"]["readahead"] == 10
+
+
 def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
     # Issue 14: the comparison prints a table and a plot. A run writes launch.png beside compare.json; --analyze
     # --plot draws it from a recorded run. The PNG says what it shows in its Description chunk.
