@@ -110,7 +110,7 @@ def test_profile_prints_the_four_parameters(scratch, tmp_path):
     assert all(line.split("=")[1] in ("1", "2") for line in lines[:4])
     # The write policy the device model derives from the alone write latencies and the write speedup (issue 11).
     assert all(int(line.split("=")[1]) > 0 for line in lines[4:-2]) and lines[-2] == "write_window_ms=0"
-    assert lines[-1] == "write_merge_max_kb=4"     # the profiler's request size
+    assert lines[-1] == "write_merge_max_kb=0"     # no limit (see smartio.flashdev.model.pacing)
 
 
 def sigint_default() -> None:

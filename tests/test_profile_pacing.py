@@ -24,7 +24,7 @@ def test_pacing_from_a_recorded_profile():
                    "read_hold_us": round(0.9 * lat_us / results["max_speedup"]["seq_write"]),
                    "write_slice_ms": max(1, round(4 * lat_us / 1000)),
                    "write_slice_rand_ms": max(1, round(5 * rand_ms)), "write_window_ms": 0,
-                   "write_merge_max_kb": results["bs"] // 1024}
+                   "write_merge_max_kb": 0}
 
 
 def test_pacing_without_writes_is_empty():
@@ -84,3 +84,27 @@ def test_the_slices_beat_the_defaults_beside_four_readers_within_the_write_bound
         # Beside one reader the pace decides, not the slice: the 1R1W figures stay the same.
         assert slowdown(dev, mode, Policy("read_first", tunables=tuned), ios=800) == pytest.approx(
             slowdown(dev, mode, Policy("read_first", tunables=default), ios=800), rel=0.02)
+
+
+def test_the_recorded_mixed_workload_backs_merging_without_a_limit():
+    """Why pacing() writes write_merge_max_kb = 0: in tests/data/compare/mixed-merge-20261126l, smartio with the
+    profiled tunables and no merge limit completes every random mix faster than kyber and mq-deadline and than with
+    the old limit of 4 KiB at 10 to 50 % reads (95 % intervals of the ratio, Welch on the logarithms), and no
+    sequential mix slower (no interval above 1)."""
+    from smartio.experiments.stats import log_ratio_ci
+
+    doc = json.loads((Path(__file__).parent / "data" / "compare" / "mixed-merge-20261126l" / "compare.json")
+                     .read_text())
+    det = {s: r["mixed"]["results"]["detail"] for s, r in doc["runs"].items()}
+    new = det["smartio:profile:write_merge_max_kb=0"]
+
+    def ci(mode: str, mix: str, other: str) -> tuple[float, float]:
+        got = log_ratio_ci([(new[mode][mix]["values"], det[other][mode][mix]["values"])])
+        assert got is not None
+        return got
+
+    for mix in ("10", "30", "50", "70", "90"):
+        assert ci("rand", mix, "kyber")[1] < 1 and ci("rand", mix, "mq-deadline")[1] < 1
+        assert all(ci("seq", mix, other)[0] < 1 for other in ("kyber", "mq-deadline", "smartio:profile"))
+    for mix in ("10", "30", "50"):
+        assert ci("rand", mix, "smartio:profile")[1] < 1
