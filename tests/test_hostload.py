@@ -15,12 +15,12 @@ DATA = Path(__file__).parent / "data"
 BURN = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"
 
 
-def test_busy_ticks_leave_out_idle_and_iowait():
+def test_busy_jiffies_leave_out_idle_and_iowait():
     # user nice system idle iowait irq softirq steal guest guest_nice
-    assert hostload.busy_ticks("cpu  100 5 20 900 40 3 2 1 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n") == 131
+    assert hostload.busy_jiffies("cpu  100 5 20 900 40 3 2 1 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n") == 131
 
 
-def test_tree_ticks_sums_the_root_and_its_descendants_only(tmp_path):
+def test_tree_jiffies_sums_the_root_and_its_descendants_only(tmp_path):
     def proc(pid: int, comm: str, ppid: int, utime: int, stime: int) -> None:
         (tmp_path / str(pid)).mkdir()
         rest = ["S", str(ppid), *["0"] * 9, str(utime), str(stime), "0", "0"]
@@ -32,8 +32,8 @@ def test_tree_ticks_sums_the_root_and_its_descendants_only(tmp_path):
     proc(12, "virtiofsd", 11, 7, 3)          # a grandchild
     proc(20, "make", 1, 50, 50)              # not ours
     (tmp_path / "self").mkdir()              # not a process
-    assert hostload.tree_ticks(10, tmp_path) == 10 + 400 + 10
-    assert hostload.tree_ticks(20, tmp_path) == 100
+    assert hostload.tree_jiffies(10, tmp_path) == 10 + 400 + 10
+    assert hostload.tree_jiffies(20, tmp_path) == 100
 
 
 def _burner(seconds: float, detached: bool) -> subprocess.Popen[bytes]:

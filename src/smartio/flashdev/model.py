@@ -392,8 +392,8 @@ def pacing(results: dict[str, Any]) -> dict[str, int]:
     tunables and with the limit at the run's request size (4 KiB) beside it, on the device model that charges a
     merged request's later pages as a stream (tests/data/compare/mixed-merge-20261126l, 4 repeats), took 0.60 to 0.83
     of the limited time at 10 to 50 % random reads (95 % intervals of the ratio below 1), 0.92 and 0.97 at 70 and
-    90 %, and the same at sequential mixes (intervals around 1). The limit was set for the earlier model, which charged a merged request as random
-    pages throughout; the module keeps it as a tunable (rule 8)."""
+    90 %, and the same at sequential mixes (intervals around 1). The limit was set for the earlier model, which
+    charged a merged request as random pages throughout; the module keeps it as a tunable (rule 8)."""
     alone = results.get("alone_lat_ms", {})
     if "seq_write" not in alone:
         return {}

@@ -29,16 +29,16 @@ COLUMNS = "unix_time,interval_s,busy_cpus,ours_cpus,other_cpus"
 WARN_CPUS = 0.1       # other work above this many CPUs on average is worth a warning
 
 
-def busy_ticks(stat_text: str) -> int:
-    """Busy ticks of all CPUs, from /proc/stat's first line (user nice system idle iowait irq softirq steal ...)."""
+def busy_jiffies(stat_text: str) -> int:
+    """Busy jiffies of all CPUs, from /proc/stat's first line (user nice system idle iowait irq softirq steal ...)."""
     f = [int(x) for x in stat_text.split("\n", 1)[0].split()[1:9]]
     return f[0] + f[1] + f[2] + f[5] + f[6] + f[7]
 
 
-def tree_ticks(root: int, proc: Path = PROC) -> int:
+def tree_jiffies(root: int, proc: Path = PROC) -> int:
     """utime + stime of `root` and every live descendant of it (all their threads)."""
     parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
+    jiffies: dict[int, int] = {}
     for d in proc.iterdir():
         if not d.name.isdigit():
             continue
@@ -48,9 +48,9 @@ def tree_ticks(root: int, proc: Path = PROC) -> int:
             continue
         rest = text[text.rindex(")") + 2:].split()     # after "pid (comm) "; comm may hold spaces and ')'
         parent[int(d.name)] = int(rest[1])
-        ticks[int(d.name)] = int(rest[11]) + int(rest[12])
+        jiffies[int(d.name)] = int(rest[11]) + int(rest[12])
     total = 0
-    for pid, t in ticks.items():
+    for pid, t in jiffies.items():
         p, seen = pid, 0
         while p and p != root and seen < 64:        # walk up to the root, or to init
             p, seen = parent.get(p, 0), seen + 1
@@ -70,7 +70,7 @@ class HostLoad:
         self.cpus = os.cpu_count() or 1
 
     def _sample(self) -> tuple[float, int, int]:
-        return time.monotonic(), busy_ticks((PROC / "stat").read_text()), tree_ticks(os.getpid())
+        return time.monotonic(), busy_jiffies((PROC / "stat").read_text()), tree_jiffies(os.getpid())
 
     def _run(self) -> None:
         try:
