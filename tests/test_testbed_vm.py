@@ -39,9 +39,9 @@ def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
     assert (r.artifacts_dir / "exit-code").read_text().strip() == "3"
     assert "Linux version 6.1" in (r.artifacts_dir / "dmesg").read_text()
     assert r.console_log.is_file()
-    # The boot takes tens of seconds under TCG: the host's load was sampled, QEMU's CPU counted as ours.
+    # The host's load was sampled (every 5 s and once at the end), QEMU's CPU counted as ours.
     load = json.loads((r.artifacts_dir / "run.json").read_text())["host_load"]
-    assert load == r.host_load and load["samples"] >= 2 and load["other_cpus_mean"] is not None
+    assert load == r.host_load and load["samples"] >= 1 and load["other_cpus_mean"] is not None
     rows = [ln.split(",") for ln in (r.artifacts_dir / "host-load.csv").read_text().splitlines()[1:]]
     assert len(rows) == load["samples"] and sum(float(x[3]) for x in rows) / len(rows) > 0.2
 

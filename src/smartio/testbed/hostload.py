@@ -26,6 +26,7 @@ INTERVAL_S = 5.0
 HZ = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
 COLUMNS = "unix_time,interval_s,busy_cpus,ours_cpus,other_cpus"
+MIN_SAMPLE_S = 0.2    # a last sample shorter than this (the run ended right after one) is left out
 WARN_CPUS = 0.1       # other work above this many CPUs on average is worth a warning
 
 
@@ -77,10 +78,12 @@ class HostLoad:
             with open(self.path, "w") as out:
                 out.write(COLUMNS + "\n")
                 t0, b0, o0 = self._sample()
-                while not self._stop.wait(self.interval_s):
+                stopped = False
+                while not stopped:           # the last sample covers the end of the run, however short
+                    stopped = self._stop.wait(self.interval_s)
                     t1, b1, o1 = self._sample()
                     dt = t1 - t0
-                    if dt > 0:
+                    if dt > MIN_SAMPLE_S:
                         busy, ours = (b1 - b0) / HZ / dt, max(0, o1 - o0) / HZ / dt
                         row = (time.time(), dt, busy, ours, max(0.0, busy - ours))
                         self.rows.append(row)
