@@ -3,6 +3,7 @@ real launches timed beside a real fio background writer. No VM; nothing here dro
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
@@ -11,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -207,27 +209,33 @@ def test_page_cache_log_tells_pages_read_ahead_by_the_task_inside_async_readahea
                         add("kworker/u4:1-9", 2),          # another task meanwhile: not the readahead's
                         add("vim.basic-7", 3), probe("vim.basic-7", log.RA_END), add("vim.basic-7", 4),
                         probe("my-app-8", log.RA_START), add("my-app-8", 5)])   # never returned in the log
-    assert log.sequence({str(a)}) == [(str(a), p) for p in range(6)]
-    assert log.read_ahead({str(a)}) == {(str(a), 1), (str(a), 3), (str(a), 5)}
+    assert log.pages({str(a)}) == ([(str(a), p) for p in range(6)], {(str(a), 1), (str(a), 3), (str(a), 5)})
+
+
+@contextlib.contextmanager
+def _cold_file(path: Path, pages: int) -> Iterator[int]:
+    """A new file of `pages` random pages, synced and dropped from the page cache; yields an fd open on it."""
+    path.write_bytes(os.urandom(pages << 12))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        yield fd
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="tracefs needs root")
 def test_page_cache_log_sees_a_cold_read(tmp_path):
     """A real trace: the pages of a file read cold come in the order they were read."""
     f = tmp_path / "data"
-    f.write_bytes(os.urandom(64 << 12))
-    fd = os.open(f, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    with _cold_file(f, 64) as fd:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         with tr.PageCacheLog() as log:
             os.pread(fd, 4096, 40 << 12)
             os.pread(fd, 4096, 3 << 12)
-    finally:
-        os.close(fd)
     assert log.order({str(f)})[str(f)] == [40, 3]
-    assert log.read_ahead({str(f)}) == set()             # POSIX_FADV_RANDOM: no readahead at all
+    assert log.pages({str(f)})[1] == set()               # POSIX_FADV_RANDOM: no readahead at all
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="tracefs and kprobes need root")
@@ -235,20 +243,13 @@ def test_page_cache_log_sees_asynchronous_readahead(tmp_path):
     """A file read sequentially cold: the first window is read synchronously, the ones after it by the kernel's
     asynchronous readahead, which the kprobe on page_cache_async_ra tells apart (where kprobes work)."""
     f = tmp_path / "data"
-    f.write_bytes(os.urandom(256 << 12))
-    fd = os.open(f, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        with tr.PageCacheLog() as log:
-            for off in range(0, 256 << 12, 4096):
-                os.pread(fd, 4096, off)
-    finally:
-        os.close(fd)
+    with _cold_file(f, 256) as fd, tr.PageCacheLog() as log:
+        for off in range(0, 256 << 12, 4096):
+            os.pread(fd, 4096, off)
     if not log.readahead_how.startswith("kprobe"):
         pytest.skip(log.readahead_how)
     pages = log.order({str(f)})[str(f)]
-    ahead = {p for _, p in log.read_ahead({str(f)})}
+    ahead = {p for _, p in log.pages({str(f)})[1]}
     assert pages[0] == 0 and 0 not in ahead              # the first read waits for its own window
     assert ahead and ahead < set(pages) and max(ahead) > min(ahead)
     from smartio.trace.tracefs import mounted_tracefs

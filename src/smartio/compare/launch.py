@@ -181,8 +181,9 @@ def guest_main(argv: list[str]) -> int:
             with PageCacheLog() as log:
                 installed.launch()
             recorded = {str(inst.paths[f.id]): f.path for f in trace.files}
-            sequence = [(recorded[p], page) for p, page in log.sequence(set(recorded))]
-            ahead = {(recorded[p], page) for p, page in log.read_ahead(set(recorded))}
+            seen, read_ahead = log.pages(set(recorded))
+            sequence = [(recorded[p], page) for p, page in seen]
+            ahead = {(recorded[p], page) for p, page in read_ahead}
             trace = remap(trace, pages_by_path(sequence, set(recorded.values())), RESIDENCY_INSTALLED, sequence,
                           ahead)
             trace.header["readahead"] = log.readahead_how

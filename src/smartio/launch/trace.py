@@ -557,14 +557,11 @@ class PageCacheLog:
     def sequence(self, paths: set[str]) -> list[tuple[str, int]]:
         """(path, page index) of these files' pages in the order they entered the cache, across files (first time
         only): where a mapped file's faults came between the reads of others. Raises as `order` does."""
-        return self._parse(paths)[0]
+        return self.pages(paths)[0]
 
-    def read_ahead(self, paths: set[str]) -> set[tuple[str, int]]:
-        """The pages of `sequence(paths)` that the kernel's asynchronous readahead inserted (empty when it was not
-        traced, see readahead_how)."""
-        return self._parse(paths)[1]
-
-    def _parse(self, paths: set[str]) -> tuple[list[tuple[str, int]], set[tuple[str, int]]]:
+    def pages(self, paths: set[str]) -> tuple[list[tuple[str, int]], set[tuple[str, int]]]:
+        """`sequence(paths)`, and the pages of it that the kernel's asynchronous readahead inserted (empty when it
+        was not traced, see readahead_how), from one pass over the log."""
         if "LOST" in self.text and re.search(r"LOST \d+ EVENTS", self.text):
             raise SmartioError("the page-cache trace lost events")
         keys: dict[tuple[int, int, int], str] = {}
@@ -940,8 +937,8 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
         try:
             with PageCacheLog() as log:
                 _launch(argv, cwd)
-            sequence = log.sequence(set(sizes))          # one call: the same files decide overlayfs' inodes
-            read_ahead, ra_how = log.read_ahead(set(sizes)), log.readahead_how
+            sequence, read_ahead = log.pages(set(sizes))  # one call: the same files decide overlayfs' inodes
+            ra_how = log.readahead_how
             residency, how = pages_by_path(sequence, mapped), RESIDENCY_ORDER
         except SmartioError as e:
             say(f"{e}; the pages resident afterwards (mincore) are read in file order")

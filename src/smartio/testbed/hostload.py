@@ -114,16 +114,6 @@ class HostLoad:
                 "file": self.path.name}
 
 
-def warning(summary: dict[str, Any]) -> str | None:
-    """One line when other work took more than WARN_CPUS on average, else None."""
-    mean = summary.get("other_cpus_mean")
-    if mean is None or mean <= WARN_CPUS:
-        return None
-    return (f"other processes on this host used {mean:.2f} of its {summary['cpus']} CPUs on average while the VM "
-            f"ran (up to {summary['other_cpus_max']:.2f} over {summary['interval_s']:g} s): under TCG that slows "
-            f"the guest, so timings scatter more; see {summary['file']} in the artifacts")
-
-
 def note(summary: dict[str, Any] | None) -> str | None:
     """The line a comparison's table ends with, or None for a document recorded before it was kept."""
     if not summary or summary.get("other_cpus_mean") is None:
@@ -133,3 +123,11 @@ def note(summary: dict[str, Any] | None) -> str | None:
             f"most {summary['other_cpus_max']:.2f} over {summary['interval_s']:g} s)"
             + ("; more than 0.1 slows the guest's code under TCG, and its timings scatter more"
                if mean > WARN_CPUS else ""))
+
+
+def warning(summary: dict[str, Any]) -> str | None:
+    """note() with where the samples are, when other work took more than WARN_CPUS on average, else None."""
+    line = note(summary)
+    if line is None or summary["other_cpus_mean"] <= WARN_CPUS:
+        return None
+    return f"{line}; see {summary['file']} in the artifacts"
