@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(run)
     run.add_argument("--timeout", type=float, default=600.0, metavar="S",
                      help="kill the VM after S seconds, boot included (default 600)")
+    run.add_argument("--retries", type=int, default=1, metavar="N",
+                     help="boot again from the start, up to N times, when the emulator (not the guest) stopped a "
+                          "vCPU: QEMU TCG's stale-translation stall, told from the guest's own hangs by its RCU "
+                          "stall reports; the stopped boot's files go to <artifacts>/stalled-<n>/ (default 1)")
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     run.set_defaults(func=cmd_run)
     sh = sub.add_parser("shell", help="an interactive root shell in the VM (exit it to power off)",
@@ -81,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError(None, "COMMAND", "missing; usage: smartio testbed run [options] -- COMMAND...")
-    return _report(vm.run(command, timeout=args.timeout, **_options(args)))
+    return _report(vm.run(command, timeout=args.timeout, retries=args.retries, **_options(args)))
 
 
 def cmd_shell(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Literal
 
@@ -58,6 +58,13 @@ TASK_DUMP_HINT = f" (\"{TASK_DUMP_START}\": the tasks still running, with kernel
 HOST_LOAD = "host-load.csv"      # other work's share of the host's CPUs while the VM ran (smartio.testbed.hostload)
 HOST_TASKS = "host-tasks.txt"     # the host's side at the timeout: QEMU, nbdfuse, nbdkit, threads with kernel stacks
 MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
+# A vCPU that QEMU's TCG stopped running (emulator_stall): the NMI backtraces of RCU stall reports.
+NMI_BACKTRACE_RE = re.compile(r"^\[\s*(\d+\.\d+)\] NMI backtrace for cpu (\d+)\s*$", re.M)
+RIP_RE = re.compile(r"^\[\s*\d+\.\d+\] RIP: \w+:(\S+)", re.M)
+TIMESTAMP_RE = re.compile(r"^\[\s*(\d+\.\d+)\]", re.M)
+INT3_HANDLERS = ("asm_exc_int3", "exc_int3")
+STALL_LAG_S = 10.0        # the stopped vCPU's clock is this far behind the guest's latest console line
+WATCH_INTERVAL_S = 5.0    # how often supervise() looks at the console for a stalled vCPU
 
 
 class MarkerStream:
@@ -111,6 +118,39 @@ def find_kernel_problems(*logs: str) -> list[str]:
     return list(seen)
 
 
+def emulator_stall(console: str) -> str | None:
+    """Why the emulator, not the guest, stopped a vCPU, from the kernel console; None if it did not.
+
+    Seen under TCG (QEMU 7.2, -accel tcg,thread=multi): one vCPU patches kernel text (text_poke_bp, when a
+    tracepoint, kprobe or static key is switched) while another runs it. The other vCPU goes on executing a
+    translation of the temporary breakpoint that is no longer in memory: it traps (exc_int3), the kernel finds no
+    breakpoint there and restarts the instruction, and the same stale translation traps again, for ever, with
+    interrupts off. The patching vCPU waits for it in an IPI; RCU reports the stall and has the stuck vCPU print a
+    backtrace (NMI), and those backtraces show it: the same clock reading in each (its clock stopped), the RIP
+    alternating between one instruction and the int3 handler. A guest that hangs by itself (a deadlock, a spin
+    with interrupts off) leaves no breakpoint handler in a frozen backtrace, so it is not mistaken for this.
+    """
+    stamps = [float(t) for t in TIMESTAMP_RE.findall(console)]
+    if not stamps:
+        return None
+    latest = max(stamps)
+    frozen: dict[tuple[str, str], list[str]] = collections.defaultdict(list)   # (cpu, clock) -> RIP functions
+    for m in NMI_BACKTRACE_RE.finditer(console):
+        stamp, cpu = m.group(1), m.group(2)
+        rip = RIP_RE.search(console, m.end(), m.end() + 2000)
+        if rip and latest - float(stamp) >= STALL_LAG_S:
+            frozen[(cpu, stamp)].append(rip.group(1))
+    for (cpu, stamp), rips in frozen.items():
+        in_handler = [r for r in rips if r.split("+")[0] in INT3_HANDLERS]
+        elsewhere = [r for r in rips if r.split("+")[0] not in INT3_HANDLERS]
+        if in_handler and elsewhere:
+            return (f"vCPU {cpu} stopped at guest time {float(stamp):.1f} s and was still there at {latest:.1f} s, "
+                    f"trapping at {elsewhere[0]} on a breakpoint that is no longer in memory ({len(rips)} "
+                    f"backtraces): QEMU's TCG kept running a stale translation of kernel code that another vCPU "
+                    f"patched. This is the emulator's fault, not the guest's")
+    return None
+
+
 @dataclasses.dataclass
 class VmResult:
     """What one testbed run left: the command's exit code and where its artifacts are."""
@@ -129,11 +169,16 @@ class VmResult:
     kernel_problems: list[str] = dataclasses.field(default_factory=list)
     qemu_exit: int | None = None
     host_load: dict | None = None  # what other work took of the host's CPUs meanwhile (hostload.HostLoad.summary)
+    emulator_stall: str | None = None  # this boot was stopped early: emulator_stall()'s reason
+    retried: list[str] = dataclasses.field(default_factory=list)  # earlier boots stopped for the same, and where
 
     @property
     def failure(self) -> str | None:
         """Why the run itself failed (not the command), or None."""
         where = f"see {self.console_log}"
+        if self.emulator_stall:
+            again = f" (as in {len(self.retried)} earlier boot(s))" if self.retried else ""
+            return f"the VM was stopped early: {self.emulator_stall}{again}; {where}"
         if self.timed_out:
             said = f"; before that the guest kernel reported: {self.kernel_problems[0]}" if self.kernel_problems \
                 else ""
@@ -416,10 +461,13 @@ def write_host_report(path: Path, timeout_s: float = HOST_REPORT_TIMEOUT_S) -> N
 
 
 def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, output_log: Path, qemu_log: Path,
-              stream: IO[bytes] | None, interactive: bool = False,
-              host_report: Path | None = None) -> tuple[int | None, bool]:
-    """Run QEMU (argv) to its end or the timeout, streaming the command's output; returns (exit, timed_out).
-    On a timeout the host's processes are described in `host_report` (host_tasks) before QEMU is stopped."""
+              stream: IO[bytes] | None, interactive: bool = False, host_report: Path | None = None,
+              watch: Callable[[], str | None] | None = None) -> tuple[int | None, bool, str | None]:
+    """Run QEMU (argv) to its end or the timeout, streaming the command's output; returns (exit, timed_out,
+    stopped). `watch` is asked every WATCH_INTERVAL_S whether the run is beyond saving; if it says why, QEMU is
+    stopped then and the reason returned as `stopped`. On a timeout the host's processes are described in
+    `host_report` (host_tasks) before QEMU is stopped."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     with open(qemu_log, "wb") as qlog, open(output_log, "wb") as olog:
         if interactive:
             proc = subprocess.Popen(argv, stderr=qlog, preexec_fn=qemu.die_with_parent)
@@ -431,16 +479,46 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
             if not interactive:
                 pump = threading.Thread(target=_pump, args=(proc.stdout, parser, olog, stream), daemon=True)
                 pump.start()
-            try:
-                return proc.wait(timeout), False
-            except subprocess.TimeoutExpired:
-                if host_report is not None:
-                    write_host_report(host_report)
-                return None, True
+            while True:
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if watch is not None:
+                    wait = WATCH_INTERVAL_S if wait is None else min(wait, WATCH_INTERVAL_S)
+                try:
+                    return proc.wait(wait), False, None
+                except subprocess.TimeoutExpired:
+                    pass
+                if watch is not None and (why := watch()):
+                    return None, False, why
+                if deadline is not None and time.monotonic() >= deadline:
+                    if host_report is not None:
+                        write_host_report(host_report)
+                    return None, True, None
         finally:
             qemu.stop(proc)
             if pump is not None:
                 pump.join(10)
+
+
+def _console_watch(console_log: Path) -> Callable[[], str | None]:
+    """supervise()'s watch: emulator_stall() on the console so far."""
+    def watch() -> str | None:
+        try:
+            return emulator_stall(console_log.read_text(errors="replace"))
+        except OSError:
+            return None
+    return watch
+
+
+def _set_aside(art: Path, attempt: int) -> Path:
+    """Moves what a stopped boot left in `art` (all but the command's description) to art/stalled-<attempt>/."""
+    keep = {"command", "command.sh", "modules"}
+    dest = art / f"stalled-{attempt}"
+    dest.mkdir()
+    for path in list(art.iterdir()):
+        if path.name not in keep and not path.name.startswith("stalled-"):
+            path.rename(dest / path.name)
+    (art / "out").mkdir()
+    return dest
 
 
 def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: int = 1,
@@ -448,7 +526,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         modules: Sequence[str | Path] | None = None, kernel_args: Sequence[str] = (), cpus: int = 2,
         memory_mib: int = 2048, interactive: bool = False, accel: str | None = None,
         stream: IO[bytes] | None | Literal["stdout"] = "stdout", quiet: bool = False,
-        cwd: Path | None = None, flavour: str = kernelpkg.FLAVOUR) -> VmResult:
+        cwd: Path | None = None, flavour: str = kernelpkg.FLAVOUR, retries: int = 1) -> VmResult:
     """Boot the testbed, run `command` as root in the guest, power off; see the module docstring.
 
     modules=None loads the project's kernel/smartio-iosched.ko if it is built; [] loads nothing.
@@ -456,6 +534,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     flavour: the kernel to boot: Debian's cloud-amd64 (default) or amd64 (generic: f2fs, nilfs2, ...), or debug (the
         same source built here with lockdep and KASAN, see smartio.testbed.debugkernel).
     stream: where the command's output goes live (default this process's stdout; None: only output.log).
+    retries: how many times to boot again, from the start, when the emulator stopped a vCPU (emulator_stall); the
+        stopped boot's files are kept in <artifacts>/stalled-<n>/. Never for an interactive shell.
     """
     if stream == "stdout":
         stream = sys.stdout.buffer
@@ -467,6 +547,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         raise UsageError("--disk-size", disk_size, "must be a multiple of 4 KiB from 1 MiB to 8 EiB")
     if timeout is not None and not 0 < timeout < math.inf:      # also refuses nan
         raise UsageError("--timeout", timeout, "must be a positive number of seconds")
+    if retries < 0:
+        raise UsageError("--retries", retries, "must be 0 or more")
     if os.geteuid() != 0:   # before fetching the kernel (132 MB) or making the artifacts directory
         raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
     prof = _load_profile(profile)
@@ -484,16 +566,9 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     env = guest_env(repo=repo, rel=rel, disk_count=disks, profile=prof, interactive=interactive)
     (art / "command").write_text(shlex.join(command) + "\n")
     (art / "command.sh").write_text(command_script(command, cwd))
-    if timeout is not None and not interactive:
-        # PID 1 lists the guest's tasks on the console at this time, shortly before the host kills QEMU (guest
-        # clock: the RTC).
-        env["SMARTIO_DUMP_AT"] = str(int(time.time() + timeout - min(60.0, timeout / 10)))
-    (art / "guest.env").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
     (art / "modules").write_text("".join(f"{m}\n" for m in mods))
     append = kernel_cmdline(nonce, "shell" if interactive else "run", prof.queue_depth if prof else None,
                             kernel_args)
-    console_log = art / "console.log"
-    output_log = art / "output.log"
     if not quiet:
         what = f"{disks} x {disk_size >> 20} MiB {'flash ' + prof.name if prof else 'memory'} disk(s)"
         if disks:
@@ -503,6 +578,39 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
               f"{', modules ' + ' '.join(m.name for m in mods) if mods else ''}); artifacts in {art}",
               file=sys.stderr, flush=True)
 
+    retried: list[str] = []
+    for attempt in range(1, (0 if interactive else retries) + 2):
+        if attempt > 1:
+            print(f"smartio testbed: booting again (attempt {attempt} of {retries + 1})", file=sys.stderr,
+                  flush=True)
+        result = _boot(command, art=art, out_dir=out_dir, cwd=cwd, nonce=nonce, env=env, append=append,
+                       timeout=timeout, prof=prof, disks=disks, disk_size=disk_size, transport=transport,
+                       repo=repo, rel=rel, accel=accel, cpus=cpus, memory_mib=memory_mib, interactive=interactive,
+                       stream=stream, qemu_bin=qemu_bin, mods=mods, retried=retried)
+        if not result.emulator_stall or interactive or attempt > retries:
+            break
+        moved = _set_aside(art, attempt)
+        retried.append(f"{result.emulator_stall} (files in {moved})")
+        print(f"smartio testbed: the VM was stopped early: {result.emulator_stall}; its files are in {moved}",
+              file=sys.stderr, flush=True)
+    if not quiet and (warn := hostload.warning(result.host_load or {})):
+        print(f"smartio testbed: {warn}", file=sys.stderr, flush=True)
+    return result
+
+
+def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce: str, env: dict[str, str],
+          append: str, timeout: float | None, prof: Profile | None, disks: int, disk_size: int, transport: str,
+          repo: Path | None, rel: kernelpkg.KernelRelease, accel: str, cpus: int, memory_mib: int,
+          interactive: bool, stream: IO[bytes] | None, qemu_bin: str, mods: list[Path],
+          retried: list[str]) -> VmResult:
+    """One boot of run(): serve the disks and shares, run QEMU to its end, and write run.json."""
+    if timeout is not None and not interactive:
+        # PID 1 lists the guest's tasks on the console at this time, shortly before the host kills QEMU (guest
+        # clock: the RTC).
+        env = {**env, "SMARTIO_DUMP_AT": str(int(time.time() + timeout - min(60.0, timeout / 10)))}
+    (art / "guest.env").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+    console_log = art / "console.log"
+    output_log = art / "output.log"
     started = time.monotonic()
     parser = MarkerStream(nonce)
     load = hostload.HostLoad(art / HOST_LOAD)
@@ -524,9 +632,10 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
                             cpus=cpus, memory_mib=memory_mib, interactive=interactive)
         argv = qemu.command_line(cfg, qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
-        qemu_exit, timed_out = supervise(argv, timeout=timeout, parser=parser, output_log=output_log,
-                                         qemu_log=art / "qemu.log", stream=stream, interactive=interactive,
-                                         host_report=art / HOST_TASKS)
+        qemu_exit, timed_out, stall = supervise(
+            argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log", stream=stream,
+            interactive=interactive, host_report=art / HOST_TASKS,
+            watch=None if interactive else _console_watch(console_log))
 
     duration = time.monotonic() - started
     console = console_log.read_text(errors="replace") if console_log.exists() else ""
@@ -539,7 +648,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
                       kernel=rel.uname, accel=accel, duration_s=duration, timeout_s=timeout, timed_out=timed_out,
                       setup_error=parser.markers.get("SETUP_FAILED"),
                       kernel_problems=find_kernel_problems(console, dmesg), qemu_exit=qemu_exit,
-                      host_load=load.summary())
+                      host_load=load.summary(), emulator_stall=stall, retried=list(retried))
     if result.rc is not None:
         (art / "exit-code").write_text(f"{result.rc}\n")
     (art / "run.json").write_text(json.dumps({
@@ -551,10 +660,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         "disk_transport": transport if disks else None,
         "modules": [str(m) for m in mods], "kernel_cmdline": append,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - duration)),
-        "host_load": result.host_load,
+        "host_load": result.host_load, "emulator_stall": stall, "retried_after": result.retried,
     }, indent=2) + "\n")
-    if not quiet and (warn := hostload.warning(result.host_load or {})):
-        print(f"smartio testbed: {warn}", file=sys.stderr, flush=True)
     return result
 
 
