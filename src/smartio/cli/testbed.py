@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          epilog="example: smartio testbed run --profile s5-emmc -- smartio bench ...")
     _common(run)
     run.add_argument("--timeout", type=float, default=600.0, metavar="S",
-                     help="kill the VM after S seconds, boot included (default 600)")
+                     help="kill the VM after S seconds, boot included; each boot has that long when it boots "
+                          "again after an emulator stall (--retries) (default 600)")
     run.add_argument("--retries", type=int, default=1, metavar="N",
                      help="boot again from the start, up to N times, when the emulator (not the guest) stopped a "
                           "vCPU: QEMU TCG's stale-translation stall, told from the guest's own hangs by its RCU "

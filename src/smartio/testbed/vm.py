@@ -62,7 +62,8 @@ MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
 NMI_BACKTRACE_RE = re.compile(r"^\[\s*(\d+\.\d+)\] NMI backtrace for cpu (\d+)\s*$", re.M)
 RIP_RE = re.compile(r"^\[\s*\d+\.\d+\] RIP: \w+:(\S+)", re.M)
 TIMESTAMP_RE = re.compile(r"^\[\s*(\d+\.\d+)\]", re.M)
-INT3_HANDLERS = ("asm_exc_int3", "exc_int3")
+# What the guest kernel reports about a vCPU the emulator stopped: not counted as its problems then.
+STALL_REPORT_RE = re.compile(r"rcu: INFO: .*detected stalls|soft lockup|INFO: task .* blocked for more than")
 STALL_LAG_S = 10.0        # the stopped vCPU's clock is this far behind the guest's latest console line
 WATCH_INTERVAL_S = 5.0    # how often supervise() looks at the console for a stalled vCPU
 
@@ -123,31 +124,43 @@ def emulator_stall(console: str) -> str | None:
 
     Seen under TCG (QEMU 7.2, -accel tcg,thread=multi): one vCPU patches kernel text (text_poke_bp, when a
     tracepoint, kprobe or static key is switched) while another runs it. The other vCPU goes on executing a
-    translation of the temporary breakpoint that is no longer in memory: it traps (exc_int3), the kernel finds no
+    translation of the temporary breakpoint that is no longer in memory: it traps (int3), the kernel finds no
     breakpoint there and restarts the instruction, and the same stale translation traps again, for ever, with
     interrupts off. The patching vCPU waits for it in an IPI; RCU reports the stall and has the stuck vCPU print a
-    backtrace (NMI), and those backtraces show it: the same clock reading in each (its clock stopped), the RIP
-    alternating between one instruction and the int3 handler. A guest that hangs by itself (a deadlock, a spin
-    with interrupts off) leaves no breakpoint handler in a frozen backtrace, so it is not mistaken for this.
+    backtrace (NMI), and those backtraces show it: at least two with the same clock reading (its clock stopped,
+    at least STALL_LAG_S behind the console), one of them in the int3 path (asm_exc_int3 anywhere in it: the NMI
+    may land in any function the handler calls). A guest that hangs by itself (a deadlock, a spin with interrupts
+    off) shows no breakpoint handler in its frozen backtraces, so it is not mistaken for this.
     """
     stamps = [float(t) for t in TIMESTAMP_RE.findall(console)]
     if not stamps:
         return None
     latest = max(stamps)
-    frozen: dict[tuple[str, str], list[str]] = collections.defaultdict(list)   # (cpu, clock) -> RIP functions
-    for m in NMI_BACKTRACE_RE.finditer(console):
+    headers = list(NMI_BACKTRACE_RE.finditer(console))
+    # (cpu, clock) -> per backtrace: (in the int3 path, the instruction it was at or trapped from)
+    frozen: dict[tuple[str, str], list[tuple[bool, str]]] = collections.defaultdict(list)
+    for i, m in enumerate(headers):
         stamp, cpu = m.group(1), m.group(2)
-        rip = RIP_RE.search(console, m.end(), m.end() + 2000)
-        if rip and latest - float(stamp) >= STALL_LAG_S:
-            frozen[(cpu, stamp)].append(rip.group(1))
-    for (cpu, stamp), rips in frozen.items():
-        in_handler = [r for r in rips if r.split("+")[0] in INT3_HANDLERS]
-        elsewhere = [r for r in rips if r.split("+")[0] not in INT3_HANDLERS]
-        if in_handler and elsewhere:
-            return (f"vCPU {cpu} stopped at guest time {float(stamp):.1f} s and was still there at {latest:.1f} s, "
-                    f"trapping at {elsewhere[0]} on a breakpoint that is no longer in memory ({len(rips)} "
-                    f"backtraces): QEMU's TCG kept running a stale translation of kernel code that another vCPU "
-                    f"patched. This is the emulator's fault, not the guest's")
+        if latest - float(stamp) < STALL_LAG_S:
+            continue
+        block = console[m.end():headers[i + 1].start() if i + 1 < len(headers) else m.end() + 8000]
+        if (cut := block.find("</TASK>")) >= 0:
+            block = block[:cut]
+        rips = RIP_RE.findall(block)
+        trap = block.find("asm_exc_int3")
+        if trap >= 0:       # the trapped instruction: the RIP of the registers the breakpoint pushed
+            nested = RIP_RE.search(block, trap)
+            frozen[(cpu, stamp)].append((True, nested.group(1) if nested else "?"))
+        elif rips:
+            frozen[(cpu, stamp)].append((False, rips[0]))
+    for (cpu, stamp), seen in frozen.items():
+        if len(seen) < 2 or not any(in_trap for in_trap, _ in seen):
+            continue
+        at = next((rip for in_trap, rip in seen if not in_trap), None) or next(rip for _, rip in seen)
+        return (f"vCPU {cpu} stopped at guest time {float(stamp):.1f} s and was still there at {latest:.1f} s, "
+                f"trapping at {at} on a breakpoint that is no longer in memory ({len(seen)} backtraces): QEMU's "
+                f"TCG kept running a stale translation of kernel code that another vCPU patched. This is the "
+                f"emulator's fault, not the guest's")
     return None
 
 
@@ -176,7 +189,7 @@ class VmResult:
     def failure(self) -> str | None:
         """Why the run itself failed (not the command), or None."""
         where = f"see {self.console_log}"
-        if self.emulator_stall:
+        if self.emulator_stall and self.rc is None:
             again = f" (as in {len(self.retried)} earlier boot(s))" if self.retried else ""
             return f"the VM was stopped early: {self.emulator_stall}{again}; {where}"
         if self.timed_out:
@@ -504,7 +517,7 @@ def _console_watch(console_log: Path) -> Callable[[], str | None]:
     def watch() -> str | None:
         try:
             return emulator_stall(console_log.read_text(errors="replace"))
-        except OSError:
+        except Exception:       # a watch that fails must not fail the run: the timeout still stands
             return None
     return watch
 
@@ -587,7 +600,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
                        timeout=timeout, prof=prof, disks=disks, disk_size=disk_size, transport=transport,
                        repo=repo, rel=rel, accel=accel, cpus=cpus, memory_mib=memory_mib, interactive=interactive,
                        stream=stream, qemu_bin=qemu_bin, mods=mods, retried=retried)
-        if not result.emulator_stall or interactive or attempt > retries:
+        if not result.emulator_stall or result.rc is not None or interactive or attempt > retries:
             break
         moved = _set_aside(art, attempt)
         retried.append(f"{result.emulator_stall} (files in {moved})")
@@ -647,7 +660,8 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
     result = VmResult(rc=rc, artifacts_dir=art, console_log=console_log, output_log=output_log, out_dir=out_dir,
                       kernel=rel.uname, accel=accel, duration_s=duration, timeout_s=timeout, timed_out=timed_out,
                       setup_error=parser.markers.get("SETUP_FAILED"),
-                      kernel_problems=find_kernel_problems(console, dmesg), qemu_exit=qemu_exit,
+                      kernel_problems=[p for p in find_kernel_problems(console, dmesg)
+                                       if not (stall and STALL_REPORT_RE.search(p))], qemu_exit=qemu_exit,
                       host_load=load.summary(), emulator_stall=stall, retried=list(retried))
     if result.rc is not None:
         (art / "exit-code").write_text(f"{result.rc}\n")
