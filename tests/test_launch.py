@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 from smartio.cli import main
 from smartio.errors import SmartioError
-from smartio.launch import trace as tr
+from smartio.launch import replay as rp, trace as tr
 from smartio.launch.replay import FAULT_CHUNK, Layout, Replayer
 
 STRACE = shutil.which("strace") or ""
@@ -408,8 +409,6 @@ def test_issue14_replayed_faults_read_no_more_than_the_faults(tmp_path):
 def test_a_replayed_fault_waits_for_every_page_it_starts_reading(tmp_path, monkeypatch):
     """Each window of a mapped extent: one POSIX_FADV_WILLNEED, then a touch of each of its pages (which is what
     waits for the read), in order, through a mapping advised MADV_RANDOM."""
-    import smartio.launch.replay as rp
-
     page = 4096
     calls: list[tuple] = []
 
@@ -460,9 +459,32 @@ def test_replay_times_think_and_io(tmp_path):
     t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.5}, [tr.FileEntry(0, "/x/y", 8192)],
                  ops)
     with Layout(t, str(tmp_path)) as layout:
-        wall = Replayer(t, layout).launch()
+        r = Replayer(t, layout)
+        wall = r.launch()
     assert 0.025 <= wall < 0.1          # (0.02 + 0.03) × 0.5 of think time, plus a cached read
     assert not list(tmp_path.iterdir())
+    # Where the time went: the think times, the open, the read; the parts add up to the whole.
+    b = r.last_breakdown
+    assert b is not None and list(b) == list(rp.BREAKDOWN)
+    assert 0.025 <= b["think"] < 0.05 and 0 < b["metadata"] < 0.02 and 0 < b["read"] < 0.02
+    assert b["fault"] == b["readahead"] == b["write"] == b["sync"] == 0
+    assert sum(v for k, v in b.items() if k != "cpu") == pytest.approx(wall, abs=1e-5)
+
+
+def test_replay_breakdown_tells_computing_from_waiting(tmp_path, monkeypatch):
+    """Think time is spent busy, so it is CPU time; a sleep the replay waits in (here a slow fsync, standing for
+    storage) is not."""
+    ops = [tr.Op("open", 0), tr.Op("fsync", 0, think_s=0.3), tr.Op("exit", None)]
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 1.0}, [tr.FileEntry(0, "/x/y", 4096)],
+                 ops)
+    with Layout(t, str(tmp_path)) as layout:
+        r = Replayer(t, layout)
+        monkeypatch.setattr(os, "fsync", lambda fd: time.sleep(0.3))     # the forked child inherits it
+        wall = r.launch()
+    b = r.last_breakdown
+    assert b is not None and wall >= 0.6
+    assert 0.3 <= b["think"] < 0.4 and 0.3 <= b["sync"] < 0.4
+    assert 0.2 <= b["cpu"] < 0.45, b      # the busy think time, not the sleeping fsync
 
 
 def test_replay_runs_each_launch_in_a_child_and_reports_its_failure(tmp_path):

@@ -220,6 +220,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     walls: list[float] = []
     bg_mib_s: list[float] = []
     reads: list[tuple[int, int]] = []        # per launch: read requests, sectors (disk_reads)
+    spent: list[dict[str, float]] = []       # per launch, where a replay's time went (Replayer.last_breakdown)
     steps = settings.repeats + settings.warmup
     label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
     def timed() -> None:
@@ -227,6 +228,8 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
         before = disk_reads(target)
         walls.append(launcher.launch())
         after = disk_reads(target)
+        if (breakdown := getattr(launcher, "last_breakdown", None)) is not None:
+            spent.append(breakdown)
         if before is not None and after is not None:
             reads.append((after[0] - before[0], after[1] - before[1]))
 
@@ -272,6 +275,8 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     if reads and len(reads) == len(walls):
         results["disk_read_requests"] = Stat.of([float(n) for n, _ in reads]).to_json()
         results["disk_read_kib"] = Stat.of([s / 2 for _, s in reads]).to_json()
+    if spent and len(spent) == len(walls):
+        results["breakdown_s"] = {k: Stat.of([b[k] for b in spent]).to_json() for k in spent[0]}
     return {
         "experiment": "launch",
         **what,
