@@ -639,8 +639,15 @@ def test_installed_copy_never_follows_a_link_out_of_itself(tmp_path):
 def test_command_is_timed_from_exec_to_exit(tmp_path):
     from smartio.launch.measure import CommandLauncher
 
-    wall = CommandLauncher(["sleep", "0.2"], str(tmp_path)).launch()
+    sleeper = CommandLauncher(["sleep", "0.2"], str(tmp_path))
+    wall = sleeper.launch()
     assert 0.2 <= wall < 0.35
+    # Its CPU time beside the wall time: a sleep uses next to none, a busy loop all of its time.
+    assert sleeper.last_breakdown is not None and sleeper.last_breakdown["cpu"] < 0.1
+    spin = CommandLauncher([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() < t + 0.3: pass"],
+                           str(tmp_path))
+    wall = spin.launch()
+    assert spin.last_breakdown is not None and 0.25 <= spin.last_breakdown["cpu"] <= wall + 0.05
 
 
 @needs_strace
@@ -697,6 +704,7 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
             done[0] += 2 + self.n                        # 3, 4, 5 requests of 64 KiB each
             done[1] += (2 + self.n) * 128
             show()
+            self.last_breakdown = {"think": 0.004, "fault": 0.001 * self.n, "cpu": 0.005}
             return 0.01
 
     show()
@@ -709,6 +717,9 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
     from smartio.launch.report import render
     text = render({**doc, "argv": ["x"], "kernel": "k"})
     assert "disk reads per launch (requests)" in text and "disk reads per launch (KiB)" in text
+    # Where each timed launch's time went, per launch (not the warm-up's).
+    assert r["breakdown_s"]["fault"]["values"] == [0.002, 0.003] and r["breakdown_s"]["cpu"]["mean"] == 0.005
+    assert "  in fault (ms)" in text and "CPU time of the launch (ms)" in text
     target.device = Device("gone", "gone", 1 << 30, "254:1")
     assert me.disk_reads(target) is None
 

@@ -6,7 +6,9 @@ it) or warm, alone or beside a background fio workload that starts first and is 
 
 `launcher` is a `Launcher`: its `launch()` does one launch and returns its wall time in seconds. A real command
 (`CommandLauncher`) is timed from just before its exec to its exit as the parent sees it; a replay
-(`replay.Replayer`) from its first operation to its last think time.
+(`replay.Replayer`) from its first operation to its last think time. Each leaves where the time went in
+`last_breakdown` (the CPU time the launch used; a replay also its think time and its time per kind of operation),
+which the document keeps per launch under results.breakdown_s.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import datetime
 import io
 import os
 import platform
+import resource
 import shlex
 import shutil
 import struct
@@ -114,6 +117,7 @@ class CommandLauncher:
         check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
         self.argv, self.cwd, self.root = argv, cwd, root
         self._stamp_fd = -1
+        self.last_breakdown: dict[str, float] | None = None   # {"cpu": the last launch's CPU time, s}
 
     def _before_exec(self) -> None:
         """In the child, after fork, right before exec: only system calls, no locks (the parent has threads)."""
@@ -132,6 +136,7 @@ class CommandLauncher:
                                         preexec_fn=self._before_exec)
                 os.close(w)
                 w = -1
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 try:
                     rc = proc.wait()
                 finally:
@@ -139,6 +144,9 @@ class CommandLauncher:
                         proc.kill()
                         proc.wait()
                 end = time.perf_counter()
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)     # the launch's, and what it waited for
+                self.last_breakdown = {"cpu": round(after.ru_utime - before.ru_utime
+                                                    + after.ru_stime - before.ru_stime, 6)}
                 stamp = os.read(r, 8)
                 if rc != 0:
                     err.seek(0)
