@@ -484,7 +484,8 @@ def test_replay_breakdown_tells_computing_from_waiting(tmp_path, monkeypatch):
     b = r.last_breakdown
     assert b is not None and wall >= 0.6
     assert 0.3 <= b["think"] < 0.4 and 0.3 <= b["sync"] < 0.4
-    assert 0.2 <= b["cpu"] < 0.45, b      # the busy think time, not the sleeping fsync
+    # The busy think time (all of it on an idle machine, less on a busy one), not the sleeping fsync.
+    assert 0.02 <= b["cpu"] <= b["think"] + 0.05, b
 
 
 def test_replay_runs_each_launch_in_a_child_and_reports_its_failure(tmp_path):
@@ -644,10 +645,10 @@ def test_command_is_timed_from_exec_to_exit(tmp_path):
     assert 0.2 <= wall < 0.35
     # Its CPU time beside the wall time: a sleep uses next to none, a busy loop all of its time.
     assert sleeper.last_breakdown is not None and sleeper.last_breakdown["cpu"] < 0.1
-    spin = CommandLauncher([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() < t + 0.3: pass"],
+    spin = CommandLauncher([sys.executable, "-c", "import time\nwhile time.process_time() < 0.3: pass"],
                            str(tmp_path))
-    wall = spin.launch()
-    assert spin.last_breakdown is not None and 0.25 <= spin.last_breakdown["cpu"] <= wall + 0.05
+    wall = spin.launch()          # spins until it has used 0.3 s of CPU, however busy the machine
+    assert spin.last_breakdown is not None and 0.3 <= spin.last_breakdown["cpu"] <= wall + 0.05
 
 
 @needs_strace

@@ -18,7 +18,6 @@ import datetime
 import io
 import os
 import platform
-import resource
 import shlex
 import shutil
 import struct
@@ -127,6 +126,7 @@ class CommandLauncher:
         os.write(self._stamp_fd, struct.pack("d", time.perf_counter()))
 
     def launch(self) -> float:
+        self.last_breakdown = None
         r, w = os.pipe()
         self._stamp_fd = w
         try:
@@ -136,17 +136,16 @@ class CommandLauncher:
                                         preexec_fn=self._before_exec)
                 os.close(w)
                 w = -1
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 try:
-                    rc = proc.wait()
+                    # Reaped here, for its own resource usage (and its children's that it waited for).
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    rc = proc.returncode = os.waitstatus_to_exitcode(status)
                 finally:
                     if proc.poll() is None:      # interrupted: do not leave it behind
                         proc.kill()
                         proc.wait()
                 end = time.perf_counter()
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)     # the launch's, and what it waited for
-                self.last_breakdown = {"cpu": round(after.ru_utime - before.ru_utime
-                                                    + after.ru_stime - before.ru_stime, 6)}
+                self.last_breakdown = {"cpu": round(usage.ru_utime + usage.ru_stime, 6)}
                 stamp = os.read(r, 8)
                 if rc != 0:
                     err.seek(0)

@@ -19,6 +19,7 @@ import gc
 import json
 import mmap
 import os
+import resource
 import secrets
 import shlex
 import shutil
@@ -172,6 +173,7 @@ class Replayer:
         sequential writer took 4.95 times the real one under bfq (0.97 under the other schedulers).
 
         Where the time went is left in `last_breakdown` (see _run)."""
+        self.last_breakdown = None
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:                            # the child: plain system calls only, then _exit
@@ -214,8 +216,8 @@ class Replayer:
         Returns {"wall_s": from the first operation to the end, "breakdown_s": {...}}: the seconds spent thinking
         (the busy waits), in each kind of operation (BREAKDOWN: "metadata" for lookup, stat, open and close;
         "fault" for mapped pages read and waited for; "readahead" started; "read"; "write"; "sync"), and "cpu", the
-        child's CPU time over the whole (user and system). A slow replay then shows whether it waited (storage)
-        or computed (the CPU, or the emulator)."""
+        child's CPU time over the whole (user and system, getrusage as for a real launch). A slow replay then shows
+        whether it waited (storage) or computed (the CPU, or the emulator)."""
         gc.disable()
         paths = self.layout.paths
         root = str(self.layout.root)
@@ -226,7 +228,7 @@ class Replayer:
         steps = [(o.think_s * self.scale, o.op, o.file, o.offset, o.size, o.extents, o.path, SPENT_AS[o.op])
                  for o in self.trace.ops]
         spent = dict.fromkeys(BREAKDOWN, 0.0)
-        cpu0 = os.times()
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = end = clock()
         try:
             for think, kind, fid, offset, size, extents, path, account in steps:
@@ -294,8 +296,8 @@ class Replayer:
             for fd, mem in maps.values():
                 mem.close()
                 os.close(fd)
-        cpu1 = os.times()
-        spent["cpu"] = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        spent["cpu"] = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
         return {"wall_s": end - t0, "breakdown_s": {k: round(v, 6) for k, v in spent.items()}}
 
 
