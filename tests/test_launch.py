@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 from smartio.cli import main
 from smartio.errors import SmartioError
-from smartio.launch import trace as tr
+from smartio.launch import replay as rp, trace as tr
 from smartio.launch.replay import FAULT_CHUNK, Layout, Replayer
 
 STRACE = shutil.which("strace") or ""
@@ -408,8 +409,6 @@ def test_issue14_replayed_faults_read_no_more_than_the_faults(tmp_path):
 def test_a_replayed_fault_waits_for_every_page_it_starts_reading(tmp_path, monkeypatch):
     """Each window of a mapped extent: one POSIX_FADV_WILLNEED, then a touch of each of its pages (which is what
     waits for the read), in order, through a mapping advised MADV_RANDOM."""
-    import smartio.launch.replay as rp
-
     page = 4096
     calls: list[tuple] = []
 
@@ -460,9 +459,33 @@ def test_replay_times_think_and_io(tmp_path):
     t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 0.5}, [tr.FileEntry(0, "/x/y", 8192)],
                  ops)
     with Layout(t, str(tmp_path)) as layout:
-        wall = Replayer(t, layout).launch()
+        r = Replayer(t, layout)
+        wall = r.launch()
     assert 0.025 <= wall < 0.1          # (0.02 + 0.03) × 0.5 of think time, plus a cached read
     assert not list(tmp_path.iterdir())
+    # Where the time went: the think times, the open, the read; the parts add up to the whole.
+    b = r.last_breakdown
+    assert b is not None and list(b) == list(rp.BREAKDOWN)
+    assert 0.025 <= b["think"] < 0.05 and 0 < b["metadata"] < 0.02 and 0 < b["read"] < 0.02
+    assert b["fault"] == b["readahead"] == b["write"] == b["sync"] == 0
+    assert sum(v for k, v in b.items() if k != "cpu") == pytest.approx(wall, abs=1e-5)
+
+
+def test_replay_breakdown_tells_computing_from_waiting(tmp_path, monkeypatch):
+    """Think time is spent busy, so it is CPU time; a sleep the replay waits in (here a slow fsync, standing for
+    storage) is not."""
+    ops = [tr.Op("open", 0), tr.Op("fsync", 0, think_s=0.3), tr.Op("exit", None)]
+    t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "think_scale": 1.0}, [tr.FileEntry(0, "/x/y", 4096)],
+                 ops)
+    with Layout(t, str(tmp_path)) as layout:
+        r = Replayer(t, layout)
+        monkeypatch.setattr(os, "fsync", lambda fd: time.sleep(0.3))     # the forked child inherits it
+        wall = r.launch()
+    b = r.last_breakdown
+    assert b is not None and wall >= 0.6
+    assert 0.3 <= b["think"] < 0.4 and 0.3 <= b["sync"] < 0.4
+    # The busy think time (all of it on an idle machine, less on a busy one), not the sleeping fsync.
+    assert 0.02 <= b["cpu"] <= b["think"] + 0.05, b
 
 
 def test_replay_runs_each_launch_in_a_child_and_reports_its_failure(tmp_path):
@@ -617,8 +640,15 @@ def test_installed_copy_never_follows_a_link_out_of_itself(tmp_path):
 def test_command_is_timed_from_exec_to_exit(tmp_path):
     from smartio.launch.measure import CommandLauncher
 
-    wall = CommandLauncher(["sleep", "0.2"], str(tmp_path)).launch()
+    sleeper = CommandLauncher(["sleep", "0.2"], str(tmp_path))
+    wall = sleeper.launch()
     assert 0.2 <= wall < 0.35
+    # Its CPU time beside the wall time: a sleep uses next to none, a busy loop all of its time.
+    assert sleeper.last_breakdown is not None and sleeper.last_breakdown["cpu"] < 0.1
+    spin = CommandLauncher([sys.executable, "-c", "import time\nwhile time.process_time() < 0.3: pass"],
+                           str(tmp_path))
+    wall = spin.launch()          # spins until it has used 0.3 s of CPU, however busy the machine
+    assert spin.last_breakdown is not None and 0.3 <= spin.last_breakdown["cpu"] <= wall + 0.05
 
 
 @needs_strace
@@ -675,6 +705,7 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
             done[0] += 2 + self.n                        # 3, 4, 5 requests of 64 KiB each
             done[1] += (2 + self.n) * 128
             show()
+            self.last_breakdown = {"think": 0.004, "fault": 0.001 * self.n, "cpu": 0.005}
             return 0.01
 
     show()
@@ -687,6 +718,9 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
     from smartio.launch.report import render
     text = render({**doc, "argv": ["x"], "kernel": "k"})
     assert "disk reads per launch (requests)" in text and "disk reads per launch (KiB)" in text
+    # Where each timed launch's time went, per launch (not the warm-up's).
+    assert r["breakdown_s"]["fault"]["values"] == [0.002, 0.003] and r["breakdown_s"]["cpu"]["mean"] == 0.005
+    assert "  in fault (ms)" in text and "CPU time of the launch (ms)" in text
     target.device = Device("gone", "gone", 1 << 30, "254:1")
     assert me.disk_reads(target) is None
 

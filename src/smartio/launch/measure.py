@@ -6,7 +6,9 @@ it) or warm, alone or beside a background fio workload that starts first and is 
 
 `launcher` is a `Launcher`: its `launch()` does one launch and returns its wall time in seconds. A real command
 (`CommandLauncher`) is timed from just before its exec to its exit as the parent sees it; a replay
-(`replay.Replayer`) from its first operation to its last think time.
+(`replay.Replayer`) from its first operation to its last think time. Each leaves where the time went in
+`last_breakdown` (the CPU time the launch used; a replay also its think time and its time per kind of operation),
+which the document keeps per launch under results.breakdown_s.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class CommandLauncher:
         check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
         self.argv, self.cwd, self.root = argv, cwd, root
         self._stamp_fd = -1
+        self.last_breakdown: dict[str, float] | None = None   # {"cpu": the last launch's CPU time, s}
 
     def _before_exec(self) -> None:
         """In the child, after fork, right before exec: only system calls, no locks (the parent has threads)."""
@@ -123,6 +126,7 @@ class CommandLauncher:
         os.write(self._stamp_fd, struct.pack("d", time.perf_counter()))
 
     def launch(self) -> float:
+        self.last_breakdown = None
         r, w = os.pipe()
         self._stamp_fd = w
         try:
@@ -133,12 +137,15 @@ class CommandLauncher:
                 os.close(w)
                 w = -1
                 try:
-                    rc = proc.wait()
+                    # Reaped here, for its own resource usage (and its children's that it waited for).
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    rc = proc.returncode = os.waitstatus_to_exitcode(status)
                 finally:
                     if proc.poll() is None:      # interrupted: do not leave it behind
                         proc.kill()
                         proc.wait()
                 end = time.perf_counter()
+                self.last_breakdown = {"cpu": round(usage.ru_utime + usage.ru_stime, 6)}
                 stamp = os.read(r, 8)
                 if rc != 0:
                     err.seek(0)
@@ -220,6 +227,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     walls: list[float] = []
     bg_mib_s: list[float] = []
     reads: list[tuple[int, int]] = []        # per launch: read requests, sectors (disk_reads)
+    spent: list[dict[str, float]] = []       # per launch, where a replay's time went (Replayer.last_breakdown)
     steps = settings.repeats + settings.warmup
     label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
     def timed() -> None:
@@ -227,6 +235,8 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
         before = disk_reads(target)
         walls.append(launcher.launch())
         after = disk_reads(target)
+        if (breakdown := getattr(launcher, "last_breakdown", None)) is not None:
+            spent.append(breakdown)
         if before is not None and after is not None:
             reads.append((after[0] - before[0], after[1] - before[1]))
 
@@ -272,6 +282,8 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     if reads and len(reads) == len(walls):
         results["disk_read_requests"] = Stat.of([float(n) for n, _ in reads]).to_json()
         results["disk_read_kib"] = Stat.of([s / 2 for _, s in reads]).to_json()
+    if spent and len(spent) == len(walls):
+        results["breakdown_s"] = {k: Stat.of([b[k] for b in spent]).to_json() for k in spent[0]}
     return {
         "experiment": "launch",
         **what,

@@ -16,16 +16,18 @@ microseconds).
 from __future__ import annotations
 
 import gc
+import json
 import mmap
 import os
+import resource
 import secrets
 import shlex
 import shutil
 import signal
 import statistics
-import struct
 import time
 from pathlib import Path
+from typing import Any
 
 from smartio.errors import SmartioError, UsageError
 from smartio.launch.trace import MAPPED, PAD_MAX, PAGE, Trace
@@ -49,6 +51,11 @@ CHUNK = 1 << 20
 # library faults into 1.4-2 MiB of sequential reads (0.3-0.5 MiB in the real launches), which the s5-emmc model
 # serves at less than half the random cost.
 FAULT_CHUNK = 128 << 10
+# Replayer._run's account of a launch's time: what each kind of operation counts as, and the order of the figures.
+SPENT_AS = {"lookup": "metadata", "stat": "metadata", "open": "metadata", "close": "metadata", "exec": "fault",
+            "mmap": "fault", "fault": "fault", "readahead": "readahead", "read": "read", "write": "write",
+            "fsync": "sync", "fdatasync": "sync", "exit": "think"}
+BREAKDOWN = ("think", "metadata", "fault", "readahead", "read", "write", "sync", "cpu")
 
 
 class Layout:
@@ -128,6 +135,7 @@ class Replayer:
         self.scale = trace.think_scale
         biggest = max([o.size for o in trace.ops if o.op in ("read", "write")] + [1])
         self.buf = memoryview(bytearray(biggest))
+        self.last_breakdown: dict[str, float] | None = None   # of the last launch(): see _run
 
     def calibrate(self, passes: int = 5, wall: float | None = None, typical: str = "shortest") -> dict[str, float]:
         """Set the think-time scale from this machine and target: the operations alone, warm (one pass to warm
@@ -162,14 +170,17 @@ class Replayer:
         """One launch, in a new child process (forked; timed inside it from its first operation), as a real launch
         is a new process: a scheduler that tells processes apart sees one per launch. bfq weight-raises a new
         process's queue as interactive; replayed in this long-lived process, sqlite's cold launch beside the
-        sequential writer took 4.95 times the real one under bfq (0.97 under the other schedulers)."""
+        sequential writer took 4.95 times the real one under bfq (0.97 under the other schedulers).
+
+        Where the time went is left in `last_breakdown` (see _run)."""
+        self.last_breakdown = None
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:                            # the child: plain system calls only, then _exit
             code = 0
             try:
                 os.close(r)
-                msg = struct.pack("d", self._run())
+                msg = json.dumps(self._run()).encode()
             except BaseException as e:          # reported to the parent, which raises
                 msg, code = f"{type(e).__name__}: {e}".encode(errors="replace")[:4000], 1
             try:
@@ -186,19 +197,27 @@ class Replayer:
             _, status = os.waitpid(pid, 0)
         data = b"".join(chunks)
         code = os.waitstatus_to_exitcode(status)
-        if code != 0 or len(data) != 8:
+        if code != 0 or not data.startswith(b"{"):
             cmd = self.trace.header.get("command")
             why = data.decode(errors="replace") if code >= 0 else \
                 f"killed by {signal.Signals(-code).name}" + (" (an I/O error reading a mapped page?)"
                                                              if -code == signal.SIGBUS else "")
             raise SmartioError(f"replay of `{shlex.join(cmd) if isinstance(cmd, list) else 'the trace'}` failed: "
                                + (why or f"exit status {code}"))
-        return float(struct.unpack("d", data)[0])
+        done = json.loads(data)
+        self.last_breakdown = done["breakdown_s"]
+        return float(done["wall_s"])
 
-    def _run(self) -> float:
+    def _run(self) -> dict[str, Any]:
         """The operations, timed. Run in the forked child: garbage collection is off, and the operations are
         copied into tuples before the clock starts, so that the timed loop takes no copy-on-write faults on the
-        parent's objects (a refcount update writes the page an object sits on; gc walks them all)."""
+        parent's objects (a refcount update writes the page an object sits on; gc walks them all).
+
+        Returns {"wall_s": from the first operation to the end, "breakdown_s": {...}}: the seconds spent thinking
+        (the busy waits), in each kind of operation (BREAKDOWN: "metadata" for lookup, stat, open and close;
+        "fault" for mapped pages read and waited for; "readahead" started; "read"; "write"; "sync"), and "cpu", the
+        child's CPU time over the whole (user and system, getrusage as for a real launch). A slow replay then shows
+        whether it waited (storage) or computed (the CPU, or the emulator)."""
         gc.disable()
         paths = self.layout.paths
         root = str(self.layout.root)
@@ -206,15 +225,20 @@ class Replayer:
         maps: dict[int, tuple[int, mmap.mmap]] = {}   # per file, the fd and mapping its mapped pages are read through
         buf = self.buf
         clock = time.perf_counter
-        steps = [(o.think_s * self.scale, o.op, o.file, o.offset, o.size, o.extents, o.path) for o in self.trace.ops]
+        steps = [(o.think_s * self.scale, o.op, o.file, o.offset, o.size, o.extents, o.path, SPENT_AS[o.op])
+                 for o in self.trace.ops]
+        spent = dict.fromkeys(BREAKDOWN, 0.0)
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = end = clock()
         try:
-            for think, kind, fid, offset, size, extents, path in steps:
+            for think, kind, fid, offset, size, extents, path, account in steps:
                 ready = end + think
                 while clock() < ready:
                     pass
+                began = clock()
+                spent["think"] += began - end
                 if kind == "exit":
-                    end = clock()
+                    end = began
                     break
                 if kind == "lookup":
                     try:
@@ -222,6 +246,7 @@ class Replayer:
                     except OSError:
                         pass
                     end = clock()
+                    spent[account] += end - began
                     continue
                 assert fid is not None            # only exit has no file (checked when the trace is read)
                 if kind == "stat":
@@ -264,13 +289,16 @@ class Replayer:
                     elif kind == "fdatasync":
                         os.fdatasync(fd)
                 end = clock()
+                spent[account] += end - began
         finally:
             for fd in fds.values():
                 os.close(fd)
             for fd, mem in maps.values():
                 mem.close()
                 os.close(fd)
-        return end - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        spent["cpu"] = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
+        return {"wall_s": end - t0, "breakdown_s": {k: round(v, 6) for k, v in spent.items()}}
 
 
 class Installed(Layout):
