@@ -172,9 +172,10 @@ def test_issue11_mixed_workload_is_fios_offsets() -> None:
 @pytest.mark.timeout(120)
 def test_issue11_merging_leaves_no_order_anything_to_gain_on_the_sequential_mixes() -> None:
     """The testbed's mixed workload (128 requests of 4 KiB over 0.5 MiB, queue depth 128), merged as a scheduler's
-    queue merges it (up to max_request_kb): on the sequential mixes the die's work is within 2 % of a merging
-    FIFO's time, so no schedule can be decidedly faster than mq-deadline there; on the random mixes reads-first
-    still takes 5 % or more off. Merging is worth more than any order: unmerged FIFO (none) is the slowest."""
+    queue merges it (up to max_request_kb): on the sequential mixes reads-first takes less than 2 % off a merging
+    FIFO's time and the die's own work leaves any order less than 5 %, so no order can be decidedly faster than
+    merging alone there; on the random mixes reads-first still takes 5 % or more off. Merging is worth more than
+    any order: unmerged FIFO (none) is the slowest."""
     d = Device.from_profile(S5)
     mixes = (10, 50, 90)
     for mode in ("seq", "rand"):
@@ -182,7 +183,7 @@ def test_issue11_merging_leaves_no_order_anything_to_gain_on_the_sequential_mixe
         for r in rows:
             assert r["fifo_merged_us"] < r["fifo_us"], r
             if mode == "seq":
-                assert -0.5 < r["best_reduction_pct"] <= r["die_bound_pct"] < 2, r
+                assert -0.5 < r["best_reduction_pct"] < 2 and r["best_reduction_pct"] <= r["die_bound_pct"] < 5, r
             else:
                 assert 5 < r["best_reduction_pct"] <= r["die_bound_pct"], r
     # Reads only: merged, the random blocks (all queued at once) are read as runs at the sequential rate; sequential

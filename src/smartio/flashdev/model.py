@@ -553,9 +553,11 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
             eng.submit(now, Request(READ if is_read(q.kind) else WRITE, q.kind, pages=pages, tag=(q.kind, count)))
         return NEVER
 
-    while issued < min(depth, ios):
+    retry = NEVER
+    while issued < min(depth, ios):     # fio submits one at a time: the first go to the idle device unmerged
         submit(0.0)
-    t, retry = 0.0, dispatch(0.0)
+        retry = dispatch(0.0)
+    t = 0.0
     while done < ios:
         t = min(eng.next_event(), retry)
         if t == NEVER:
@@ -585,12 +587,15 @@ def mixed_bound(dev: Device, mode: str, mixes: Iterable[int], ios: int = 3000,
     profiler sets, when given), and the best's reduction (%) against the base.
 
     merge_kb > 0 (the device's max_request_kb): every policy with a host queue merges (mixed_time), a FIFO among
-    them ("fifo_merged": dispatching in arrival order, as mq-deadline does for one job's requests), and that is the
-    base; "fifo" stays unmerged (`none`, whose queue is the device's). 0: no merging, FIFO is the base.
+    them ("fifo_merged": a merging queue dispatched in arrival order; mq-deadline, kyber and bfq merge too, but
+    order otherwise), and that is the base; "fifo" stays unmerged (`none`, whose queue is the device's). 0: no
+    merging, FIFO is the base.
     Any schedule's gain on this workload comes from the device alone (the die is busy either way): that is the
     most a scheduler can take off the mixed workload here. `die_bound_pct` is the bound for any order at all: the
     one die must at least read and program every page (no suspension, no switch; merged, at best every page at
-    its direction's sequential rate), which the base exceeds by that much."""
+    its direction's sequential rate: a loose bound where the pages are random, whose runs' first pages cost more;
+    less what the write buffer may still hold when the last write completes), which the base exceeds by that
+    much."""
     w = solo(dev, f"{mode}_write")
     policies = {"read_first": Policy("read_first", tunables=Tunables(read_anticipation_us=0.0)),
                 "read_first_paced": Policy("read_first", PACE_FACTOR * w, HOLD_FACTOR * dev.page[f"{mode}_write"])}
@@ -607,6 +612,8 @@ def mixed_bound(dev: Device, mode: str, mixes: Iterable[int], ios: int = 3000,
         best = min(times, key=lambda k: times[k])
         kinds = mixed_kinds(mode, pct, ios)
         die = sum(dev.page[f"seq_{k.split('_')[1]}" if merge_kb > 0 else k] for k in kinds)
+        if any(not is_read(k) for k in kinds):     # the last writes may complete buffered, not yet programmed
+            die -= dev.cache * max(dev.page[k] for k in kinds if not is_read(k))
         out.append({**row, **{f"{k}_us": v for k, v in times.items()}, "merge_kb": merge_kb,
                     "best": best, "best_reduction_pct": 100 * (1 - times[best] / base),
                     "die_bound_pct": 100 * (1 - die / base)})
