@@ -186,8 +186,8 @@ def test_issue11_merging_leaves_no_order_anything_to_gain_on_the_sequential_mixe
                 assert -0.5 < r["best_reduction_pct"] < 2 and r["best_reduction_pct"] <= r["die_bound_pct"] < 5, r
             else:
                 assert 5 < r["best_reduction_pct"] <= r["die_bound_pct"], r
-    # Reads only: merged, the random blocks (all queued at once) are read as runs at the sequential rate; sequential
-    # reads cost the same merged or not.
+    # Reads only: merged, the random blocks (queued behind the first two) are read as runs at the sequential rate;
+    # sequential reads cost the same merged or not.
     log: list[tuple[str, int, int]] = []
     assert mixed_time(d, "rand", 100, ios=128, merge_kb=128, dispatched=log) < 0.5 * mixed_time(d, "rand", 100, ios=128)
     assert sum(p for _, _, p in log) == 128 and max(p for _, _, p in log) == 32
@@ -195,11 +195,13 @@ def test_issue11_merging_leaves_no_order_anything_to_gain_on_the_sequential_mixe
     # A request that joins two queued ones (the block layer's request-to-request merge); reads and writes never
     # merge; nothing grows past merge_kb.
     log.clear()
-    reqs = [("rand_read", 800), ("rand_read", 0), ("rand_read", 16), ("rand_write", 24), ("rand_read", 8),
-            ("rand_read", 24)]
+    reqs = [("rand_read", 800), ("rand_read", 1600), ("rand_read", 0), ("rand_read", 16), ("rand_write", 24),
+            ("rand_read", 8), ("rand_read", 24)]
     mixed_time(d, "rand", 0, merge_kb=128, requests=reqs, dispatched=log)
-    # All six are queued before the first dispatch: 8 joins 0, which then joins 16; 24 (a read) joins them too.
-    assert log == [("rand_read", 800, 1), ("rand_read", 0, 4), ("rand_write", 24, 1)], log
+    # The first two go to the idle device as they come; then 8 joins 0, which then joins 16, and 24 (a read) joins
+    # them too; the write at 24 stays alone.
+    assert log == [("rand_read", 800, 1), ("rand_read", 1600, 1), ("rand_read", 0, 4), ("rand_write", 24, 1)], log
     log.clear()
     mixed_time(d, "rand", 0, merge_kb=8, requests=reqs, dispatched=log)
-    assert log == [("rand_read", 800, 1), ("rand_read", 0, 2), ("rand_read", 16, 2), ("rand_write", 24, 1)], log
+    assert log == [("rand_read", 800, 1), ("rand_read", 1600, 1), ("rand_read", 0, 2), ("rand_read", 16, 2),
+                   ("rand_write", 24, 1)], log
