@@ -451,26 +451,85 @@ def mixed_kinds(mode: str, read_pct: float, ios: int, seed: int = 1) -> list[str
     return [f"{mode}_{'read' if rng.random() * 100 < read_pct else 'write'}" for _ in range(ios)]
 
 
-def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(), ios: int = 3000,
-               depth: int = 128, seed: int = 1) -> float:
-    """Time (µs) to complete the mixed workload of `smartio bench mixed` (Figure 12): one job of `ios` 4 KiB
-    requests, each a read with probability read_pct %, `depth` outstanding (fio's libaio iodepth), sequential or
-    random per direction. The host holds what the device's queue cannot; `none` dispatches in arrival order,
-    `read_first` with the module's picker and the policy's tunables, as run_streams does."""
-    eng = Engine(dev)
+def mixed_requests(mode: str, read_pct: float, ios: int, seed: int = 1) -> list[tuple[str, int]]:
+    """The mixed workload's requests as fio issues them over a region of `ios` 4 KiB blocks: (kind, sector).
+    Sequential (rw=rw): reads and writes each go on from where the last of their direction ended, both from the
+    region's start (fio keeps a position per direction). Random (randrw): every block once, in a random order
+    (fio's random map is the file's, whatever the direction)."""
     kinds = mixed_kinds(mode, read_pct, ios, seed)
+    if mode == "seq":
+        at = {k: 0 for k in set(kinds)}
+        out = []
+        for k in kinds:
+            out.append((k, at[k]))
+            at[k] += SECTORS_PER_PAGE
+        return out
+    blocks = list(range(ios))
+    random.Random(seed + 1).shuffle(blocks)
+    return [(k, b * SECTORS_PER_PAGE) for k, b in zip(kinds, blocks, strict=True)]
+
+
+def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(), ios: int = 3000,
+               depth: int = 128, seed: int = 1, merge_kb: int = 0, requests: list[tuple[str, int]] | None = None,
+               dispatched: list[tuple[str, int, int]] | None = None) -> float:
+    """Time (µs) to complete the mixed workload of `smartio bench mixed` (Figure 12): one job of `ios` 4 KiB
+    requests (mixed_requests), each a read with probability read_pct %, `depth` outstanding (fio's libaio
+    iodepth), sequential or random. The host holds what the device's queue cannot; `none` dispatches in arrival
+    order, `read_first` with the module's picker and the policy's tunables, as run_streams does.
+
+    merge_kb > 0: the host merges a request into a queued one of the same direction that it continues or precedes
+    on the disk, up to merge_kb (the block layer's back and front merges, capped by max_sectors_kb), as every
+    scheduler with a queue does; the device then reads or programs the merged request's later pages at the
+    sequential rate (pages_us). 0: no merging (`none` at nr_requests = the device's depth: no request waits in
+    the host to be merged into).
+    `requests` replaces the workload ((kind, sector) each; then `mode`, `read_pct` and `ios` are not used);
+    `dispatched` gets (kind, first sector, pages) of every request sent to the device."""
+    eng = Engine(dev)
+    reqs = requests if requests is not None else mixed_requests(mode, read_pct, ios, seed)
+    ios = len(reqs)
     waiting: deque[Queued] = deque()
+    extent: dict[int, list[int]] = {}             # a queued request's tag -> [first sector, pages, requests]
     inflight: collections.Counter[str] = collections.Counter()
     tun = policy.module_tunables()
     st = State()
-    pos = {k: (i + 1) << 30 for i, k in enumerate(sorted(set(kinds)))}
-    last_write_end, issued, done = 0, 0, 0
+    cap = max(1, merge_kb // 4)
+    last_write_end, issued, done = -1, 0, 0
+
+    def neighbour(kind: str, first: int, pages: int, skip: Any = None) -> Queued | None:
+        """A queued request of `kind` that the extent continues or precedes, with room for it (back merge first)."""
+        end = first + pages * SECTORS_PER_PAGE
+        for q in reversed(waiting):
+            e = extent[q.tag]
+            if q.tag != skip and q.kind == kind and e[1] + pages <= cap and e[0] + e[1] * SECTORS_PER_PAGE == first:
+                return q
+        for q in reversed(waiting):
+            e = extent[q.tag]
+            if q.tag != skip and q.kind == kind and e[1] + pages <= cap and end == e[0]:
+                return q
+        return None
+
+    def merged(kind: str, sector: int) -> bool:
+        """Merge request `issued` into a queued one it continues or precedes; then, as the block layer does after
+        a bio merge (attempt_back_merge, attempt_front_merge), that one with a queued neighbour it now touches."""
+        if merge_kb <= 0 or (q := neighbour(kind, sector, 1)) is None:
+            return False
+        e = extent[q.tag]
+        e[0], e[1], e[2] = min(e[0], sector), e[1] + 1, e[2] + 1
+        if (n := neighbour(kind, e[0], e[1], skip=q.tag)) is not None:
+            keep, gone = (q, n) if q.arrival <= n.arrival else (n, q)    # the earlier keeps its fifo time
+            g, k = extent.pop(gone.tag), extent[keep.tag]
+            k[0], k[1], k[2] = min(k[0], g[0]), k[1] + g[1], k[2] + g[2]
+            waiting.remove(gone)
+        return True
 
     def submit(t: float) -> None:
         nonlocal issued
-        if is_read(kinds[issued]):
+        kind, sector = reqs[issued]
+        if is_read(kind):
             reader_seen(st, 0, t)
-        waiting.append(Queued(t, kinds[issued], tag=issued, task=0))     # one job: its reads' task
+        if not merged(kind, sector):
+            waiting.append(Queued(t, kind, tag=issued, task=0))     # one job: its reads' task
+            extent[issued] = [sector, 1, 1]
         issued += 1
 
     def dispatch(now: float) -> float:
@@ -484,45 +543,59 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
                     return NEVER if d.wait_until is None else max(d.wait_until, now + 1e-3)
                 q = d.request
             waiting.remove(q)
+            first, pages, count = extent.pop(q.tag)
             if not is_read(q.kind):
-                st.last_write, st.last_write_rand = now, pos[q.kind] != last_write_end
-                last_write_end = pos[q.kind] + SECTORS_PER_PAGE
-            pos[q.kind] += SECTORS_PER_PAGE if mode == "seq" else RAND_STRIDE
+                st.last_write, st.last_write_rand = now, first != last_write_end
+                last_write_end = first + pages * SECTORS_PER_PAGE
             inflight[q.kind] += 1
-            eng.submit(now, Request(READ if is_read(q.kind) else WRITE, q.kind, tag=q.kind))
+            if dispatched is not None:
+                dispatched.append((q.kind, first, pages))
+            eng.submit(now, Request(READ if is_read(q.kind) else WRITE, q.kind, pages=pages, tag=(q.kind, count)))
         return NEVER
 
-    while issued < min(depth, ios):
+    retry = NEVER
+    while issued < min(depth, ios):     # fio submits one at a time: the first go to the idle device unmerged
         submit(0.0)
-    t, retry = 0.0, dispatch(0.0)
+        retry = dispatch(0.0)
+    t = 0.0
     while done < ios:
         t = min(eng.next_event(), retry)
         if t == NEVER:
             raise RuntimeError("model stalled")
         eng.advance(t)
         for r in eng.completed:
-            inflight[r.tag] -= 1
-            done += 1
+            kind, count = r.tag
+            inflight[kind] -= 1
+            done += count
             if r.kind == WRITE:
                 st.last_write_done, st.last_write_done_task = r.complete, 0
             else:
                 st.last_read_done = r.complete
                 reader_seen(st, 0, r.complete)      # one job: one reader
-            if issued < ios:
-                submit(r.complete)
+            for _ in range(count):
+                if issued < ios:
+                    submit(r.complete)
         eng.completed.clear()
         retry = dispatch(t)
     return t
 
 
 def mixed_bound(dev: Device, mode: str, mixes: Iterable[int], ios: int = 3000,
-                rule: Tunables | None = None) -> list[dict]:
+                rule: Tunables | None = None, merge_kb: int = 0) -> list[dict]:
     """Per read share: the time to complete under FIFO and under the best policy of the module's family that the
     model knows for it (reads first; reads first with the profiler's write pace; `rule`, the module's tunables the
-    profiler sets, when given), and the best's reduction (%).
+    profiler sets, when given), and the best's reduction (%) against the base.
+
+    merge_kb > 0 (the device's max_request_kb): every policy with a host queue merges (mixed_time), a FIFO among
+    them ("fifo_merged": a merging queue dispatched in arrival order; mq-deadline, kyber and bfq merge too, but
+    order otherwise), and that is the base; "fifo" stays unmerged (`none`, whose queue is the device's). 0: no
+    merging, FIFO is the base.
     Any schedule's gain on this workload comes from the device alone (the die is busy either way): that is the
     most a scheduler can take off the mixed workload here. `die_bound_pct` is the bound for any order at all: the
-    one die must at least read and program every page (no suspension, no switch), which FIFO exceeds by that much."""
+    one die must at least read and program every page (no suspension, no switch; merged, at best every page at
+    its direction's sequential rate: a loose bound where the pages are random, whose runs' first pages cost more;
+    less what the write buffer may still hold when the last write completes), which the base exceeds by that
+    much."""
     w = solo(dev, f"{mode}_write")
     policies = {"read_first": Policy("read_first", tunables=Tunables(read_anticipation_us=0.0)),
                 "read_first_paced": Policy("read_first", PACE_FACTOR * w, HOLD_FACTOR * dev.page[f"{mode}_write"])}
@@ -531,10 +604,17 @@ def mixed_bound(dev: Device, mode: str, mixes: Iterable[int], ios: int = 3000,
     out = []
     for pct in mixes:
         fifo = mixed_time(dev, mode, pct, Policy(), ios)
-        times = {k: mixed_time(dev, mode, pct, p, ios) for k, p in policies.items()}
+        row: dict[str, Any] = {"read_pct": pct, "fifo_us": fifo}
+        base = fifo
+        if merge_kb > 0:
+            base = row["fifo_merged_us"] = mixed_time(dev, mode, pct, Policy(), ios, merge_kb=merge_kb)
+        times = {k: mixed_time(dev, mode, pct, p, ios, merge_kb=merge_kb) for k, p in policies.items()}
         best = min(times, key=lambda k: times[k])
-        die = sum(dev.page[k] for k in mixed_kinds(mode, pct, ios))
-        out.append({"read_pct": pct, "fifo_us": fifo, **{f"{k}_us": v for k, v in times.items()},
-                    "best": best, "best_reduction_pct": 100 * (1 - times[best] / fifo),
-                    "die_bound_pct": 100 * (1 - die / fifo)})
+        kinds = mixed_kinds(mode, pct, ios)
+        die = sum(dev.page[f"seq_{k.split('_')[1]}" if merge_kb > 0 else k] for k in kinds)
+        if any(not is_read(k) for k in kinds):     # the last writes may complete buffered, not yet programmed
+            die -= dev.cache * max(dev.page[k] for k in kinds if not is_read(k))
+        out.append({**row, **{f"{k}_us": v for k, v in times.items()}, "merge_kb": merge_kb,
+                    "best": best, "best_reduction_pct": 100 * (1 - times[best] / base),
+                    "die_bound_pct": 100 * (1 - die / base)})
     return out
