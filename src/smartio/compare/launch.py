@@ -626,13 +626,17 @@ def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None]:
     written, its compare.json), for --resume."""
     from smartio.compare.run import DOCUMENT
 
-    if (start := out_dir / START_FILE).exists():
-        d = json.loads(start.read_text())
-        return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"], d["time_scale"]
-    if (doc := out_dir / DOCUMENT).exists():
-        d = json.loads(doc.read_text())
-        if d.get("experiment") == "launch":
-            return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"]["name"], d["profile"]["time_scale"]
+    path = out_dir / START_FILE
+    try:
+        if path.exists():
+            d = json.loads(path.read_text())
+            return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"], d["time_scale"]
+        if (path := out_dir / DOCUMENT).exists():
+            d = json.loads(path.read_text())
+            if d.get("experiment") == "launch":
+                return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"]["name"], d["profile"]["time_scale"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError("--resume", out_dir, f"cannot read {path}: {e}") from e
     raise UsageError("--resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "
                      f"{DOCUMENT})")
 
