@@ -216,3 +216,69 @@ def test_replay_fidelity_per_cell(tmp_path):
         assert warm["ci95"][0] < 1.1 < warm["ci95"][1]
     # Without replays there is nothing to compare.
     assert la.fidelity({**doc, "plan": {**doc["plan"], "modes": ["real"]}}) == []
+
+
+def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, monkeypatch, capsys):
+    """--resume DIR: a new VM session in DIR (artifacts vm-2, vm-3, ...) with DIR's plan, profile and time scale;
+    the guest skips the cells an earlier session wrote; the document is the whole run's, a cell measured twice
+    counting from the later session, and lists the sessions."""
+    import smartio.compare.run as cr
+
+    plan = _plan()
+    booted: list[tuple[la.LaunchPlan, Path]] = []
+
+    def fake_guest(module, plan_json, assemble_doc, *, out, existing_out, **kw):
+        gp = la.LaunchPlan.from_json(plan_json)
+        art = out / (f"vm-{len(cr.session_dirs(out)) + 1}" if cr.session_dirs(out) else "vm")
+        booted.append((gp, art))
+        for spec, (app, _, bg, _) in gp.steps()[:3]:   # this session finishes three cells (all cold, real)
+            _write(art / "out", spec.label, app, bg, 100 + len(booted))
+        (art / "run.json").write_text(json.dumps({"started": f"s{len(booted)}", "duration_s": 5.0}))
+        return assemble_doc(art / "out", None, "t"), out
+
+    monkeypatch.setattr(cr, "run_in_guest", fake_guest)
+    monkeypatch.setattr(cr, "check_testbed", lambda: None)
+    monkeypatch.setattr(cr, "module_for", lambda names: [])
+    monkeypatch.setattr(la, "plot", lambda doc, path: path)
+    out = tmp_path / "run"
+    doc, d = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0)
+    assert d == out.resolve() and booted[0][0].done == () and booted[0][1].name == "vm"
+    assert len(doc["missing"]) == len(plan.steps()) - 3 and doc["sessions"] is None
+    assert doc["plan"]["done"] == [] and json.loads((out / la.START_FILE).read_text())["time_scale"] == 10.0
+    # Resumed: the plan comes from the run; the three cells are skipped, three more measured, in vm-2.
+    doc, _ = la.run_launch_compare(None, profile="ignored", out=None, timeout=60, command="c", resume=out)
+    gp, art = booted[1]
+    assert art.name == "vm-2" and len(gp.done) == 3 and gp.steps() == plan.steps()[3:]
+    assert len(doc["missing"]) == len(plan.steps()) - 6
+    assert [(s["artifacts"], s["cells"]) for s in doc["sessions"]] == [("vm", 3), ("vm-2", 3)]
+    assert "3 cells measured in 1 session(s), 13 to go" in capsys.readouterr().err
+    # A cell measured again counts from the later session.
+    spec, (app, cache, bg, mode) = plan.steps()[0]
+    _write(art / "out", spec.label, app, bg, 999)
+    doc = la.assemble(plan, [out / "vm" / "out", art / "out"], profile=PROFILE, command="c", started="s",
+                      vm_result=None)
+    assert doc["cells"][spec.label][f"{app}.{cache}.{bg}.{mode}"]["wall_s"]["mean"] == pytest.approx(0.999)
+    # Nothing left: no VM, the document from what is there.
+    for spec, (app, _, bg, _) in plan.steps():
+        _write(art / "out", spec.label, app, bg, 50)
+    booted.clear()
+    doc, _ = la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=60, command="c", resume=out)
+    assert booted == [] and doc["missing"] == [] and (out / "compare.json").exists()
+    with pytest.raises(UsageError, match="--resume .* holds no launch comparison"):
+        la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=60, command="c", resume=tmp_path)
+    (tmp_path / la.START_FILE).write_text("{not json")
+    with pytest.raises(UsageError, match="--resume .* cannot read .*launch-run.json"):
+        la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=60, command="c", resume=tmp_path)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--resume", "{tmp}"], "applies to --experiment launch only"),
+    (["--experiment", "launch", "--resume", "{tmp}/nope"], "is not a directory"),
+    (["--experiment", "launch", "--resume", "{tmp}", "--apps", "editor"], "drop --apps"),
+    (["--experiment", "launch", "--resume", "{tmp}", "--quick", "--repeats", "2"], "drop --repeats, --quick"),
+])
+def test_resume_refuses_what_would_change_the_plan(tmp_path, capsys, args, message):
+    from smartio.cli import main
+
+    assert main(["compare", *[a.format(tmp=tmp_path) for a in args]]) == 2
+    assert message in capsys.readouterr().err

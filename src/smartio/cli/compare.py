@@ -100,6 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--replay-repeats", type=int, metavar="N",
                    help="launches in the cold replay cells, for every scheduler (where replay against real is "
                         "decided); default --repeats")
+    g.add_argument("--resume", type=Path, metavar="DIR",
+                   help="go on with the launch comparison in DIR (its --out) in a new VM session: its plan, profile "
+                        "and time scale, only the cells no earlier session finished; the table is then the whole "
+                        "run's (a comparison of all four backgrounds takes longer than one sitting)")
     r = p.add_argument_group("--experiment qasio (--schedulers then lists runs: smartio:DEPENDENCY with DEPENDENCY "
                              "none, all, meta, data, sync or discard, and none, mq-deadline, kyber, bfq; default "
                              + ",".join(qa.DEFAULT_RUNS) + ")")
@@ -153,6 +157,22 @@ def _clock(a: argparse.Namespace) -> float | None:
     return 1.0 if a.scheduler_clock == "guest" else None
 
 
+def _check_resume(a: argparse.Namespace) -> None:
+    """--resume takes the plan from the run it resumes: it is refused beside anything that would change it."""
+    if a.experiment != "launch":
+        raise UsageError("--resume", a.resume, "applies to --experiment launch only")
+    if not a.resume.is_dir():
+        raise UsageError("--resume", a.resume, "is not a directory (give the --out of a launch comparison)")
+    given = [flag for flag, v in (("--schedulers", a.schedulers), ("--apps", a.apps), ("--backgrounds", a.backgrounds),
+                                  ("--caches", a.caches), ("--modes", a.modes), ("--repeats", a.repeats),
+                                  ("--headline-repeats", a.headline_repeats), ("--replay-repeats", a.replay_repeats),
+                                  ("--out", a.out), ("--scheduler-clock", a.scheduler_clock)) if v is not None]
+    if a.quick:
+        given.append("--quick")
+    if given:
+        raise UsageError("--resume", a.resume, f"takes the plan of the run it resumes; drop {', '.join(given)}")
+
+
 def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, Path]], Any, Callable[[dict], str]]:
     """The runner, plan and renderer of an experiment with a guest side of its own (launch, qasio, sqlite)."""
     if a.experiment == "launch":
@@ -180,6 +200,14 @@ def compare(a: argparse.Namespace) -> int:
 
 
 def _compare(a: argparse.Namespace) -> int:
+    if a.resume is not None:
+        _check_resume(a)
+        doc, out = la.run_launch_compare(None, profile=a.profile, out=None,
+                                         timeout=a.timeout, command=command_line(), stream=sys.stderr.buffer,
+                                         resume=a.resume)
+        print(la.render(doc))
+        print(f"\ncompare.json and {', '.join(Path(p).name for p in doc['plots'])} in {out}", file=sys.stderr)
+        return 0
     if a.experiment in ("launch", "qasio", "sqlite"):
         run, plan, render_doc = _guest_experiment(a)
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,

@@ -20,6 +20,7 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -49,6 +50,7 @@ INSTALLED_WARM_RUNS = 5
 INSTALLED_REFILLED_RUNS = 3
 DISK_SIZE = 1 << 30
 GUEST_FILE, RUNS_DIR, TRACES_DIR = "launch-guest.json", "runs", "traces"
+START_FILE = "launch-run.json"      # the run's plan, profile and time scale, written first: what --resume needs
 HEADLINE_BG = "seq-write"
 # The headline is computed from the cold real launches, idle and beside HEADLINE_BG (cells "app.cold.<bg>.real").
 HEADLINE_CACHE, HEADLINE_MODE, HEADLINE_BGS = "cold", "real", ("none", HEADLINE_BG)
@@ -76,6 +78,8 @@ class LaunchPlan(JsonPlan):
     warmup_s: float = 1.0
     nr_requests: int = DEFAULT_NR_REQUESTS
     clock_scale: float | None = None     # schedulers' time tunables times this; None: the profile's time scale
+    # Cells an earlier session of this run measured (--resume; cell_id each), which the guest skips.
+    done: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from smartio.launch.apps import APPS as KNOWN
@@ -98,6 +102,10 @@ class LaunchPlan(JsonPlan):
         """(app, cache, background, mode), in run order under each scheduler."""
         return [(a, c, b, m) for a in self.apps for c in self.caches for b in self.backgrounds for m in self.modes]
 
+    def steps(self) -> list[tuple[SchedulerSpec, tuple[str, str, str, str]]]:
+        """(scheduler, cell) in run order: each scheduler's cells in turn, less those in `done`."""
+        return [(s, c) for s in self.schedulers for c in self.cells() if cell_id(s.label, *c) not in self.done]
+
     def repeats_of(self, cache: str, bg: str, mode: str) -> int:
         """Launches timed in a cell: `headline_repeats` in the headline's cells and `replay_repeats` in the cold
         replay cells, where set, else `repeats`."""
@@ -107,6 +115,11 @@ class LaunchPlan(JsonPlan):
             return self.replay_repeats
         return self.repeats
 
+
+
+def cell_id(label: str, app: str, cache: str, bg: str, mode: str) -> str:
+    """A cell of a scheduler, as LaunchPlan.done names it: its run file's name without the directory."""
+    return Path(run_file(label, app, cache, bg, mode)).stem
 
 
 def is_headline_cell(cache: str, bg: str, mode: str) -> bool:
@@ -150,7 +163,11 @@ def guest_main(argv: list[str]) -> int:
         target = open_target(MOUNT, writes=True, destroy_data=False)
         installs: dict[str, tuple[Trace, Installed, Layout, str, list[str]]] = {}
         cold_extra: dict[str, float] = {}       # per application: refilled launch - warm launch, s (>= 0)
-        for name in plan.apps:
+        steps = plan.steps()
+        rec["skipped"] = len(plan.schedulers) * len(plan.cells()) - len(steps)
+        if rec["skipped"]:
+            say(f"{rec['skipped']} cells measured in an earlier session of this run; {len(steps)} to go")
+        for name in [a for a in plan.apps if any(c[0] == a for _, c in steps)]:
             app = APPSET[name]
             why = app.available()
             if why:
@@ -198,7 +215,6 @@ def guest_main(argv: list[str]) -> int:
                                  "readahead": trace.header["readahead"],
                                  "ops_by_kind": dict(collections.Counter(o.op for o in trace.ops))}
         warm_up(DEVICE)
-        steps = [(s, c) for s in plan.schedulers for c in plan.cells()]
         for i, (spec, (name, cache, bg, mode)) in enumerate(steps, 1):
             if i == 1 or steps[i - 2][0] != spec:
                 switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
@@ -273,18 +289,20 @@ def _gmean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def assemble(plan: LaunchPlan, guest_out: Path, *, profile: Any, command: str, started: str,
+def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, command: str, started: str,
              vm_result: Any | None) -> dict[str, Any]:
-    """One document from the guest's run files (pure: tests feed it recorded ones)."""
+    """One document from the guest's run files (pure: tests feed it recorded ones). `guest_out`: the guest's output
+    directory, or those of every session of a resumed run, in order (a cell measured twice counts from the last)."""
+    outs = guest_out if isinstance(guest_out, list) else [guest_out]
     cells: dict[str, dict[str, Any]] = {}
     missing = []
     for spec in plan.schedulers:
         for app, cache, bg, mode in plan.cells():
-            f = guest_out / run_file(spec.label, app, cache, bg, mode)
-            if not f.exists():
+            found = [f for o in outs if (f := o / run_file(spec.label, app, cache, bg, mode)).exists()]
+            if not found:
                 missing.append(f"{spec.label} {app} {cache} {bg} {mode}")
                 continue
-            d = json.loads(f.read_text())
+            d = json.loads(found[-1].read_text())
             cells.setdefault(spec.label, {})[f"{app}.{cache}.{bg}.{mode}"] = d["results"]
     headline: dict[str, Any] = {}
     none = cells.get("none", {})
@@ -304,19 +322,33 @@ def assemble(plan: LaunchPlan, guest_out: Path, *, profile: Any, command: str, s
         headline[spec.label] = {"cold_bg_over_idle": _gmean(ratios), "cold_bg_ms": busy_ms,
                                 "cold_bg_over_idle_ci95": ci and [round(x, 4) for x in ci],
                                 "cold_bg_over_none_ci95": ci_none and [round(x, 4) for x in ci_none]}
-    gfile = guest_out / GUEST_FILE
-    record = json.loads(gfile.read_text()) if gfile.exists() else None
+    records = [json.loads(g.read_text()) if (g := o / GUEST_FILE).exists() else None for o in outs]
+    record = records[-1]
+    apps: dict[str, Any] = {}
+    for r in records:                       # an application as its latest session recorded and installed it
+        apps.update((r or {}).get("apps") or {})
+    doc_plan = json.loads(dataclasses.replace(plan, done=()).to_json())
     return {
-        "kind": "compare", "experiment": "launch", "plan": json.loads(plan.to_json()),
+        "kind": "compare", "experiment": "launch", "plan": doc_plan,
         "profile": profile.record(),
         "kernel": vm_result.kernel if vm_result else None, "accel": vm_result.accel if vm_result else None,
         "host_load": vm_result.host_load if vm_result else None,
         "command": command, "started": started,
         "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
-        "apps": record and record.get("apps"), "device": record and {"before": record["before"],
-                                                                      "after": record["after"]},
+        "apps": apps or None, "device": record and {"before": record["before"], "after": record["after"]},
+        "sessions": [_session(o, r) for o, r in zip(outs, records, strict=True)] if len(outs) > 1 else None,
         "missing": missing, "headline": headline, "cells": cells,
     }
+
+
+def _session(guest_out: Path, record: dict[str, Any] | None) -> dict[str, Any]:
+    """One session of a resumed run: its VM's run.json (when it ended, for how long, on what) and what it measured."""
+    vm_dir = guest_out.parent
+    run = json.loads((vm_dir / "run.json").read_text()) if (vm_dir / "run.json").exists() else {}
+    return {"artifacts": vm_dir.name, "started": run.get("started"), "duration_s": run.get("duration_s"),
+            "kernel": run.get("kernel"), "host_load": run.get("host_load"), "failure": run.get("failure"),
+            "cells": len(list((guest_out / RUNS_DIR).glob("*.json"))), "skipped": (record or {}).get("skipped"),
+            "apps": sorted((record or {}).get("apps") or {})}
 
 
 def headline_line(doc: dict[str, Any]) -> str:
@@ -435,7 +467,11 @@ def render(doc: dict[str, Any]) -> str:
                                             if hr and hr != plan["repeats"] else "") \
         + (f", {rr} in the cold replay cells" if rr and rr != plan["repeats"] else "")
     lines = [f"Launch time per scheduler (ms, mean over {over}), profile {doc['profile']['name']} "
-             f"({device_line(doc['profile'])}); {clock_text(plan)}; kernel {doc.get('kernel')}", ""]
+             f"({device_line(doc['profile'])}); {clock_text(plan)}; kernel {doc.get('kernel')}"]
+    if sessions := doc.get("sessions"):
+        lines.append("  resumed: " + "; ".join(f"{s['artifacts']} started {s.get('started')}, {s['cells']} cells"
+                                               for s in sessions))
+    lines.append("")
     cols = [(a, c, b, m) for a in plan["apps"] for c in plan["caches"] for b in plan["backgrounds"]
             for m in plan["modes"]]
     header = ["scheduler", *[f"{a} {c} {b} {m}" for a, c, b, m in cols], f"cold {HEADLINE_BG}/idle"]
@@ -539,23 +575,70 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def run_launch_compare(plan: LaunchPlan, *, profile: str, out: Path | None, timeout: float, command: str,
+def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | None, timeout: float, command: str,
                        time_scale: float | None = DEFAULT_TIME_SCALE,
-                       stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    from smartio.compare.run import DOCUMENT, module_for, run_in_guest, vm_profile
+                       stream: IO[bytes] | None | Literal["stdout"] = "stdout",
+                       resume: Path | None = None) -> tuple[dict, Path]:
+    """Run the plan in one VM session; or, with `resume` (an earlier run's directory, whose plan, profile and time
+    scale then replace the arguments), one more session that measures only the cells the earlier ones did not
+    finish. The document is assembled from every session's cells."""
+    from smartio.compare.run import DOCUMENT, module_for, new_out_dir, run_in_guest, session_dirs, vm_profile
 
-    prof = vm_profile(profile, timeout, time_scale)
-    plan = with_clock(plan, prof)
+    if resume is None:
+        if plan is None:
+            raise ValueError("a plan, or a run to resume")
+        prof = vm_profile(profile, timeout, time_scale)
+        plan = with_clock(plan, prof)
+        out_dir = new_out_dir(out)
+        (out_dir / START_FILE).write_text(json.dumps({"plan": json.loads(plan.to_json()), "profile": profile,
+                                                      "time_scale": time_scale, "command": command}, indent=2) + "\n")
+        guest_plan = plan
+    else:
+        out_dir = resume.resolve()
+        plan, profile, time_scale = resumed_plan(out_dir)
+        prof = vm_profile(profile, timeout, time_scale)
+        done = sorted({f.stem for d in session_dirs(out_dir) for f in (d / "out" / RUNS_DIR).glob("*.json")})
+        guest_plan = dataclasses.replace(plan, done=tuple(done))
+        left = len(plan.schedulers) * len(plan.cells()) - len(done)
+        print(f"smartio compare: resuming {out_dir}: {len(done)} cells measured in {len(session_dirs(out_dir))} "
+              f"session(s), {left} to go", file=sys.stderr, flush=True)
+        if left <= 0:
+            doc = assemble(plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
+                           started=json.loads((out_dir / DOCUMENT).read_text()).get("started", "")
+                           if (out_dir / DOCUMENT).exists() else "", vm_result=None)
+            doc["plots"] = [str(plot(doc, out_dir / PLOT_FILE))]
+            (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+            return doc, out_dir
     modules = module_for(s.name for s in plan.schedulers)
-    doc, out_dir = run_in_guest("smartio.compare.launch", plan.to_json(),
-                                lambda guest_out, result, started: assemble(plan, guest_out, profile=prof,
-                                                                            command=command, started=started,
-                                                                            vm_result=result),
-                                profile=prof, out=out, timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
-                                modules=modules)
+    doc, out_dir = run_in_guest("smartio.compare.launch", guest_plan.to_json(),
+                                lambda guest_out, result, started: assemble(
+                                    plan, [d / "out" for d in session_dirs(guest_out.parent.parent)], profile=prof,
+                                    command=command, started=started, vm_result=result),
+                                profile=prof, out=out_dir, timeout=timeout, stream=stream, disks=1,
+                                disk_size=DISK_SIZE, modules=modules, existing_out=True)
     doc["plots"] = [str(plot(doc, out_dir / PLOT_FILE))]
     (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
     return doc, out_dir
+
+
+def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None]:
+    """The plan, profile and time scale of the run in `out_dir` (START_FILE; for a run made before it was
+    written, its compare.json), for --resume."""
+    from smartio.compare.run import DOCUMENT
+
+    path = out_dir / START_FILE
+    try:
+        if path.exists():
+            d = json.loads(path.read_text())
+            return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"], d["time_scale"]
+        if (path := out_dir / DOCUMENT).exists():
+            d = json.loads(path.read_text())
+            if d.get("experiment") == "launch":
+                return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"]["name"], d["profile"]["time_scale"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError("--resume", out_dir, f"cannot read {path}: {e}") from e
+    raise UsageError("--resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "
+                     f"{DOCUMENT})")
 
 
 if __name__ == "__main__":

@@ -177,19 +177,23 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
 
 def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.VmResult | None, str], dict],
                  *, profile: Any, out: Path | None, timeout: float,
-                 stream: IO[bytes] | None | Literal["stdout"], **vm_args: Any) -> tuple[dict, Path]:
+                 stream: IO[bytes] | None | Literal["stdout"], existing_out: bool = False,
+                 **vm_args: Any) -> tuple[dict, Path]:
     """Boot the testbed once and run `python -m MODULE PLAN_JSON OUT` in the guest (an experiment's guest side),
     then build the document with assemble_doc(guest out dir, VM result or None, start time) into compare.json:
-    also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json."""
+    also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json.
+    existing_out: `out` is made already (and may hold an earlier session's run, which this one resumes); this
+    session's VM artifacts go to the next free vm-<n> in it (session_dirs)."""
     check_testbed()
-    out_dir = new_out_dir(out)
+    out_dir = out.resolve() if existing_out and out is not None else new_out_dir(out)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", module, plan_json, initramfs.GUEST_OUT]
     doc_path = out_dir / DOCUMENT
+    artifacts = out_dir / (f"vm-{len(session_dirs(out_dir)) + 1}" if session_dirs(out_dir) else "vm")
     try:
-        result = vm.run(argv, profile=profile, timeout=timeout, artifacts=out_dir / "vm", stream=stream, **vm_args)
+        result = vm.run(argv, profile=profile, timeout=timeout, artifacts=artifacts, stream=stream, **vm_args)
     except KeyboardInterrupt:
-        guest_out = out_dir / "vm" / "out"
+        guest_out = artifacts / "out"
         if guest_out.is_dir():
             doc_path.write_text(json.dumps(assemble_doc(guest_out, None, started), indent=2) + "\n")
             print(f"smartio compare: interrupted; what was measured is in {doc_path}", file=sys.stderr)
@@ -202,6 +206,16 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
         raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
                            f"see {result.output_log}; what was measured is in {doc_path}")
     return doc, out_dir
+
+
+def session_dirs(out_dir: Path) -> list[Path]:
+    """The VM artifact directories of a run's sessions, in order: vm, then vm-2, vm-3, ... of each --resume."""
+    def number(p: Path) -> int:
+        return 1 if p.name == "vm" else int(p.name[3:])
+
+    found = [p for p in out_dir.glob("vm*") if p.is_dir() and (p.name == "vm" or
+                                                                 (p.name.startswith("vm-") and p.name[3:].isdigit()))]
+    return sorted(found, key=number)
 
 
 def guest_entry(main: Callable[[list[str]], int]) -> None:
