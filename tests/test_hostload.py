@@ -21,18 +21,18 @@ def test_busy_jiffies_leave_out_idle_and_iowait():
 
 
 def test_tree_jiffies_sums_the_root_and_its_descendants_only(tmp_path):
-    def proc(pid: int, comm: str, ppid: int, utime: int, stime: int) -> None:
+    def proc(pid: int, comm: str, ppid: int, utime: int, stime: int, reaped: int = 0) -> None:
         (tmp_path / str(pid)).mkdir()
-        rest = ["S", str(ppid), *["0"] * 9, str(utime), str(stime), "0", "0"]
+        rest = ["S", str(ppid), *["0"] * 9, str(utime), str(stime), str(reaped), "0"]
         (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(rest)}\n")
 
     proc(1, "init", 0, 1000, 1000)
-    proc(10, "python3", 1, 5, 5)             # the root
+    proc(10, "python3", 1, 5, 5, reaped=40)  # the root, with children it reaped
     proc(11, "qemu (x) y)", 10, 300, 100)    # a comm with spaces and ')'
     proc(12, "virtiofsd", 11, 7, 3)          # a grandchild
     proc(20, "make", 1, 50, 50)              # not ours
     (tmp_path / "self").mkdir()              # not a process
-    assert hostload.tree_jiffies(10, tmp_path) == 10 + 400 + 10
+    assert hostload.tree_jiffies(10, tmp_path) == 10 + 40 + 400 + 10
     assert hostload.tree_jiffies(20, tmp_path) == 100
 
 
@@ -59,6 +59,17 @@ def test_a_busy_child_counts_as_ours(tmp_path):
     rows = _sampled(tmp_path, detached=False)
     ours = sum(r[3] * r[1] for r in rows) / sum(r[1] for r in rows)
     assert ours > 0.4          # the child burns one CPU for most of the window
+
+
+def test_a_child_reaped_between_two_samples_still_counts_as_ours(tmp_path):
+    """A run shorter than the interval (a testbed boot of 4.5 s in CI): QEMU has exited and been reaped by the last
+    sample, and its time is in this process's cutime/cstime then."""
+    with hostload.HostLoad(tmp_path / "load.csv", interval_s=30) as load:
+        p = _burner(1.0, detached=False)
+        p.wait()
+    assert len(load.rows) == 1
+    _, dt, busy, ours, _ = load.rows[0]
+    assert ours * dt > 0.5 and ours <= busy + 0.05
 
 
 def test_a_busy_process_outside_the_tree_counts_as_other(tmp_path):

@@ -37,7 +37,9 @@ def busy_jiffies(stat_text: str) -> int:
 
 
 def tree_jiffies(root: int, proc: Path = PROC) -> int:
-    """utime + stime of `root` and every live descendant of it (all their threads)."""
+    """utime + stime of `root` and every live descendant of it (all their threads), and cutime + cstime of each:
+    what their children that exited and were reaped used. A process's time then moves from its own fields to its
+    parent's when it is reaped, and stays counted: QEMU reaped before a run's last sample is still the run's."""
     parent: dict[int, int] = {}
     jiffies: dict[int, int] = {}
     for d in proc.iterdir():
@@ -49,7 +51,7 @@ def tree_jiffies(root: int, proc: Path = PROC) -> int:
             continue
         rest = text[text.rindex(")") + 2:].split()     # after "pid (comm) "; comm may hold spaces and ')'
         parent[int(d.name)] = int(rest[1])
-        jiffies[int(d.name)] = int(rest[11]) + int(rest[12])
+        jiffies[int(d.name)] = int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])
     total = 0
     for pid, t in jiffies.items():
         p, seen = pid, 0
