@@ -166,6 +166,23 @@ def test_launch_run_with_readahead_operations_and_the_host_load_reprints() -> No
     assert editor["readahead"] == "kprobe page_cache_async_ra" and editor["ops_by_kind"]["readahead"] == 10
 
 
+def test_launch_run_with_a_time_breakdown_reprints_it() -> None:
+    # tests/data/launch/breakdown-20261127: vim cold, idle and beside seq-write, real and replayed, 6 launches per cell
+    # under mq-deadline, kyber and smartio, each launch with its CPU time (and a replay's time by kind of operation).
+    # Replay is within 15 % in both cells; the table sets both modes' CPU time beside their reads.
+    data = REPO / "tests/data/launch/breakdown-20261127"
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(data)], capture_output=True, text=True)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    rows = {ln.split("  ")[0]: ln for ln in p.stdout.splitlines() if ln.startswith("editor cold ")}
+    assert "0.98 [0.89, 1.06]" in rows["editor cold none"] and rows["editor cold none"].endswith("0.88 / 0.75")
+    assert "1.04 [0.97, 1.12]" in rows["editor cold seq-write"]
+    assert "in 2 of 2 cells" in p.stdout
+    cells = json.loads((data / "compare.json").read_text())["cells"]
+    assert set(cells["kyber"]["editor.cold.none.replay"]["breakdown_s"]) == {
+        "think", "metadata", "fault", "readahead", "read", "write", "sync", "cpu"}
+    assert set(cells["kyber"]["editor.cold.none.real"]["breakdown_s"]) == {"cpu"}
+
+
 def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
     # Issue 14: the comparison prints a table and a plot. A run writes launch.png beside compare.json; --analyze
     # --plot draws it from a recorded run. The PNG says what it shows in its Description chunk.

@@ -390,7 +390,8 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
     schedulers of replay / real time with its 95 % interval (Welch's, over every scheduler's launches), the
     verdict "yes" (the interval inside 1 ± REPLAY_TOLERANCE), "no" (outside it) or "undecided" (straddling an
     edge; from the means alone, yes or no, where a run kept no launch times), and both launches' disk reads per
-    launch (requests, KiB: means over the schedulers), where the run recorded them."""
+    launch (requests, KiB: means over the schedulers) and their CPU time (s, the same), where the run recorded
+    them."""
     plan = doc["plan"]
     out: list[dict[str, Any]] = []
     if not {"real", "replay"} <= set(plan["modes"]):
@@ -401,6 +402,7 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 ratios: list[float] = []
                 pairs: list[tuple[list[float], list[float]]] = []
                 io: dict[str, list[tuple[float, float]]] = {"real": [], "replay": []}
+                cpu: dict[str, list[float]] = {"real": [], "replay": []}
                 for label in plan["schedulers"]:
                     cell = doc["cells"].get(label, {})
                     real, rep = cell.get(f"{a}.{c}.{b}.real"), cell.get(f"{a}.{c}.{b}.replay")
@@ -411,6 +413,8 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     for m, r in (("real", real), ("replay", rep)):
                         if "disk_read_requests" in r:
                             io[m].append((r["disk_read_requests"]["mean"], r["disk_read_kib"]["mean"]))
+                        if "cpu" in r.get("breakdown_s", {}):
+                            cpu[m].append(r["breakdown_s"]["cpu"]["mean"])
                 ratio = _gmean(ratios)
                 if ratio is None:
                     continue
@@ -428,6 +432,9 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     if v:
                         row[f"{m}_read_requests"] = sum(x for x, _ in v) / len(v)
                         row[f"{m}_read_kib"] = sum(y for _, y in v) / len(v)
+                for m, secs in cpu.items():
+                    if secs:
+                        row[f"{m}_cpu_s"] = sum(secs) / len(secs)
                 out.append(row)
     return out
 
@@ -439,6 +446,7 @@ def fidelity_lines(doc: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     has_io = any("real_read_requests" in r for r in rows)
+    has_cpu = any("real_cpu_s" in r for r in rows)
 
     def io(r: dict[str, Any], m: str) -> str:
         n = r.get(f"{m}_read_requests")
@@ -449,10 +457,16 @@ def fidelity_lines(doc: dict[str, Any]) -> list[str]:
         ci = r["ci95"]
         return f"{r['replay_over_real']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
+    def cpu(r: dict[str, Any]) -> str:
+        a, b = r.get("real_cpu_s"), r.get("replay_cpu_s")
+        return "-" if a is None or b is None else f"{a:.2f} / {b:.2f}"
+
     table = grid(["replay against real", "replay/real [95 % CI]", pct,
-                  *(["real reads (requests / MiB)", "replay reads"] if has_io else [])],
+                  *(["real reads (requests / MiB)", "replay reads"] if has_io else []),
+                  *(["CPU s, real / replay"] if has_cpu else [])],
                  [[f"{r['app']} {r['cache']} {r['background']}", ratio(r), r["within"],
-                   *([io(r, "real"), io(r, "replay")] if has_io else [])] for r in rows])
+                   *([io(r, "real"), io(r, "replay")] if has_io else []), *([cpu(r)] if has_cpu else [])]
+                  for r in rows])
     n = {v: sum(r["within"] == v for r in rows) for v in ("yes", "no", "undecided")}
     return ["", table, f"  replay {pct} of the real launch (geometric mean over the schedulers, decided by its 95 % "
             f"interval) in {n['yes']} of {len(rows)} cells; not within in {n['no']}, undecided in {n['undecided']}"]
