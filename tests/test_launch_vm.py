@@ -21,7 +21,7 @@ MODULE = Path(__file__).resolve().parents[1] / "kernel" / "smartio-iosched.ko"
 SCHEDULERS = ["none", "mq-deadline", "kyber", "bfq", "smartio"]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(520)
 def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
     if not MODULE.is_file():
         pytest.skip(f"{MODULE} is not built (make module)")
@@ -57,3 +57,16 @@ def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
         if r["state"]["scheduler"] in scaled:
             name, value = scaled[r["state"]["scheduler"]]
             assert r["state"]["tunables"][name] == value, (r["state"]["scheduler"], r["state"]["tunables"])
+    # --resume: a cell whose run file is gone (as a killed session leaves it) is measured in a new session, vm-2,
+    # and only that one; the guest installs only the application it needs.
+    (out / "vm" / "out" / "runs" / "kyber.editor.cold.none.real.json").unlink()
+    p = subprocess.run([sys.executable, "-m", "smartio", "compare", "--experiment", "launch", "--resume", str(out)],
+                       capture_output=True, text=True, timeout=200,
+                       env={**os.environ, "SMARTIO_DB": str(tmp_path / "host.db")})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "4 cells measured in 1 session(s), 1 to go" in p.stderr
+    again = json.loads((out / "vm-2" / "out" / "launch-guest.json").read_text())
+    assert [r["scheduler"] for r in again["runs"]] == ["kyber"] and again["skipped"] == 4
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["missing"] == [] and [s["artifacts"] for s in doc["sessions"]] == ["vm", "vm-2"]
+    assert "resumed: vm started" in p.stdout
