@@ -602,34 +602,33 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         if plan is None:
             raise ValueError("a plan, or a run to resume")
         prof = vm_profile(profile, timeout, time_scale)
-        plan = with_clock(plan, prof)
+        run_plan = with_clock(plan, prof)
         out_dir = new_out_dir(out)
-        (out_dir / START_FILE).write_text(json.dumps({"plan": json.loads(plan.to_json()), "profile": profile,
+        (out_dir / START_FILE).write_text(json.dumps({"plan": json.loads(run_plan.to_json()), "profile": profile,
                                                       "time_scale": time_scale, "command": command}, indent=2) + "\n")
-        guest_plan = plan
+        guest_plan = run_plan
     else:
         out_dir = resume.resolve()
-        plan, profile, time_scale = resumed_plan(out_dir)
+        run_plan, profile, time_scale = resumed_plan(out_dir)
         prof = vm_profile(profile, timeout, time_scale)
         done = sorted({f.stem for d in session_dirs(out_dir) for f in (d / "out" / RUNS_DIR).glob("*.json")})
-        guest_plan = dataclasses.replace(plan, done=tuple(done))
-        left = len(plan.schedulers) * len(plan.cells()) - len(done)
+        guest_plan = dataclasses.replace(run_plan, done=tuple(done))
         print(f"smartio compare: resuming {out_dir}: {len(done)} cells measured in {len(session_dirs(out_dir))} "
-              f"session(s), {left} to go", file=sys.stderr, flush=True)
-        if left <= 0:
-            doc = assemble(plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
-                           started=json.loads((out_dir / DOCUMENT).read_text()).get("started", "")
-                           if (out_dir / DOCUMENT).exists() else "", vm_result=None)
-            doc["plots"] = [str(plot(doc, out_dir / PLOT_FILE))]
-            (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
-            return doc, out_dir
-    modules = module_for(s.name for s in plan.schedulers)
-    doc, out_dir = run_in_guest("smartio.compare.launch", guest_plan.to_json(),
-                                lambda guest_out, result, started: assemble(
-                                    plan, [d / "out" for d in session_dirs(guest_out.parent.parent)], profile=prof,
-                                    command=command, started=started, vm_result=result),
-                                profile=prof, out=out_dir, timeout=timeout, stream=stream, disks=1,
-                                disk_size=DISK_SIZE, modules=modules, existing_out=True)
+              f"session(s), {len(guest_plan.steps())} to go", file=sys.stderr, flush=True)
+
+    def whole_run(result: Any, started: str) -> dict[str, Any]:
+        """The document from every session's run files."""
+        return assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
+                        started=started, vm_result=result)
+
+    if guest_plan.steps():
+        doc, _ = run_in_guest("smartio.compare.launch", guest_plan.to_json(),
+                              lambda _out, result, started: whole_run(result, started), profile=prof, out=out_dir,
+                              timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
+                              modules=module_for(s.name for s in run_plan.schedulers), existing_out=True)
+    else:                                   # every cell measured already: no VM, the document from what is there
+        earlier = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else {}
+        doc = whole_run(None, earlier.get("started", ""))
     doc["plots"] = [str(plot(doc, out_dir / PLOT_FILE))]
     (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
     return doc, out_dir

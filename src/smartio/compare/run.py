@@ -189,7 +189,8 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", module, plan_json, initramfs.GUEST_OUT]
     doc_path = out_dir / DOCUMENT
-    artifacts = out_dir / (f"vm-{len(session_dirs(out_dir)) + 1}" if session_dirs(out_dir) else "vm")
+    earlier = len(session_dirs(out_dir))
+    artifacts = out_dir / (f"vm-{earlier + 1}" if earlier else "vm")
     try:
         result = vm.run(argv, profile=profile, timeout=timeout, artifacts=artifacts, stream=stream, **vm_args)
     except KeyboardInterrupt:

@@ -227,7 +227,7 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
     walls: list[float] = []
     bg_mib_s: list[float] = []
     reads: list[tuple[int, int]] = []        # per launch: read requests, sectors (disk_reads)
-    spent: list[dict[str, float]] = []       # per launch, where a replay's time went (Replayer.last_breakdown)
+    spent: list[dict[str, float]] = []       # per launch, where its time went (the launcher's last_breakdown)
     steps = settings.repeats + settings.warmup
     label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
     def timed() -> None:
