@@ -262,24 +262,31 @@ def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
 
 @pytest.mark.parametrize("run, last_line, verdicts", [
     # 2026-11-25, `--repeats 6 --repeats-4 5`, commit af811fe
-    ("bench-full-run", "targets_met=14/34 undecided=17 ci_max_halfwidth_pct=64.7 smartio_read_slowdown_seq=2.024",
+    ("bench-full-run", "smartio_read_slowdown_seq=2.024 best_other_read_slowdown_seq=5.166 "
+     "smartio_write_slowdown_seq=1.542 smartio_efficiency=1.144 best_other_efficiency=1.057 targets_met=14/34 "
+     "ci_max_halfwidth_pct=64.7 undecided=17",
      {"  mixed seq 90% reads": " NOT met", "  mixed rand 50% reads": " met"}),
     # 2026-11-26, `--repeats 8 --repeats-4 5`, commit 245e8f1 (a reader's own writes unheld: rule 9)
-    ("bench-run-20261126", "targets_met=20/34 undecided=12 ci_max_halfwidth_pct=123.6 "
-     "smartio_read_slowdown_seq=1.951", {"  mixed seq 90% reads": " undecided", "  mixed rand 50% reads": " met",
-                                         "  4R4W rand efficiency, highest of all": " undecided"}),
+    ("bench-run-20261126", "smartio_read_slowdown_seq=1.951 best_other_read_slowdown_seq=4.918 "
+     "smartio_write_slowdown_seq=1.550 smartio_efficiency=1.162 best_other_efficiency=1.045 targets_met=20/34 "
+     "ci_max_halfwidth_pct=123.6 undecided=12",
+     {"  mixed seq 90% reads": " undecided", "  mixed rand 50% reads": " met",
+      "  4R4W rand efficiency, highest of all": " undecided"}),
     # 2026-11-26, `--repeats 8 --repeats-4 5`, commit 7be7715 (the model's merged requests charged as a stream after
     # their first page, rule 10): 1R1W rand and 4R4W met; the stock schedulers, which merge writes, now tie or beat
     # smartio in the mixed workload
-    ("bench-run-20261126j", "targets_met=17/34 undecided=6 ci_max_halfwidth_pct=24.9 "
-     "smartio_read_slowdown_seq=1.823", {"  1R1W rand read slowdown ": " met", "  mixed rand 10% reads": " NOT met",
-                                         "  4R4W rand efficiency, highest of all": " met"}),
+    ("bench-run-20261126j", "smartio_read_slowdown_seq=1.823 best_other_read_slowdown_seq=5.308 "
+     "smartio_write_slowdown_seq=1.532 smartio_efficiency=1.203 best_other_efficiency=1.056 targets_met=17/34 "
+     "ci_max_halfwidth_pct=24.9 undecided=6",
+     {"  1R1W rand read slowdown ": " met", "  mixed rand 10% reads": " NOT met",
+      "  4R4W rand efficiency, highest of all": " met"}),
     # 2026-11-27, `--repeats 8 --repeats-4 5`, commit caf0bad (`profile --apply` writes write_merge_max_kb=0): all
     # nine random mixes met; the sequential ones tie, which the model with merging says is all any order can do
-    ("bench-run-20261127", "targets_met=21/34 undecided=4 ci_max_halfwidth_pct=53.1 "
-     "smartio_read_slowdown_seq=1.930", {"  mixed rand 10% reads": " met", "  mixed seq 10% reads": " NOT met",
-                                         "  1R1W rand read slowdown ": " undecided",
-                                         "  4R4W seq efficiency, highest of all": " undecided"}),
+    ("bench-run-20261127", "smartio_read_slowdown_seq=1.930 best_other_read_slowdown_seq=4.824 "
+     "smartio_write_slowdown_seq=1.541 smartio_efficiency=1.174 best_other_efficiency=1.052 targets_met=21/34 "
+     "ci_max_halfwidth_pct=53.1 undecided=4",
+     {"  mixed rand 10% reads": " met", "  mixed seq 10% reads": " NOT met", "  1R1W rand read slowdown ": " undecided",
+      "  4R4W seq efficiency, highest of all": " undecided"}),
 ])
 def test_compare_schedulers_analyze_reprints_a_recorded_run(run: str, last_line: str,
                                                            verdicts: dict[str, str]) -> None:

@@ -5,6 +5,7 @@ both experiments, recorded with `smartio compare --schedulers mq-deadline,smarti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -57,6 +58,13 @@ def test_plan_travels_as_json():
     assert plan.bench_args("slowdown") == ["--target", "/dev/vda", "--destroy-data", "--streams", "4",
                                            "--repeats", "2", "--size", "1M"]
     assert plan.bench_args("mixed")[-2:] == ["--mixes", "10,90"]
+    # the bench scripts' mixed workload with its own size and repeats; the slowdown runs keep theirs
+    both = dataclasses.replace(plan, mixed_size="512K", mixed_repeats=8)
+    assert Plan.from_json(both.to_json()) == both
+    assert both.bench_args("mixed")[-6:] == ["--repeats", "8", "--size", "512K", "--mixes", "10,90"]
+    assert both.bench_args("slowdown")[-4:] == ["--repeats", "2", "--size", "1M"]
+    with pytest.raises(UsageError, match="--repeats-mixed"):
+        dataclasses.replace(plan, mixed_repeats=0)
 
 
 @pytest.mark.parametrize("argv, flag, words", [
@@ -155,3 +163,13 @@ def test_guest_keeps_the_schedulers_counters_after_a_run(tmp_path, monkeypatch):
     dev = Device(name="vda", disk="vda", size=1 << 30, major_minor="254:0")
     assert guest.scheduler_counters(dev) == {"stats": "be read inserted=10\npacing paced_writes=3", "phase": "read"}
     assert guest.scheduler_counters(Device(name="vdb", disk="vdb", size=1, major_minor="254:16")) == {}
+
+
+def test_header_names_the_mixed_workloads_own_repeats():
+    """bench/compare-schedulers --repeats-mixed: the tables say how many repeats each experiment had."""
+    doc = json.loads((Path(__file__).parent / "data/compare/bench-run-20261127/1r1w/compare.json").read_text())
+    assert "; repeats: 8\n" in report.render(doc) + "\n"
+    for runs in doc["runs"].values():
+        runs["mixed"]["settings"]["repeats"] = 4
+    text = report.render(doc)
+    assert "repeats: 8 slowdown, 4 mixed" in text and "; repeats: 8\n" not in text + "\n"

@@ -16,11 +16,21 @@ from smartio.units import mib
 MODES = ("seq", "rand")
 
 
+def _repeats(doc: dict[str, Any], experiment: str) -> Any:
+    """The repeats of an experiment's runs, as its first run's settings say (the mixed workload may have its own)."""
+    run = next((d[experiment] for d in doc["runs"].values() if experiment in d), None)
+    return ((run or {}).get("settings") or doc["settings"] or {}).get("repeats", "?")
+
+
 def _header(doc: dict[str, Any]) -> str:
-    p, s = doc["profile"], doc["settings"] or {}
+    p = doc["profile"]
     disks = f", disks over {doc['disk_transport']}" if doc.get("disk_transport") else ""
+    experiments = [e for e in ("slowdown", "mixed") if any(e in d for d in doc["runs"].values())]
+    counts = {e: _repeats(doc, e) for e in experiments}
+    repeats = (", ".join(f"{n} {e}" for e, n in counts.items()) if len(set(map(str, counts.values()))) > 1
+               else next(iter(counts.values()), (doc["settings"] or {}).get("repeats", "?")))
     return (f"  profile {p['name']} ({device_line(p)}{disks}); "
-            f"kernel {doc['kernel']}; {doc['fio_version']}; repeats: {s.get('repeats', '?')}")
+            f"kernel {doc['kernel']}; {doc['fio_version']}; repeats: {repeats}")
 
 
 def _slowdown_detail(doc: dict[str, Any], label: str) -> dict[str, Any] | None:
@@ -116,7 +126,7 @@ def _provenance(doc: dict[str, Any], experiment: str) -> str:
         parts.append(f"{r['bs'] // 1024} KiB requests")
     if r.get("iodepth"):
         parts.append(f"queue depth {r['iodepth']}")
-    parts += [f"{s.get('repeats', '?')} repeat(s)", f"kernel {doc['kernel']}", str(doc.get("started", "?"))]
+    parts += [f"{_repeats(doc, experiment)} repeat(s)", f"kernel {doc['kernel']}", str(doc.get("started", "?"))]
     return "; ".join(parts)
 
 

@@ -126,6 +126,7 @@ class Plan(JsonPlan):
     size: str | None = None
     mixes: str | None = None
     mixed_size: str | None = None       # the mixed workload's size when it differs from --size (bench scripts)
+    mixed_repeats: int | None = None    # the mixed workload's repeats when they differ from --repeats (bench scripts)
     nr_requests: int = DEFAULT_NR_REQUESTS
     device: str = "/dev/vda"
 
@@ -134,8 +135,9 @@ class Plan(JsonPlan):
             raise UsageError("--experiment", self.experiment, f"choose one of {', '.join(EXPERIMENTS)}")
         if self.streams not in STREAMS:
             raise UsageError("--streams", self.streams, f"choose one of {', '.join(map(str, STREAMS))}")
-        if self.repeats is not None and self.repeats < 1:
-            raise UsageError("--repeats", self.repeats, "must be at least 1")
+        for flag, n in (("--repeats", self.repeats), ("--repeats-mixed", self.mixed_repeats)):
+            if n is not None and n < 1:
+                raise UsageError(flag, n, "must be at least 1")
         for size in (self.size, self.mixed_size):
             if size is not None and parse_size("--size", size) % 4096:
                 raise UsageError("--size", size, "must be a multiple of 4 KiB (the request size)")
@@ -153,7 +155,8 @@ class Plan(JsonPlan):
         args = ["--target", self.device, "--destroy-data"]
         if experiment == "slowdown":
             args += ["--streams", str(self.streams)]
-        args += ["--repeats", str(self.repeats_used), "--size", self.size_for(experiment)]
+        repeats = self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None else self.repeats_used
+        args += ["--repeats", str(repeats), "--size", self.size_for(experiment)]
         if self.mixes is not None and experiment == "mixed":
             args += ["--mixes", self.mixes]
         return args
