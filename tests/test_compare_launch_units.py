@@ -87,6 +87,38 @@ def test_headline_from_run_files(tmp_path):
     assert "python-stdlib cold seq-write real" in table and table.rstrip().endswith(line)
 
 
+def test_every_background_over_idle_and_every_cells_interval(tmp_path):
+    # The table per background: each scheduler's cold real launch beside it over idle, the geometric mean over the
+    # applications, with its interval once every application has repeats; a cell shows its interval's half-width.
+    plan = _plan(backgrounds=("none", "seq-write", "rand-write"))
+    for label, slow in (("none", 2.0), ("smartio", 1.1)):
+        for app, idle in (("python-stdlib", 1.0), ("sqlite", 0.4)):
+            for bg, k in (("none", 1.0), ("seq-write", slow), ("rand-write", slow ** 0.5)):
+                f = tmp_path / la.run_file(label, app, "cold", bg, "real")
+                f.parent.mkdir(parents=True, exist_ok=True)
+                values = [idle * k * x for x in (0.9, 1.0, 1.1)]
+                f.write_text(json.dumps({"results": {"wall_s": {
+                    "mean": idle * k, "values": values, "ci95": [idle * k * 0.75, idle * k * 1.2]}}}))
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    ratio, ci = la.over_idle(doc["cells"]["smartio"], plan.apps, "rand-write")
+    assert ratio == pytest.approx(1.1 ** 0.5) and ci is not None and ci[0] < ratio < ci[1]
+    assert la.over_idle(doc["cells"]["none"], plan.apps, "seq-write")[0] == pytest.approx(doc["headline"]["none"][
+        "cold_bg_over_idle"])
+    lines = la.background_lines(doc)
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[2].splitlines()[2:]}
+    assert list(rows) == ["seq-write", "rand-write"]
+    assert rows["rand-write"][0] == f"{2.0 ** 0.5:.2f}" and rows["rand-write"][3] == f"{1.1 ** 0.5:.2f}"
+    text = la.render(doc)
+    assert "1000 ±25 %" in text and "Cold launch beside each background over idle" in text
+    # With one launch per cell there is no interval: the ratio alone, and the cell its mean alone.
+    for f in tmp_path.rglob("*.json"):
+        d = json.loads(f.read_text())
+        d["results"]["wall_s"] = {"mean": d["results"]["wall_s"]["mean"]}
+        f.write_text(json.dumps(d))
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert f"{1.1 ** 0.5:.2f} [" not in "\n".join(la.background_lines(doc)) and "1000 ±" not in la.render(doc)
+
+
 def test_plot_draws_what_the_run_has(tmp_path):
     # launch.png from a headline run (two panels: no replay) and from a run with only some cells (an interrupted
     # one, or idle only): every panel draws what there is and says when it has nothing, no exception.
