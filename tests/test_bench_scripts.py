@@ -308,3 +308,10 @@ def test_compare_schedulers_analyze_of_a_missing_run(tmp_path) -> None:
     p = subprocess.run([str(REPO / "bench" / "compare-schedulers"), "--analyze", str(tmp_path)], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 2 and "cannot read the recorded run" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args", [["--skip-mixed"], ["--analyze", "tests/data/compare/bench-run-20261127"]])
+def test_compare_schedulers_refuses_repeats_mixed_without_mixes(args) -> None:
+    p = subprocess.run([str(REPO / "bench" / "compare-schedulers"), *args, "--repeats-mixed", "8"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--repeats-mixed goes with" in p.stderr and "Traceback" not in p.stderr

@@ -12,6 +12,7 @@ import pytest
 from smartio.compare import launch as la
 from smartio.compare.spec import parse_schedulers
 from smartio.errors import UsageError
+from smartio.experiments.stats import Stat
 from smartio.flashdev import load_profile
 
 PROFILE = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
@@ -110,13 +111,17 @@ def test_every_background_over_idle_and_every_cells_interval(tmp_path):
     assert rows["rand-write"][0] == f"{2.0 ** 0.5:.2f}" and rows["rand-write"][3] == f"{1.1 ** 0.5:.2f}"
     text = la.render(doc)
     assert "1000 ±25 %" in text and "Cold launch beside each background over idle" in text
-    # With one launch per cell there is no interval: the ratio alone, and the cell its mean alone.
+    # With one launch per cell (--quick) there is no interval: the ratio alone, and the cell its mean alone.
     for f in tmp_path.rglob("*.json"):
         d = json.loads(f.read_text())
-        d["results"]["wall_s"] = {"mean": d["results"]["wall_s"]["mean"]}
+        d["results"]["wall_s"] = Stat.of([d["results"]["wall_s"]["mean"]]).to_json()
         f.write_text(json.dumps(d))
     doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
     assert f"{1.1 ** 0.5:.2f} [" not in "\n".join(la.background_lines(doc)) and "1000 ±" not in la.render(doc)
+    # No idle background: nothing to divide by, no table.
+    plan = dataclasses.replace(plan, backgrounds=("seq-write", "rand-write"))
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert la.background_lines(doc) == [] and "Cold launch beside each" not in la.render(doc)
 
 
 def test_plot_draws_what_the_run_has(tmp_path):

@@ -485,7 +485,7 @@ def _cell_text(r: dict[str, Any]) -> str:
     """A cell's mean launch time (ms) and its 95 % interval's wider half, as % of the mean."""
     w = r["wall_s"]
     text = f"{w['mean'] * 1e3:.0f}"
-    if (ci := w.get("ci95")) and w["mean"] > 0:
+    if (ci := w.get("ci95")) and None not in ci and w["mean"] > 0:     # one launch: [None, None]
         text += f" ±{max(ci[1] - w['mean'], w['mean'] - ci[0]) / w['mean'] * 100:.0f} %"
     return text
 
@@ -498,7 +498,8 @@ def background_lines(doc: dict[str, Any]) -> list[str]:
     plan = doc["plan"]
     bgs = [b for b in plan["backgrounds"] if b != "none"]
     labels = [s for s in plan["schedulers"] if s in doc["cells"]]
-    if not bgs or not labels or "cold" not in plan["caches"] or "real" not in plan["modes"]:
+    if (not bgs or not labels or "none" not in plan["backgrounds"] or "cold" not in plan["caches"]
+            or "real" not in plan["modes"]):
         return []
     rows = []
     for bg in bgs:
@@ -575,7 +576,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
                                               for r, ci in ratios]
     plots.bars(ax, labels, series, "cold launch beside the background / idle" if len(bgs) > 1
                else f"cold launch beside {HEADLINE_BG} / idle", baseline=1)
-    ax.axhline(HEADLINE_TARGET, color="tab:red", ls="--", lw=0.8, label=f"target {HEADLINE_TARGET} ({HEADLINE_BG})")
+    if HEADLINE_BG in bgs:
+        ax.axhline(HEADLINE_TARGET, color="tab:red", ls="--", lw=0.8, label=f"target {HEADLINE_TARGET} ({HEADLINE_BG})")
     ax.legend(loc="upper right", fontsize=7)
     ax.set_title("Cold launch over idle (geometric mean over the applications)", fontsize=9)
     if not any(st["mean"] for stats in series.values() for st in stats):
