@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from smartio.results import Store
+
 pytestmark = [pytest.mark.vm, pytest.mark.usefixtures("testbed_ready")]
 
 MODULE = Path(__file__).resolve().parents[1] / "kernel" / "smartio-iosched.ko"
@@ -45,6 +47,9 @@ def test_two_schedulers_one_session(tmp_path):
 
     doc = json.loads((out / "compare.json").read_text())
     assert doc["schedulers"] == labels and doc["missing"] == []
+    # kept in the host's results database, the guest's runs included (issue 11, build item 3)
+    assert f"stored as run {doc['id']}" in p.stderr
+    assert Store(out.parent / "host.db").get(doc["id"]) == doc
     for label in labels:
         r = doc["results"][label]
         for key in ("read_slowdown", "write_slowdown", "efficiency"):
@@ -93,5 +98,6 @@ def test_sigterm_keeps_what_the_guest_finished(tmp_path):
     assert p.returncode == 130, "".join(seen)[-3000:]
     doc = json.loads((out / "compare.json").read_text())
     assert "mq-deadline" in doc["runs"] and doc["missing"] == ["slowdown under kyber"], doc["missing"]
+    assert Store(tmp_path / "host.db").get(doc["id"])["missing"] == doc["missing"]     # stored, interrupted as it is
     qemu = subprocess.run(["pgrep", "-s", str(p.pid), "-f", "qemu-system"], capture_output=True, text=True)
     assert qemu.stdout == "", f"QEMU still running: {qemu.stdout}"

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from smartio.results import Store
+
 pytestmark = [pytest.mark.vm, pytest.mark.usefixtures("testbed_ready"),
               pytest.mark.skipif(shutil.which("strace") is None or shutil.which("vim.basic") is None,
                                  reason="needs strace and vim.basic (scripts/install-deps; apt-get install vim)")]
@@ -67,6 +69,10 @@ def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
     assert "4 cells measured in 1 session(s), 1 to go" in p.stderr
     again = json.loads((out / "vm-2" / "out" / "launch-guest.json").read_text())
     assert [r["scheduler"] for r in again["runs"]] == ["kyber"] and again["skipped"] == 4
+    first_id = doc["id"]
     doc = json.loads((out / "compare.json").read_text())
     assert doc["missing"] == [] and [s["artifacts"] for s in doc["sessions"]] == ["vm", "vm-2"]
+    # one run in the host's results database, stored again in its place with both sessions
+    store = Store(tmp_path / "host.db")
+    assert doc["id"] == first_id and [r.id for r in store.list()] == [first_id] and store.get(first_id) == doc
     assert "resumed: vm started" in p.stdout

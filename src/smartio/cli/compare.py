@@ -24,6 +24,7 @@ from smartio.compare.spec import (
 from smartio.errors import UsageError
 from smartio.experiments.runner import command_line
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
+from smartio.results import Store, stored_line
 from smartio.signals import sigterm_as_interrupt
 
 
@@ -66,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default ./artifacts/compare-<timestamp>)")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
                    help="kill the VM after S seconds (default 3600)")
+    p.add_argument("--db", metavar="FILE",
+                   help="results database that keeps the comparison, also an interrupted or failed one (default "
+                        "$SMARTIO_DB or ~/.local/share/smartio/results.db; `smartio results list`)")
     q = p.add_argument_group("--experiment sqlite")
     q.add_argument("--filesystems", default=",".join(sq.FILESYSTEMS), metavar="LIST",
                    help=f"filesystems, in order (default {','.join(sq.FILESYSTEMS)}; f2fs and nilfs2 boot the "
@@ -200,24 +204,28 @@ def compare(a: argparse.Namespace) -> int:
 
 
 def _compare(a: argparse.Namespace) -> int:
+    # The plan is checked first, then --db, then the testbed boots: bad input costs nothing and writes nothing.
     if a.resume is not None:
         _check_resume(a)
-        doc, out = la.run_launch_compare(None, profile=a.profile, out=None,
-                                         timeout=a.timeout, command=command_line(), stream=sys.stderr.buffer,
-                                         resume=a.resume)
-        print(la.render(doc))
-        print(f"\ncompare.json and {', '.join(Path(p).name for p in doc['plots'])} in {out}", file=sys.stderr)
-        return 0
-    if a.experiment in ("launch", "qasio", "sqlite"):
+        render_doc: Callable[[dict], str] = la.render
+        plan: Any = None
+    elif a.experiment in ("launch", "qasio", "sqlite"):
         run, plan, render_doc = _guest_experiment(a)
+    else:
+        plan, render_doc = plan_from_args(a), render
+    Store(a.db).close()
+    if a.resume is not None:
+        doc, out = la.run_launch_compare(None, profile=a.profile, out=None, timeout=a.timeout, command=command_line(),
+                                         stream=sys.stderr.buffer, resume=a.resume, db=a.db)
+    elif a.experiment in ("launch", "qasio", "sqlite"):
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
-                       command=command_line(), stream=sys.stderr.buffer)
-        print(render_doc(doc))
-        print(f"\ncompare.json{' and ' + ', '.join(Path(p).name for p in doc['plots']) if doc.get('plots') else ''}"
-              f" in {out}", file=sys.stderr)
-        return 0
-    doc, out = run_compare(plan_from_args(a), profile=a.profile, out=a.out, timeout=a.timeout,
-                           command=command_line(), stream=sys.stderr.buffer)   # progress apart from the tables
-    print(render(doc))
-    print(f"\ncompare.json and plots in {out}", file=sys.stderr)
+                       command=command_line(), stream=sys.stderr.buffer, db=a.db)
+    else:
+        doc, out = run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command_line(),
+                               stream=sys.stderr.buffer, db=a.db)     # progress on stderr, apart from the tables
+    print(render_doc(doc))
+    plots = ", ".join(Path(p).name for p in doc.get("plots") or ())
+    print(f"\ncompare.json{' and ' + plots if plots else ''} in {out}", file=sys.stderr)
+    if doc.get("id"):
+        print(stored_line(doc).lstrip("\n"), file=sys.stderr)
     return 0

@@ -12,7 +12,9 @@ from smartio.results import Store
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="list and show stored runs",
-                       description="Every `smartio bench` run is stored in a SQLite database.")
+                       description="Every run of `smartio bench`, `smartio launch run` and `replay`, "
+                                   "`smartio sqlite` and `smartio compare` (and the bench scripts' comparisons) is "
+                                   "stored in a SQLite database.")
     db_help = "results database (default: ~/.local/share/smartio/results.db or $SMARTIO_DB)"
     p.add_argument("--db", help=db_help)
     rs = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -33,10 +35,10 @@ def list_runs(a: argparse.Namespace) -> int:
     if not rows:
         print("no runs stored yet")
         return 0
-    print(f"{'id':>4}  {'started (UTC)':<25}  {'experiment':<11}  {'device':<8}  {'scheduler':<11}  target")
+    print(f"{'id':>4}  {'started (UTC)':<25}  {'experiment':<16}  {'device':<8}  {'target':<10}  scheduler(s)")
     for r in rows:
-        print(f"{r.id:>4}  {r.started:<25}  {r.experiment:<11}  {r.device or '-':<8}  {r.scheduler or '-':<11}  "
-              f"{r.target}")
+        print(f"{r.id:>4}  {r.started:<25}  {r.experiment:<16}  {r.device or '-':<8}  {r.target:<10}  "
+              f"{r.scheduler or '-'}")
     return 0
 
 
@@ -46,12 +48,15 @@ def show_run(a: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"run {a.id}: {doc['command']}\n")
-        print(_renderer(doc.get("experiment"))(doc))
+        print(_renderer(doc)(doc))
     return 0
 
 
-def _renderer(experiment: str | None) -> Any:
+def _renderer(doc: dict[str, Any]) -> Any:
     """The table of a stored document: StoreBench's, or that of the command that made it."""
+    experiment = doc.get("experiment")
+    if doc.get("kind") == "compare":
+        return _compare_renderer(experiment)
     if experiment == "launch":
         from smartio.launch.report import render as launch
 
@@ -63,3 +68,22 @@ def _renderer(experiment: str | None) -> Any:
     if experiment in tables.RENDER or experiment == "all":
         return tables.render
     return lambda doc: f"(no table for experiment {experiment!r}; see --json)"
+
+
+def _compare_renderer(experiment: str | None) -> Any:
+    """`smartio compare`'s table of its document, per experiment (slowdown and mixed documents name none)."""
+    if experiment == "launch":
+        from smartio.compare.launch import render as launch
+
+        return launch
+    if experiment == "qasio":
+        from smartio.qasio.report import render_compare
+
+        return render_compare
+    if experiment == "sqlite":
+        from smartio.compare.sqlite_report import render as sqlite
+
+        return sqlite
+    from smartio.compare.report import render
+
+    return render

@@ -640,11 +640,12 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | None, timeout: float, command: str,
                        time_scale: float | None = DEFAULT_TIME_SCALE,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                       resume: Path | None = None) -> tuple[dict, Path]:
+                       resume: Path | None = None, db: str | Path | None = None) -> tuple[dict, Path]:
     """Run the plan in one VM session; or, with `resume` (an earlier run's directory, whose plan, profile and time
     scale then replace the arguments), one more session that measures only the cells the earlier ones did not
-    finish. The document is assembled from every session's cells."""
-    from smartio.compare.run import DOCUMENT, module_for, new_out_dir, run_in_guest, session_dirs, vm_profile
+    finish. The document is assembled from every session's cells, and stored in the results database `db` (a
+    resumed run in place of what its earlier sessions stored)."""
+    from smartio.compare.run import DOCUMENT, keep, module_for, new_out_dir, run_in_guest, session_dirs, vm_profile
 
     if resume is None:
         if plan is None:
@@ -664,21 +665,23 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         print(f"smartio compare: resuming {out_dir}: {len(done)} cells measured in {len(session_dirs(out_dir))} "
               f"session(s), {len(guest_plan.steps())} to go", file=sys.stderr, flush=True)
 
+    earlier = json.loads((out_dir / DOCUMENT).read_text()) if resume and (out_dir / DOCUMENT).exists() else {}
+
     def whole_run(result: Any, started: str) -> dict[str, Any]:
-        """The document from every session's run files."""
-        return assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
-                        started=started, vm_result=result)
+        """The document from every session's run files (with the id the earlier sessions stored it under)."""
+        doc = assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
+                       started=started, vm_result=result)
+        return {**doc, "id": earlier["id"]} if earlier.get("id") else doc
 
     if guest_plan.steps():
         doc, _ = run_in_guest("smartio.compare.launch", guest_plan.to_json(),
                               lambda _out, result, started: whole_run(result, started), profile=prof, out=out_dir,
                               timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
-                              modules=module_for(s.name for s in run_plan.schedulers), existing_out=True)
+                              modules=module_for(s.name for s in run_plan.schedulers), existing_out=True, db=db)
     else:                                   # every cell measured already: no VM, the document from what is there
-        earlier = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else {}
         doc = whole_run(None, earlier.get("started", ""))
     doc["plots"] = [str(plot(doc, out_dir / PLOT_FILE))]
-    (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+    keep(doc, out_dir, db)
     return doc, out_dir
 
 

@@ -181,7 +181,8 @@ def disk_size(plan: QasioPlan) -> int:
 
 def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None, out: Path | None,
                       timeout: float, command: str,
-                      stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
+                      stream: IO[bytes] | None | Literal["stdout"] = "stdout",
+                      db: str | Path | None = None) -> tuple[dict, Path]:
     from smartio.compare.run import module_for, run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
@@ -190,7 +191,7 @@ def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None
     return run_in_guest("smartio.compare.qasio", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
-                        profile=prof, out=out, timeout=timeout, stream=stream, disks=1,
+                        profile=prof, out=out, timeout=timeout, stream=stream, db=db, disks=1,
                         disk_size=disk_size(plan), modules=modules)
 
 

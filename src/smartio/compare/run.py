@@ -15,6 +15,7 @@ import datetime
 import json
 import math
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -24,6 +25,7 @@ from typing import IO, Any, Literal
 from smartio.compare import guest
 from smartio.compare.spec import Plan
 from smartio.errors import NeedsRootError, SmartioError, UsageError
+from smartio.results import Row, Store
 from smartio.testbed import initramfs, vm
 from smartio.units import parse_size
 
@@ -42,6 +44,38 @@ def _last_error(log: Path) -> str | None:
     lines = log.read_text(errors="replace").splitlines() if log.exists() else []
     errors = [ln.removeprefix("smartio: error: ") for ln in lines if ln.startswith("smartio: error: ")]
     return errors[-1] if errors else None
+
+
+def stored_row(doc: dict[str, Any]) -> Row:
+    """A comparison's columns in the results database: experiment `compare <kind>`, target the testbed, device the
+    emulated profile, the schedulers (or runs) it compared."""
+    plan = doc.get("plan") or {}
+    kind = doc.get("experiment") or "+".join(doc.get("experiments") or ()) or "?"
+    labels = doc.get("schedulers") or plan.get("schedulers") or plan.get("runs") or ()
+    return Row(int(doc.get("id") or 0), doc.get("started") or "", f"compare {kind}", "testbed",
+               (doc.get("profile") or {}).get("name"), ",".join(labels) or None, doc.get("kernel"),
+               doc.get("command") or "smartio compare")
+
+
+def keep(doc: dict[str, Any], out_dir: Path, db: str | Path | None = None) -> None:
+    """compare.json in `out_dir`, and the document in the results database (`smartio results list`, `show ID`):
+    every comparison, also one that failed or was interrupted, with what it measured. The first write of a run adds
+    it and puts its id in the document; later writes (plots added, a --resume session) store it in its place. The
+    file is written first and a database that fails only warns: a run of hours is not lost to it."""
+    path = out_dir / DOCUMENT
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    try:
+        store = Store(db)
+        try:
+            run_id = store.put(doc, stored_row(doc), same=lambda old: old.get("kind") == "compare"
+                               and old.get("plan") == doc.get("plan") and old.get("profile") == doc.get("profile"))
+        finally:
+            store.close()
+    except (SmartioError, sqlite3.Error, OSError) as e:
+        print(f"smartio compare: {path} is not in the results database: {e}", file=sys.stderr)
+        return
+    doc["id"] = run_id
+    path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 def check_testbed() -> None:
@@ -178,12 +212,13 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
 def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.VmResult | None, str], dict],
                  *, profile: Any, out: Path | None, timeout: float,
                  stream: IO[bytes] | None | Literal["stdout"], existing_out: bool = False,
-                 **vm_args: Any) -> tuple[dict, Path]:
+                 db: str | Path | None = None, **vm_args: Any) -> tuple[dict, Path]:
     """Boot the testbed once and run `python -m MODULE PLAN_JSON OUT` in the guest (an experiment's guest side),
     then build the document with assemble_doc(guest out dir, VM result or None, start time) into compare.json:
     also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json.
     existing_out: `out` is made already (and may hold an earlier session's run, which this one resumes); this
-    session's VM artifacts go to the next free vm-<n> in it (session_dirs)."""
+    session's VM artifacts go to the next free vm-<n> in it (session_dirs). The document is also stored in the
+    results database `db` (keep())."""
     check_testbed()
     out_dir = out.resolve() if existing_out and out is not None else new_out_dir(out)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -196,11 +231,11 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     except KeyboardInterrupt:
         guest_out = artifacts / "out"
         if guest_out.is_dir():
-            doc_path.write_text(json.dumps(assemble_doc(guest_out, None, started), indent=2) + "\n")
+            keep(assemble_doc(guest_out, None, started), out_dir, db)
             print(f"smartio compare: interrupted; what was measured is in {doc_path}", file=sys.stderr)
         raise
     doc = assemble_doc(result.out_dir, result, started)
-    doc_path.write_text(json.dumps(doc, indent=2) + "\n")
+    keep(doc, out_dir, db)
     if result.failure:
         raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
     if result.rc != 0 or doc["missing"]:
@@ -232,8 +267,10 @@ def guest_entry(main: Callable[[list[str]], int]) -> None:
 
 def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
                 command: str = "smartio compare",
-                stream: IO[bytes] | None | Literal["stdout"] = "stdout") -> tuple[dict, Path]:
-    """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir)."""
+                stream: IO[bytes] | None | Literal["stdout"] = "stdout",
+                db: str | Path | None = None) -> tuple[dict, Path]:
+    """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir).
+    The document is also stored in the results database `db` (keep())."""
     prof = vm_profile(profile, timeout)
     modules = module_for(s.name for s in plan.schedulers)
     check_testbed()
@@ -248,16 +285,16 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
         guest_out = out_dir / "vm" / "out"
         if guest_out.is_dir():
             doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
-            (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+            keep(doc, out_dir, db)
             print(f"smartio compare: interrupted; what was measured is in {out_dir / DOCUMENT}", file=sys.stderr)
         raise
     doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
-    (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+    keep(doc, out_dir, db)
     if doc["results"]:
         from smartio.compare.report import write_plots
 
         doc["plots"] = [str(p) for p in write_plots(doc, out_dir)]
-        (out_dir / DOCUMENT).write_text(json.dumps(doc, indent=2) + "\n")
+        keep(doc, out_dir, db)
     if result.failure:
         raise SmartioError(f"{result.failure}; what was measured is in {out_dir / DOCUMENT}")
     if result.rc == 2:

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +118,33 @@ class Store:
                                              f"{', '.join(sorted(tables))}); pass another --db")
 
     def add(self, doc: dict[str, Any]) -> int:
+        """A run's document (StoreBench's shape: target, device, scheduler); returns its id."""
+        return self.put(doc, Row(0, doc["started"], doc["experiment"], doc["target"]["path"],
+                                 doc["device"].get("name"), doc.get("scheduler"), doc.get("kernel"), doc["command"]))
+
+    def put(self, doc: dict[str, Any], row: Row, same: Callable[[dict[str, Any]], bool] | None = None) -> int:
+        """Store `doc` with the columns of `row` as a new run, or, if `row.id` names a stored run for which
+        same(its stored document) holds, in place of that one (a document stored again as its run goes on);
+        returns the id."""
+        text = json.dumps({k: v for k, v in doc.items() if k != "id"})     # get() puts the id back
         with self.db:
+            if row.id and same is not None:
+                old = self.db.execute("SELECT document FROM runs WHERE id = ?", (row.id,)).fetchone()
+                try:
+                    mine = old is not None and same(json.loads(old[0]))
+                except (ValueError, TypeError, AttributeError):
+                    mine = False
+                if mine:
+                    self.db.execute(
+                        "UPDATE runs SET started = ?, experiment = ?, target = ?, device = ?, scheduler = ?, "
+                        "kernel = ?, command = ?, document = ? WHERE id = ?",
+                        (row.started, row.experiment, row.target, row.device, row.scheduler, row.kernel,
+                         row.command, text, row.id))
+                    return row.id
             cur = self.db.execute(
                 "INSERT INTO runs (started, experiment, target, device, scheduler, kernel, command, document) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (doc["started"], doc["experiment"], doc["target"]["path"], doc["device"].get("name"),
-                 doc.get("scheduler"), doc.get("kernel"), doc["command"], json.dumps(doc)))
+                (row.started, row.experiment, row.target, row.device, row.scheduler, row.kernel, row.command, text))
         assert cur.lastrowid is not None    # set by every INSERT that succeeded
         return cur.lastrowid
 
