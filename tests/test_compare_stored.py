@@ -41,18 +41,23 @@ def test_a_comparison_is_stored_listed_and_shown(kind, tmp_path, capsys):
 
 
 def test_a_run_that_goes_on_is_stored_in_its_place(tmp_path):
-    # compare.json is written as the run goes (plots added, a --resume session): one row, the latest document.
-    doc = json.loads(RECORDED["launch"].read_text())
+    # compare.json is written as the run goes (plots added, a --resume session): one row, the latest document,
+    # found by the run's run_uid, also when the id never reached compare.json (stopped between the two writes).
+    doc = json.loads(RECORDED["launch"].read_text()) | {"run_uid": "run-a"}
     db = tmp_path / "r.db"
     keep(doc, tmp_path, db)
     doc["sessions"] = [{"artifacts": "vm-2"}]
-    keep(doc, tmp_path, db)
+    keep({k: v for k, v in doc.items() if k != "id"}, tmp_path, db)
     store = Store(db)
     assert [r.id for r in store.list()] == [1] and store.get(1)["sessions"] == [{"artifacts": "vm-2"}]
-    # An id that names another run (compare.json copied from another machine, another --db): a new row.
-    other = json.loads(RECORDED["qasio"].read_text()) | {"id": 1}
+    assert json.loads((tmp_path / DOCUMENT).read_text())["id"] == 1
+    # Another run, even with the same plan and an id that names run 1 (compare.json copied, another --db): a new row.
+    other = json.loads(RECORDED["launch"].read_text()) | {"run_uid": "run-b", "id": 1}
     keep(other, tmp_path, db)
-    assert other["id"] == 2 and Store(db).get(1)["experiment"] == "launch"
+    assert other["id"] == 2 and Store(db).get(1)["run_uid"] == "run-a"
+    # A document with no run_uid (written before there was one) is a new row each time: never another's.
+    keep(json.loads(RECORDED["qasio"].read_text()), tmp_path, db)
+    assert [r.id for r in Store(db).list()] == [3, 2, 1]
 
 
 def test_a_database_that_fails_loses_nothing(tmp_path, capsys):
@@ -70,8 +75,10 @@ def test_compare_refuses_a_bad_db_before_booting(tmp_path, capsys):
     assert "--db" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
-def test_bad_input_touches_no_database(tmp_path, capsys):
-    # The plan is checked before --db is opened: a refused command creates no database file.
+@pytest.mark.parametrize("argv", [["--schedulers", "cfq"], ["--profile", "nosuch"], ["--timeout", "nan"],
+                                  ["--experiment", "launch", "--time-scale", "0"]])
+def test_bad_input_touches_no_database(argv, tmp_path, capsys):
+    # The plan and the flags are checked before --db is opened: a refused command creates no database file.
     db = tmp_path / "r.db"
-    assert main(["compare", "--schedulers", "cfq", "--db", str(db), "--out", str(tmp_path / "o")]) == 2
-    assert not db.exists()
+    assert main(["compare", *argv, "--db", str(db), "--out", str(tmp_path / "o")]) == 2
+    assert not db.exists() and "Traceback" not in capsys.readouterr().err

@@ -10,7 +10,7 @@ from typing import Any
 
 from smartio.compare import launch as la, qasio as qa, sqlite as sq
 from smartio.compare.report import render
-from smartio.compare.run import run_compare
+from smartio.compare.run import check_testbed, run_compare, vm_profile
 from smartio.compare.spec import (
     DEFAULT_NR_REQUESTS,
     DEFAULT_SCHEDULERS,
@@ -120,6 +120,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=compare)
 
 
+GUEST_EXPERIMENTS = ("launch", "qasio", "sqlite")     # a guest side of their own, with --time-scale
+
+
 def _list(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -209,15 +212,17 @@ def _compare(a: argparse.Namespace) -> int:
         _check_resume(a)
         render_doc: Callable[[dict], str] = la.render
         plan: Any = None
-    elif a.experiment in ("launch", "qasio", "sqlite"):
+    elif a.experiment in GUEST_EXPERIMENTS:
         run, plan, render_doc = _guest_experiment(a)
     else:
         plan, render_doc = plan_from_args(a), render
+    vm_profile(a.profile, a.timeout, a.time_scale if a.resume is None and a.experiment in GUEST_EXPERIMENTS else None)
+    check_testbed()                          # root, QEMU: exit 3 or 1 before a database is made
     Store(a.db).close()
     if a.resume is not None:
         doc, out = la.run_launch_compare(None, profile=a.profile, out=None, timeout=a.timeout, command=command_line(),
                                          stream=sys.stderr.buffer, resume=a.resume, db=a.db)
-    elif a.experiment in ("launch", "qasio", "sqlite"):
+    elif a.experiment in GUEST_EXPERIMENTS:
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
                        command=command_line(), stream=sys.stderr.buffer, db=a.db)
     else:

@@ -35,9 +35,10 @@ def list_runs(a: argparse.Namespace) -> int:
     if not rows:
         print("no runs stored yet")
         return 0
-    print(f"{'id':>4}  {'started (UTC)':<25}  {'experiment':<16}  {'device':<8}  {'target':<10}  scheduler(s)")
+    w = max(10, *(len(r.experiment) for r in rows))      # `compare slowdown+mixed` and the like
+    print(f"{'id':>4}  {'started (UTC)':<25}  {'experiment':<{w}}  {'device':<8}  {'target':<10}  scheduler(s)")
     for r in rows:
-        print(f"{r.id:>4}  {r.started:<25}  {r.experiment:<16}  {r.device or '-':<8}  {r.target:<10}  "
+        print(f"{r.id:>4}  {r.started:<25}  {r.experiment:<{w}}  {r.device or '-':<8}  {r.target:<10}  "
               f"{r.scheduler or '-'}")
     return 0
 

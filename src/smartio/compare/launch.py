@@ -645,7 +645,16 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
     scale then replace the arguments), one more session that measures only the cells the earlier ones did not
     finish. The document is assembled from every session's cells, and stored in the results database `db` (a
     resumed run in place of what its earlier sessions stored)."""
-    from smartio.compare.run import DOCUMENT, keep, module_for, new_out_dir, run_in_guest, session_dirs, vm_profile
+    from smartio.compare.run import (
+        DOCUMENT,
+        keep,
+        module_for,
+        new_out_dir,
+        new_uid,
+        run_in_guest,
+        session_dirs,
+        vm_profile,
+    )
 
     if resume is None:
         if plan is None:
@@ -653,25 +662,25 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         prof = vm_profile(profile, timeout, time_scale)
         run_plan = with_clock(plan, prof)
         out_dir = new_out_dir(out)
+        uid = new_uid()
         (out_dir / START_FILE).write_text(json.dumps({"plan": json.loads(run_plan.to_json()), "profile": profile,
-                                                      "time_scale": time_scale, "command": command}, indent=2) + "\n")
+                                                      "time_scale": time_scale, "command": command,
+                                                      "run_uid": uid}, indent=2) + "\n")
         guest_plan = run_plan
     else:
         out_dir = resume.resolve()
-        run_plan, profile, time_scale = resumed_plan(out_dir)
+        run_plan, profile, time_scale, uid = resumed_plan(out_dir)
+        uid = uid or new_uid()             # a run started before smartio stored comparisons: one row from now
         prof = vm_profile(profile, timeout, time_scale)
         done = sorted({f.stem for d in session_dirs(out_dir) for f in (d / "out" / RUNS_DIR).glob("*.json")})
         guest_plan = dataclasses.replace(run_plan, done=tuple(done))
         print(f"smartio compare: resuming {out_dir}: {len(done)} cells measured in {len(session_dirs(out_dir))} "
               f"session(s), {len(guest_plan.steps())} to go", file=sys.stderr, flush=True)
 
-    earlier = json.loads((out_dir / DOCUMENT).read_text()) if resume and (out_dir / DOCUMENT).exists() else {}
-
     def whole_run(result: Any, started: str) -> dict[str, Any]:
-        """The document from every session's run files (with the id the earlier sessions stored it under)."""
-        doc = assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
-                       started=started, vm_result=result)
-        return {**doc, "id": earlier["id"]} if earlier.get("id") else doc
+        """The document from every session's run files."""
+        return {"run_uid": uid, **assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof,
+                                           command=command, started=started, vm_result=result)}
 
     if guest_plan.steps():
         doc, _ = run_in_guest("smartio.compare.launch", guest_plan.to_json(),
@@ -679,27 +688,33 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
                               timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
                               modules=module_for(s.name for s in run_plan.schedulers), existing_out=True, db=db)
     else:                                   # every cell measured already: no VM, the document from what is there
+        earlier = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else {}
         doc = whole_run(None, earlier.get("started", ""))
     doc["plots"] = [str(plot(doc, out_dir / PLOT_FILE))]
     keep(doc, out_dir, db)
     return doc, out_dir
 
 
-def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None]:
-    """The plan, profile and time scale of the run in `out_dir` (START_FILE; for a run made before it was
-    written, its compare.json), for --resume."""
+def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:
+    """The plan, profile, time scale and run_uid of the run in `out_dir` (START_FILE; for a run made before it was
+    written, its compare.json), for --resume. The run_uid (its row in the results database) is START_FILE's, else
+    that of the compare.json an earlier session wrote, else None (a run from before comparisons were stored)."""
     from smartio.compare.run import DOCUMENT
 
+    doc_path = out_dir / DOCUMENT
     path = out_dir / START_FILE
     try:
+        doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
+        uid = doc.get("run_uid") if isinstance(doc, dict) else None
         if path.exists():
             d = json.loads(path.read_text())
-            return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"], d["time_scale"]
-        if (path := out_dir / DOCUMENT).exists():
-            d = json.loads(path.read_text())
-            if d.get("experiment") == "launch":
-                return LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"]["name"], d["profile"]["time_scale"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+            return (LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"], d["time_scale"],
+                    d.get("run_uid") or uid)
+        path = doc_path
+        if doc.get("experiment") == "launch":
+            return (LaunchPlan.from_json(json.dumps(doc["plan"])), doc["profile"]["name"],
+                    doc["profile"]["time_scale"], uid)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UsageError("--resume", out_dir, f"cannot read {path}: {e}") from e
     raise UsageError("--resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "
                      f"{DOCUMENT})")

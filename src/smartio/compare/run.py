@@ -18,6 +18,7 @@ import os
 import sqlite3
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -52,30 +53,42 @@ def stored_row(doc: dict[str, Any]) -> Row:
     plan = doc.get("plan") or {}
     kind = doc.get("experiment") or "+".join(doc.get("experiments") or ()) or "?"
     labels = doc.get("schedulers") or plan.get("schedulers") or plan.get("runs") or ()
-    return Row(int(doc.get("id") or 0), doc.get("started") or "", f"compare {kind}", "testbed",
-               (doc.get("profile") or {}).get("name"), ",".join(labels) or None, doc.get("kernel"),
-               doc.get("command") or "smartio compare")
+    return Row(0, doc.get("started") or "", f"compare {kind}", "testbed", (doc.get("profile") or {}).get("name"),
+               ",".join(labels) or None, doc.get("kernel"), doc.get("command") or "smartio compare")
+
+
+def new_uid() -> str:
+    """A comparison's identity in the results database (`run_uid` in its document), kept across its sessions."""
+    return uuid.uuid4().hex
+
+
+def write_document(doc: dict[str, Any], out_dir: Path) -> Path:
+    """compare.json in `out_dir`, replaced whole (a run stopped while writing it keeps the previous one)."""
+    path = out_dir / DOCUMENT
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 def keep(doc: dict[str, Any], out_dir: Path, db: str | Path | None = None) -> None:
     """compare.json in `out_dir`, and the document in the results database (`smartio results list`, `show ID`):
-    every comparison, also one that failed or was interrupted, with what it measured. The first write of a run adds
-    it and puts its id in the document; later writes (plots added, a --resume session) store it in its place. The
-    file is written first and a database that fails only warns: a run of hours is not lost to it."""
-    path = out_dir / DOCUMENT
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    every comparison, also one that failed or was interrupted, with what it measured. A run is one row, found by
+    the document's `run_uid` (which stays the same across a run's writes and --resume sessions): a later write
+    (plots added, another session) replaces it, and the row's id goes into the document. The file is written
+    first, and a database that fails only warns: a run of hours is not lost to it."""
+    path = write_document(doc, out_dir)
     try:
         store = Store(db)
         try:
-            run_id = store.put(doc, stored_row(doc), same=lambda old: old.get("kind") == "compare"
-                               and old.get("plan") == doc.get("plan") and old.get("profile") == doc.get("profile"))
+            run_id = store.put(doc, stored_row(doc), uid=doc.get("run_uid"))
         finally:
             store.close()
-    except (SmartioError, sqlite3.Error, OSError) as e:
+    except (SmartioError, sqlite3.Error, OSError, ValueError) as e:
         print(f"smartio compare: {path} is not in the results database: {e}", file=sys.stderr)
         return
     doc["id"] = run_id
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    write_document(doc, out_dir)
 
 
 def check_testbed() -> None:
@@ -224,6 +237,7 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     argv = [guest_python(), "-m", module, plan_json, initramfs.GUEST_OUT]
     doc_path = out_dir / DOCUMENT
+    uid = new_uid()                    # the run's identity in the results database, unless assemble_doc gives one
     earlier = len(session_dirs(out_dir))
     artifacts = out_dir / (f"vm-{earlier + 1}" if earlier else "vm")
     try:
@@ -231,10 +245,10 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     except KeyboardInterrupt:
         guest_out = artifacts / "out"
         if guest_out.is_dir():
-            keep(assemble_doc(guest_out, None, started), out_dir, db)
+            keep({"run_uid": uid, **assemble_doc(guest_out, None, started)}, out_dir, db)
             print(f"smartio compare: interrupted; what was measured is in {doc_path}", file=sys.stderr)
         raise
-    doc = assemble_doc(result.out_dir, result, started)
+    doc = {"run_uid": uid, **assemble_doc(result.out_dir, result, started)}
     keep(doc, out_dir, db)
     if result.failure:
         raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
@@ -276,6 +290,7 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     check_testbed()
     out_dir = new_out_dir(out)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    uid = new_uid()
     argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
     try:
         result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
@@ -285,10 +300,11 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
         guest_out = out_dir / "vm" / "out"
         if guest_out.is_dir():
             doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
-            keep(doc, out_dir, db)
+            keep({**doc, "run_uid": uid}, out_dir, db)
             print(f"smartio compare: interrupted; what was measured is in {out_dir / DOCUMENT}", file=sys.stderr)
         raise
     doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
+    doc["run_uid"] = uid
     keep(doc, out_dir, db)
     if doc["results"]:
         from smartio.compare.report import write_plots

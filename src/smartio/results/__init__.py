@@ -9,7 +9,6 @@ import dataclasses
 import json
 import os
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,25 +121,21 @@ class Store:
         return self.put(doc, Row(0, doc["started"], doc["experiment"], doc["target"]["path"],
                                  doc["device"].get("name"), doc.get("scheduler"), doc.get("kernel"), doc["command"]))
 
-    def put(self, doc: dict[str, Any], row: Row, same: Callable[[dict[str, Any]], bool] | None = None) -> int:
-        """Store `doc` with the columns of `row` as a new run, or, if `row.id` names a stored run for which
-        same(its stored document) holds, in place of that one (a document stored again as its run goes on);
-        returns the id."""
+    def put(self, doc: dict[str, Any], row: Row, uid: str | None = None) -> int:
+        """Store `doc` with the columns of `row` as a new run; with `uid`, in place of the stored run whose
+        document has that `run_uid`, if there is one (a document stored again as its run goes on). Returns the id."""
         text = json.dumps({k: v for k, v in doc.items() if k != "id"})     # get() puts the id back
         with self.db:
-            if row.id and same is not None:
-                old = self.db.execute("SELECT document FROM runs WHERE id = ?", (row.id,)).fetchone()
-                try:
-                    mine = old is not None and same(json.loads(old[0]))
-                except (ValueError, TypeError, AttributeError):
-                    mine = False
-                if mine:
-                    self.db.execute(
-                        "UPDATE runs SET started = ?, experiment = ?, target = ?, device = ?, scheduler = ?, "
-                        "kernel = ?, command = ?, document = ? WHERE id = ?",
-                        (row.started, row.experiment, row.target, row.device, row.scheduler, row.kernel,
-                         row.command, text, row.id))
-                    return row.id
+            old = uid and self.db.execute("SELECT id FROM runs WHERE json_valid(document) AND "
+                                          "json_extract(document, '$.run_uid') = ? ORDER BY id LIMIT 1",
+                                          (uid,)).fetchone()
+            if old:
+                self.db.execute(
+                    "UPDATE runs SET started = ?, experiment = ?, target = ?, device = ?, scheduler = ?, "
+                    "kernel = ?, command = ?, document = ? WHERE id = ?",
+                    (row.started, row.experiment, row.target, row.device, row.scheduler, row.kernel, row.command,
+                     text, old[0]))
+                return int(old[0])
             cur = self.db.execute(
                 "INSERT INTO runs (started, experiment, target, device, scheduler, kernel, command, document) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
