@@ -102,7 +102,7 @@ def test_every_background_over_idle_and_every_cells_interval(tmp_path):
                     "mean": idle * k, "values": values, "ci95": [idle * k * 0.75, idle * k * 1.2]}}}))
     doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
     ratio, ci = la.over_idle(doc["cells"]["smartio"], plan.apps, "rand-write")
-    assert ratio == pytest.approx(1.1 ** 0.5) and ci is not None and ci[0] < ratio < ci[1]
+    assert ratio is not None and ci is not None and ci[0] < ratio < ci[1] and ratio == pytest.approx(1.1 ** 0.5)
     assert la.over_idle(doc["cells"]["none"], plan.apps, "seq-write")[0] == pytest.approx(doc["headline"]["none"][
         "cold_bg_over_idle"])
     lines = la.background_lines(doc)

@@ -669,8 +669,8 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         guest_plan = run_plan
     else:
         out_dir = resume.resolve()
-        run_plan, profile, time_scale, uid = resumed_plan(out_dir)
-        uid = uid or new_uid()             # a run started before smartio stored comparisons: one row from now
+        run_plan, profile, time_scale, known = resumed_plan(out_dir)
+        uid = known or new_uid()           # a run started before smartio stored comparisons: one row from now
         prof = vm_profile(profile, timeout, time_scale)
         done = sorted({f.stem for d in session_dirs(out_dir) for f in (d / "out" / RUNS_DIR).glob("*.json")})
         guest_plan = dataclasses.replace(run_plan, done=tuple(done))
