@@ -319,3 +319,17 @@ def test_resume_refuses_what_would_change_the_plan(tmp_path, capsys, args, messa
 
     assert main(["compare", *[a.format(tmp=tmp_path) for a in args]]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_resumed_plan_takes_the_run_uid_from_start_file_else_compare_json(tmp_path):
+    # A run's row in the results database follows it across --resume sessions; a compare.json that a killed session
+    # left unreadable does not stop a run whose START_FILE is there from resuming (it then gets a new row).
+    plan = _plan(repeats=2)
+    start = {"plan": json.loads(plan.to_json()), "profile": "s5-emmc", "time_scale": 10.0}
+    (tmp_path / la.START_FILE).write_text(json.dumps(start | {"run_uid": "from-start"}))
+    (tmp_path / "compare.json").write_text(json.dumps({"run_uid": "from-doc"}))
+    assert la.resumed_plan(tmp_path) == (plan, "s5-emmc", 10.0, "from-start")
+    (tmp_path / la.START_FILE).write_text(json.dumps(start))             # written before run_uid existed
+    assert la.resumed_plan(tmp_path)[3] == "from-doc"
+    (tmp_path / "compare.json").write_text('{"run_uid": "cut off')
+    assert la.resumed_plan(tmp_path) == (plan, "s5-emmc", 10.0, None)

@@ -10,7 +10,7 @@ from typing import Any
 
 from smartio.compare import launch as la, qasio as qa, sqlite as sq
 from smartio.compare.report import render
-from smartio.compare.run import check_testbed, run_compare, vm_profile
+from smartio.compare.run import check_testbed, kept_line, run_compare, vm_profile
 from smartio.compare.spec import (
     DEFAULT_NR_REQUESTS,
     DEFAULT_SCHEDULERS,
@@ -24,7 +24,7 @@ from smartio.compare.spec import (
 from smartio.errors import UsageError
 from smartio.experiments.runner import command_line
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
-from smartio.results import Store, stored_line
+from smartio.results import Store
 from smartio.signals import sigterm_as_interrupt
 
 
@@ -229,8 +229,5 @@ def _compare(a: argparse.Namespace) -> int:
         doc, out = run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command_line(),
                                stream=sys.stderr.buffer, db=a.db)     # progress on stderr, apart from the tables
     print(render_doc(doc))
-    plots = ", ".join(Path(p).name for p in doc.get("plots") or ())
-    print(f"\ncompare.json{' and ' + plots if plots else ''} in {out}", file=sys.stderr)
-    if doc.get("id"):
-        print(stored_line(doc).lstrip("\n"), file=sys.stderr)
+    print("\n" + kept_line(doc, out), file=sys.stderr)
     return 0

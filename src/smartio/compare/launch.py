@@ -695,25 +695,35 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
     return doc, out_dir
 
 
+def _document_uid(out_dir: Path) -> str | None:
+    """The run_uid of the compare.json an earlier session wrote, if it is there and readable (a run whose START_FILE
+    predates run_uid); None otherwise: then the run gets a new row."""
+    from smartio.compare.run import DOCUMENT
+
+    try:
+        uid = json.loads((out_dir / DOCUMENT).read_text()).get("run_uid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return uid if isinstance(uid, str) else None
+
+
 def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:
     """The plan, profile, time scale and run_uid of the run in `out_dir` (START_FILE; for a run made before it was
     written, its compare.json), for --resume. The run_uid (its row in the results database) is START_FILE's, else
     that of the compare.json an earlier session wrote, else None (a run from before comparisons were stored)."""
     from smartio.compare.run import DOCUMENT
 
-    doc_path = out_dir / DOCUMENT
     path = out_dir / START_FILE
     try:
-        doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
-        uid = doc.get("run_uid") if isinstance(doc, dict) else None
         if path.exists():
             d = json.loads(path.read_text())
             return (LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"], d["time_scale"],
-                    d.get("run_uid") or uid)
-        path = doc_path
-        if doc.get("experiment") == "launch":
-            return (LaunchPlan.from_json(json.dumps(doc["plan"])), doc["profile"]["name"],
-                    doc["profile"]["time_scale"], uid)
+                    d.get("run_uid") or _document_uid(out_dir))
+        if (path := out_dir / DOCUMENT).exists():
+            d = json.loads(path.read_text())
+            if d.get("experiment") == "launch":
+                return (LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"]["name"], d["profile"]["time_scale"],
+                        d.get("run_uid"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UsageError("--resume", out_dir, f"cannot read {path}: {e}") from e
     raise UsageError("--resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "

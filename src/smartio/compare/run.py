@@ -26,7 +26,7 @@ from typing import IO, Any, Literal
 from smartio.compare import guest
 from smartio.compare.spec import Plan
 from smartio.errors import NeedsRootError, SmartioError, UsageError
-from smartio.results import Row, Store
+from smartio.results import Row, Store, stored_line
 from smartio.testbed import initramfs, vm
 from smartio.units import parse_size
 
@@ -87,8 +87,15 @@ def keep(doc: dict[str, Any], out_dir: Path, db: str | Path | None = None) -> No
     except (SmartioError, sqlite3.Error, OSError, ValueError) as e:
         print(f"smartio compare: {path} is not in the results database: {e}", file=sys.stderr)
         return
-    doc["id"] = run_id
-    write_document(doc, out_dir)
+    if doc.get("id") != run_id:                 # the first write of a run: the file learns its id
+        doc["id"] = run_id
+        write_document(doc, out_dir)
+
+
+def kept_line(doc: dict[str, Any], out_dir: Path) -> str:
+    """Where a comparison is kept: compare.json (and its plots) in `out_dir`, and its run in the results database."""
+    plots = ", ".join(Path(p).name for p in doc.get("plots") or ())
+    return f"compare.json{' and ' + plots if plots else ''} in {out_dir}" + (stored_line(doc) if doc.get("id") else "")
 
 
 def check_testbed() -> None:
