@@ -76,3 +76,19 @@ def test_issue15_dumb_terminal_gets_plain_lines(tmp_path):
                           _env(tmp_path, TERM="dumb"))
     assert rc == 0, out
     assert "[1/8] latency seq_read alone (run 1/2)" in out and "━" not in out
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_said_lines_stay_where_steps_are_redrawn(terminal):
+    import io
+
+    from smartio.progress import Progress
+
+    out = io.StringIO()
+    with Progress(None, stream=out, terminal=terminal) as p:
+        p.status("recording 1.0 s")
+        p.say("smartio: recording the block events of sda until Ctrl-C")
+        p.status("recording 2.0 s")
+    text = out.getvalue()
+    assert text.count("smartio: recording the block events of sda until Ctrl-C\n") == 1
+    assert ("recording 2.0 s\n" in text) is not terminal   # a plain line, or the bar's redrawn description

@@ -59,6 +59,19 @@ def ext4_loop(tmp_path):
         subprocess.run(["losetup", "-d", loop], check=True)
 
 
+def _lines_until(proc, prefix, timeout=60.0):
+    """The child's stderr lines up to the first that starts with prefix (a failure if it exits first)."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        assert line, f"exited ({proc.wait()}) before saying {prefix!r}: {''.join(lines)}"
+        lines.append(line)
+        if line.startswith(prefix):
+            return lines
+    raise AssertionError(f"not said within {timeout} s: {prefix!r}")
+
+
 def _tracing_state():
     with mounted_tracefs() as root:
         return GlobalState.read(root).values, sorted(p.name for p in (root / "instances").iterdir())
@@ -111,11 +124,14 @@ def test_ctrl_c_ends_the_recording_and_restores_tracing(ext4_loop, tmp_path):
     out = tmp_path / "until-c.smtrace"
     proc = subprocess.Popen([sys.executable, "-m", "smartio", "trace", "record", "-o", str(out), "--device", loop],
                             stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
-    time.sleep(1.5)
+    # Ctrl-C keeps a trace once the recorder says it records; a fixed sleep before it lost the race on a slow
+    # machine (CI: "smartio: interrupted", 130, nothing written).
+    said = _lines_until(proc, "smartio: recording the block events of ")
+    assert f"{loop} until Ctrl-C" in said[-1]
     subprocess.run([sys.executable, "-c", WORKLOAD + "import os; os.sync()", str(mnt / "b.db")], check=True)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, "".join(said) + err
     assert _tracing_state() == state_before
     assert len(read_trace(out)) > 0
 

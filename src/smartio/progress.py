@@ -72,6 +72,14 @@ class Progress:
             self.stream.write(text + "\n")
             self.stream.flush()
 
+    def say(self, text: str) -> None:
+        """A line that stays: on a terminal it is printed above the bar, elsewhere it is a line like any other."""
+        if self._bar is not None:
+            self._bar.console.print(text, markup=False)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
     def end(self) -> None:
         self.done += 1
         if self._bar is not None:

@@ -74,9 +74,14 @@ def record(output: Path, devices: list[str], fmt: str, command: list[str] | None
     with sigterm_as_interrupt(), Progress(None) as progress:
         with mounted_tracefs() as root, Recorder(root, devs, partition_map()) as rec:
             start_ns = time.monotonic_ns()
-            proc = subprocess.Popen(command) if command else None
+            proc = None
             last_report = time.monotonic()
             try:
+                # Said once tracing is on, so a user (or a script) knows from when on Ctrl-C keeps a trace.
+                what = ", ".join(names) if names else "every disk"
+                until = f"until {command[0]} exits" if command else "until Ctrl-C"
+                progress.say(f"smartio: recording the block events of {what} {until}")
+                proc = subprocess.Popen(command) if command else None
                 while proc is None or proc.poll() is None:
                     time.sleep(POLL_S)
                     rec.poll()
