@@ -23,3 +23,15 @@ def test_help_renders(path, capsys):
         build_parser().parse_args([*path, "--help"])
     assert e.value.code == 0
     assert "usage: smartio" in capsys.readouterr().out
+
+
+def test_ctrl_c_while_the_commands_load_is_a_message_not_a_traceback(monkeypatch, capsys):
+    import importlib
+
+    import smartio.cli as cli
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    assert cli.main(["--version"]) == 130
+    assert capsys.readouterr().err == "smartio: interrupted\n"

@@ -46,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()     # imports every command's module (numpy among them): half a second
+    except KeyboardInterrupt:
+        print("smartio: interrupted", file=sys.stderr)
+        return 130
     args = parser.parse_args(argv)
     try:
         rc = int(args.func(args) or 0)
