@@ -333,3 +333,13 @@ def test_resumed_plan_takes_the_run_uid_from_start_file_else_compare_json(tmp_pa
     assert la.resumed_plan(tmp_path)[3] == "from-doc"
     (tmp_path / "compare.json").write_text('{"run_uid": "cut off')
     assert la.resumed_plan(tmp_path) == (plan, "s5-emmc", 10.0, None)
+
+
+def test_many_missing_cells_are_counted_per_scheduler_few_are_named():
+    many = [f"{s} editor cold {bg} real" for s in ("kyber", "bfq") for bg in ("none", "seq-write", "rand-write",
+                                                                                 "buffered-write", "x", "y")]
+    assert la.missing_lines(many, ["none", "kyber", "bfq"]) == [
+        '  missing: 12 cells (kyber 6, bfq 6); compare.json\'s "missing" names them']
+    assert la.missing_lines(many[:2], ["kyber"]) == ["  missing: kyber editor cold none real, kyber editor cold "
+                                                     "seq-write real"]
+    assert la.missing_lines([], ["kyber"]) == []

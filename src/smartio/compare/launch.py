@@ -545,9 +545,21 @@ def render(doc: dict[str, Any]) -> str:
     lines += ["", *interval_lines(doc), "  " + headline_line(doc)]
     if host := hostload.note(doc.get("host_load")):
         lines.append(f"  {host}")
-    if doc["missing"]:
-        lines.append(f"  missing: {', '.join(doc['missing'])}")
+    lines += missing_lines(doc["missing"], plan["schedulers"])
     return "\n".join(lines)
+
+
+MISSING_NAMED = 8       # more missing cells than this are counted per scheduler (compare.json names them all)
+
+
+def missing_lines(missing: list[str], schedulers: list[str]) -> list[str]:
+    """The cells a run has not measured (yet: a stopped run goes on with --resume): named when few, else counted
+    per scheduler, so that a half-done run of 288 cells does not end in a wall of names."""
+    if len(missing) <= MISSING_NAMED:
+        return [f"  missing: {', '.join(missing)}"] if missing else []
+    per = collections.Counter(m.split(" ", 1)[0] for m in missing)
+    counts = ", ".join(f"{s} {per[s]}" for s in schedulers if per[s])
+    return [f"  missing: {len(missing)} cells ({counts}); compare.json's \"missing\" names them"]
 
 
 PLOT_FILE = "launch.png"
