@@ -227,7 +227,9 @@ def test_replay_fidelity_per_cell(tmp_path):
             res: dict = {"wall_s": {"mean": wall}}
             if cache == "cold":
                 res |= {"disk_read_requests": {"mean": 200 if mode == "real" else 220},
-                        "disk_read_kib": {"mean": 20480}}
+                        "disk_read_kib": {"mean": 20480},
+                        "breakdown_s": {"cpu": {"mean": 2.0 if mode == "real" else 1.0},
+                                        "cpu_sys": {"mean": 1.5 if mode == "real" else 0.2}}}
             f.write_text(json.dumps({"results": res}))
     doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
     rows = {r["cache"]: r for r in la.fidelity(doc)}
@@ -239,6 +241,7 @@ def test_replay_fidelity_per_cell(tmp_path):
     text = la.render(doc)
     assert "in 1 of 2 cells; not within in 1, undecided in 0" in text and "200 / 20.0" in text
     assert "220 / 20.0" in text
+    assert "CPU s (kernel), real / replay" in text and "2.00 (1.50) / 1.00 (0.20)" in text
     # With launch times, the interval decides: the same 1.1 from launches that scatter widely is undecided, from
     # tight ones within; a tight 0.849 is not within.
     for spread, verdict in ((0.3, "undecided"), (0.001, "yes")):

@@ -468,7 +468,7 @@ def test_replay_times_think_and_io(tmp_path):
     assert b is not None and list(b) == list(rp.BREAKDOWN)
     assert 0.025 <= b["think"] < 0.05 and 0 < b["metadata"] < 0.02 and 0 < b["read"] < 0.02
     assert b["fault"] == b["readahead"] == b["write"] == b["sync"] == 0
-    assert sum(v for k, v in b.items() if k != "cpu") == pytest.approx(wall, abs=1e-5)
+    assert sum(v for k, v in b.items() if k not in ("cpu", "cpu_sys")) == pytest.approx(wall, abs=1e-5)
 
 
 def test_replay_breakdown_tells_computing_from_waiting(tmp_path, monkeypatch):
@@ -486,6 +486,7 @@ def test_replay_breakdown_tells_computing_from_waiting(tmp_path, monkeypatch):
     assert 0.3 <= b["think"] < 0.4 and 0.3 <= b["sync"] < 0.4
     # The busy think time (all of it on an idle machine, less on a busy one), not the sleeping fsync.
     assert 0.02 <= b["cpu"] <= b["think"] + 0.05, b
+    assert b["cpu_sys"] < 0.5 * b["cpu"], b      # a busy wait computes in the program, not in the kernel
 
 
 def test_replay_runs_each_launch_in_a_child_and_reports_its_failure(tmp_path):
@@ -649,6 +650,15 @@ def test_command_is_timed_from_exec_to_exit(tmp_path):
                            str(tmp_path))
     wall = spin.launch()          # spins until it has used 0.3 s of CPU, however busy the machine
     assert spin.last_breakdown is not None and 0.3 <= spin.last_breakdown["cpu"] <= wall + 0.05
+    # The kernel's part: arithmetic is the program's, reading /dev/zero the kernel's (it copies the zeros).
+    # (Not the loop above: process_time() is a system call.)
+    sums = CommandLauncher([sys.executable, "-c", "sum(range(20_000_000))"], str(tmp_path))
+    sums.launch()
+    assert sums.last_breakdown is not None and sums.last_breakdown["cpu_sys"] < 0.5 * sums.last_breakdown["cpu"]
+    zeros = CommandLauncher([sys.executable, "-c", "import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\n"
+                             "while time.process_time() < 0.3: os.read(fd, 1 << 20)"], str(tmp_path))
+    zeros.launch()
+    assert zeros.last_breakdown is not None and zeros.last_breakdown["cpu_sys"] > 0.5 * zeros.last_breakdown["cpu"]
 
 
 @needs_strace

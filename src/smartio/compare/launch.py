@@ -399,8 +399,8 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
     schedulers of replay / real time with its 95 % interval (Welch's, over every scheduler's launches), the
     verdict "yes" (the interval inside 1 ± REPLAY_TOLERANCE), "no" (outside it) or "undecided" (straddling an
     edge; from the means alone, yes or no, where a run kept no launch times), and both launches' disk reads per
-    launch (requests, KiB: means over the schedulers) and their CPU time (s, the same), where the run recorded
-    them."""
+    launch (requests, KiB: means over the schedulers) and their CPU time (s, the same) with its kernel part, where
+    the run recorded them."""
     plan = doc["plan"]
     out: list[dict[str, Any]] = []
     if not {"real", "replay"} <= set(plan["modes"]):
@@ -412,6 +412,7 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 pairs: list[tuple[list[float], list[float]]] = []
                 io: dict[str, list[tuple[float, float]]] = {"real": [], "replay": []}
                 cpu: dict[str, list[float]] = {"real": [], "replay": []}
+                sys_: dict[str, list[float]] = {"real": [], "replay": []}
                 for label in plan["schedulers"]:
                     cell = doc["cells"].get(label, {})
                     real, rep = cell.get(f"{a}.{c}.{b}.real"), cell.get(f"{a}.{c}.{b}.replay")
@@ -424,6 +425,8 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                             io[m].append((r["disk_read_requests"]["mean"], r["disk_read_kib"]["mean"]))
                         if "cpu" in r.get("breakdown_s", {}):
                             cpu[m].append(r["breakdown_s"]["cpu"]["mean"])
+                        if "cpu_sys" in r.get("breakdown_s", {}):
+                            sys_[m].append(r["breakdown_s"]["cpu_sys"]["mean"])
                 ratio = _gmean(ratios)
                 if ratio is None:
                     continue
@@ -444,6 +447,8 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 for m, secs in cpu.items():
                     if secs:
                         row[f"{m}_cpu_s"] = sum(secs) / len(secs)
+                    if sys_[m] and len(sys_[m]) == len(secs):
+                        row[f"{m}_cpu_sys_s"] = sum(sys_[m]) / len(sys_[m])
                 out.append(row)
     return out
 
@@ -456,6 +461,7 @@ def fidelity_lines(doc: dict[str, Any]) -> list[str]:
         return []
     has_io = any("real_read_requests" in r for r in rows)
     has_cpu = any("real_cpu_s" in r for r in rows)
+    has_sys = any("real_cpu_sys_s" in r for r in rows)
 
     def io(r: dict[str, Any], m: str) -> str:
         n = r.get(f"{m}_read_requests")
@@ -468,11 +474,16 @@ def fidelity_lines(doc: dict[str, Any]) -> list[str]:
 
     def cpu(r: dict[str, Any]) -> str:
         a, b = r.get("real_cpu_s"), r.get("replay_cpu_s")
-        return "-" if a is None or b is None else f"{a:.2f} / {b:.2f}"
+        if a is None or b is None:
+            return "-"
+        ka, kb = r.get("real_cpu_sys_s"), r.get("replay_cpu_sys_s")
+        if ka is None or kb is None:
+            return f"{a:.2f} / {b:.2f}"
+        return f"{a:.2f} ({ka:.2f}) / {b:.2f} ({kb:.2f})"
 
     table = grid(["replay against real", "replay/real [95 % CI]", pct,
                   *(["real reads (requests / MiB)", "replay reads"] if has_io else []),
-                  *(["CPU s, real / replay"] if has_cpu else [])],
+                  *([f"CPU s{' (kernel)' if has_sys else ''}, real / replay"] if has_cpu else [])],
                  [[f"{r['app']} {r['cache']} {r['background']}", ratio(r), r["within"],
                    *([io(r, "real"), io(r, "replay")] if has_io else []), *([cpu(r)] if has_cpu else [])]
                   for r in rows])

@@ -116,7 +116,8 @@ class CommandLauncher:
         check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
         self.argv, self.cwd, self.root = argv, cwd, root
         self._stamp_fd = -1
-        self.last_breakdown: dict[str, float] | None = None   # {"cpu": the last launch's CPU time, s}
+        # {"cpu": the last launch's CPU time, "cpu_sys": the kernel's part of it}, s
+        self.last_breakdown: dict[str, float] | None = None
 
     def _before_exec(self) -> None:
         """In the child, after fork, right before exec: only system calls, no locks (the parent has threads)."""
@@ -145,7 +146,8 @@ class CommandLauncher:
                         proc.kill()
                         proc.wait()
                 end = time.perf_counter()
-                self.last_breakdown = {"cpu": round(usage.ru_utime + usage.ru_stime, 6)}
+                self.last_breakdown = {"cpu": round(usage.ru_utime + usage.ru_stime, 6),
+                                       "cpu_sys": round(usage.ru_stime, 6)}
                 stamp = os.read(r, 8)
                 if rc != 0:
                     err.seek(0)

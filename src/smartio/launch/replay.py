@@ -55,7 +55,7 @@ FAULT_CHUNK = 128 << 10
 SPENT_AS = {"lookup": "metadata", "stat": "metadata", "open": "metadata", "close": "metadata", "exec": "fault",
             "mmap": "fault", "fault": "fault", "readahead": "readahead", "read": "read", "write": "write",
             "fsync": "sync", "fdatasync": "sync", "exit": "think"}
-BREAKDOWN = ("think", "metadata", "fault", "readahead", "read", "write", "sync", "cpu")
+BREAKDOWN = ("think", "metadata", "fault", "readahead", "read", "write", "sync", "cpu", "cpu_sys")
 
 
 class Layout:
@@ -215,9 +215,10 @@ class Replayer:
 
         Returns {"wall_s": from the first operation to the end, "breakdown_s": {...}}: the seconds spent thinking
         (the busy waits), in each kind of operation (BREAKDOWN: "metadata" for lookup, stat, open and close;
-        "fault" for mapped pages read and waited for; "readahead" started; "read"; "write"; "sync"), and "cpu", the
-        child's CPU time over the whole (user and system, getrusage as for a real launch). A slow replay then shows
-        whether it waited (storage) or computed (the CPU, or the emulator)."""
+        "fault" for mapped pages read and waited for; "readahead" started; "read"; "write"; "sync"), "cpu", the
+        child's CPU time over the whole (user and system, getrusage as for a real launch), and "cpu_sys", its
+        system part. A slow replay then shows whether it waited (storage) or computed (the CPU, or the emulator),
+        and the kernel's share says whether that computing was the program's or the kernel's (faults, lookups)."""
         gc.disable()
         paths = self.layout.paths
         root = str(self.layout.root)
@@ -298,6 +299,7 @@ class Replayer:
                 os.close(fd)
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         spent["cpu"] = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
+        spent["cpu_sys"] = cpu1.ru_stime - cpu0.ru_stime
         return {"wall_s": end - t0, "breakdown_s": {k: round(v, 6) for k, v in spent.items()}}
 
 

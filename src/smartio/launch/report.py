@@ -29,7 +29,8 @@ def render(doc: dict[str, Any]) -> str:
             rows.append([label, pm(st, "{:.0f}"), f"{min(st['values']):.0f}", f"{max(st['values']):.0f}"])
     for kind, st in r.get("breakdown_s", {}).items():
         if max(st["values"]) > 0:
-            label = "CPU time of the launch (ms)" if kind == "cpu" else f"  in {kind} (ms)"
+            label = {"cpu": "CPU time of the launch (ms)", "cpu_sys": "  of which in the kernel (ms)"}.get(
+                kind, f"  in {kind} (ms)")
             st = _ms(st)
             rows.append([label, pm(st, "{:.1f}"), f"{min(st['values']):.1f}", f"{max(st['values']):.1f}"])
     lines.append(grid(["what", "mean", "min", "max"], rows))
