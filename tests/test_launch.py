@@ -486,7 +486,8 @@ def test_replay_breakdown_tells_computing_from_waiting(tmp_path, monkeypatch):
     assert 0.3 <= b["think"] < 0.4 and 0.3 <= b["sync"] < 0.4
     # The busy think time (all of it on an idle machine, less on a busy one), not the sleeping fsync.
     assert 0.02 <= b["cpu"] <= b["think"] + 0.05, b
-    assert b["cpu_sys"] < 0.5 * b["cpu"], b      # a busy wait computes in the program, not in the kernel
+    # A busy wait computes in the program, not in the kernel (a tick's slack: the split is sampled per tick).
+    assert b["cpu_sys"] < 0.5 * b["cpu"] + 0.02, b
 
 
 def test_replay_runs_each_launch_in_a_child_and_reports_its_failure(tmp_path):

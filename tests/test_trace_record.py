@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -59,17 +61,37 @@ def ext4_loop(tmp_path):
         subprocess.run(["losetup", "-d", loop], check=True)
 
 
-def _lines_until(proc, prefix, timeout=60.0):
-    """The child's stderr lines up to the first that starts with prefix (a failure if it exits first)."""
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        assert line, f"exited ({proc.wait()}) before saying {prefix!r}: {''.join(lines)}"
-        lines.append(line)
-        if line.startswith(prefix):
-            return lines
-    raise AssertionError(f"not said within {timeout} s: {prefix!r}")
+class _Stderr:
+    """A child's stderr lines, read by a thread: `until(prefix)` waits at most `timeout` s for a line that starts
+    with prefix (a child that hangs silent fails the test, it does not hang it), `rest()` everything after."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc, self.lines, self.said = proc, queue.Queue(), []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in iter(self.proc.stderr.readline, ""):
+            self.lines.put(line)
+        self.lines.put("")                      # end of file
+
+    def until(self, prefix: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            assert line, f"exited ({self.proc.wait()}) before saying {prefix!r}: {''.join(self.said)}"
+            self.said.append(line)
+            if line.startswith(prefix):
+                return line
+        raise AssertionError(f"not said within {timeout} s: {prefix!r}: {''.join(self.said)}")
+
+    def rest(self, timeout: float = 30.0) -> str:
+        self.proc.wait(timeout=timeout)
+        while (line := self.lines.get(timeout=timeout)) != "":
+            self.said.append(line)
+        return "".join(self.said)
 
 
 def _tracing_state():
@@ -126,14 +148,23 @@ def test_ctrl_c_ends_the_recording_and_restores_tracing(ext4_loop, tmp_path):
                             stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     # Ctrl-C keeps a trace once the recorder says it records; a fixed sleep before it lost the race on a slow
     # machine (CI: "smartio: interrupted", 130, nothing written).
-    said = _lines_until(proc, "smartio: recording the block events of ")
-    assert f"{loop} until Ctrl-C" in said[-1]
+    err = _Stderr(proc)
+    assert f"{loop} until Ctrl-C" in err.until("smartio: recording the block events of ")
     subprocess.run([sys.executable, "-c", WORKLOAD + "import os; os.sync()", str(mnt / "b.db")], check=True)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, "".join(said) + err
+    said = err.rest()
+    assert proc.returncode == 0, said
     assert _tracing_state() == state_before
     assert len(read_trace(out)) > 0
+
+
+@needs_root
+def test_a_command_that_cannot_run_is_bad_input_before_tracing(tmp_path, capsys):
+    state_before = _tracing_state()
+    assert main(["trace", "record", "-o", str(tmp_path / "x"), "--", "no-such-command-here", "-x"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-command-here" in err and "not found" in err and "recording" not in err
+    assert _tracing_state() == state_before and not (tmp_path / "x").exists()
 
 
 def test_record_without_root_is_exit_3(monkeypatch, tmp_path, capsys):

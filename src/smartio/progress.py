@@ -75,7 +75,7 @@ class Progress:
     def say(self, text: str) -> None:
         """A line that stays: on a terminal it is printed above the bar, elsewhere it is a line like any other."""
         if self._bar is not None:
-            self._bar.console.print(text, markup=False)
+            self._bar.console.print(text, markup=False, emoji=False, highlight=False)
         else:
             self.stream.write(text + "\n")
             self.stream.flush()

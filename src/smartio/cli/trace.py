@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -74,6 +75,9 @@ def run_record(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if command and command[0].startswith("-"):
         raise UsageError(None, command[0], "unknown option; put the command to run after `--`")
+    if command:     # before tracing starts: a command that cannot run is bad input, not a traceback
+        from smartio.launch.measure import check_command
+        check_command(command, os.getcwd())
     res = record(args.output, args.device, args.format, command or None)
     lost = f", {res.lost} LOST (buffer overrun)" if res.lost else ""
     where = ", ".join(str(p) for p in res.files)

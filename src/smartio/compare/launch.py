@@ -461,7 +461,7 @@ def fidelity_lines(doc: dict[str, Any]) -> list[str]:
         return []
     has_io = any("real_read_requests" in r for r in rows)
     has_cpu = any("real_cpu_s" in r for r in rows)
-    has_sys = any("real_cpu_sys_s" in r for r in rows)
+    has_sys = any("real_cpu_sys_s" in r and "replay_cpu_sys_s" in r for r in rows)
 
     def io(r: dict[str, Any], m: str) -> str:
         n = r.get(f"{m}_read_requests")

@@ -116,7 +116,9 @@ class CommandLauncher:
         check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
         self.argv, self.cwd, self.root = argv, cwd, root
         self._stamp_fd = -1
-        # {"cpu": the last launch's CPU time, "cpu_sys": the kernel's part of it}, s
+        # {"cpu": the last launch's CPU time, "cpu_sys": the kernel's part of it}, s. From wait4, so it includes
+        # what the forked child did before exec, in the kernel mostly (its exec unmaps the parent's copied address
+        # space): milliseconds, where a replay counts from its first operation.
         self.last_breakdown: dict[str, float] | None = None
 
     def _before_exec(self) -> None:
