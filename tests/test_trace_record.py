@@ -66,10 +66,13 @@ class _Stderr:
     with prefix (a child that hangs silent fails the test, it does not hang it), `rest()` everything after."""
 
     def __init__(self, proc: subprocess.Popen) -> None:
-        self.proc, self.lines, self.said = proc, queue.Queue(), []
+        self.proc = proc
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.said: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
+        assert self.proc.stderr is not None
         for line in iter(self.proc.stderr.readline, ""):
             self.lines.put(line)
         self.lines.put("")                      # end of file
