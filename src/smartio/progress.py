@@ -60,25 +60,26 @@ class Progress:
             self._bar.update(self._task, description=label)
             self._bar.refresh()
         else:
-            step = f"[{self.done + 1}/{self.total}] " if self.total else ""
-            self.stream.write(f"{step}{label}\n")
-            self.stream.flush()
+            self._line(f"[{self.done + 1}/{self.total}] {label}" if self.total else label)
 
     def status(self, text: str) -> None:
         """How the current step goes; on a terminal it replaces the description, elsewhere it is a line."""
         if self._bar is not None:
             self._bar.update(self._task, description=text)
         else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            self._line(text)
 
     def say(self, text: str) -> None:
         """A line that stays: on a terminal it is printed above the bar, elsewhere it is a line like any other."""
         if self._bar is not None:
             self._bar.console.print(text, markup=False, emoji=False, highlight=False)
         else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        """Off a terminal: one plain line, written out at once."""
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def end(self) -> None:
         self.done += 1

@@ -411,8 +411,7 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 ratios: list[float] = []
                 pairs: list[tuple[list[float], list[float]]] = []
                 io: dict[str, list[tuple[float, float]]] = {"real": [], "replay": []}
-                cpu: dict[str, list[float]] = {"real": [], "replay": []}
-                sys_: dict[str, list[float]] = {"real": [], "replay": []}
+                cpu: dict[str, list[tuple[float, float | None]]] = {"real": [], "replay": []}   # (all, kernel)
                 for label in plan["schedulers"]:
                     cell = doc["cells"].get(label, {})
                     real, rep = cell.get(f"{a}.{c}.{b}.real"), cell.get(f"{a}.{c}.{b}.replay")
@@ -423,10 +422,8 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     for m, r in (("real", real), ("replay", rep)):
                         if "disk_read_requests" in r:
                             io[m].append((r["disk_read_requests"]["mean"], r["disk_read_kib"]["mean"]))
-                        if "cpu" in r.get("breakdown_s", {}):
-                            cpu[m].append(r["breakdown_s"]["cpu"]["mean"])
-                        if "cpu_sys" in r.get("breakdown_s", {}):
-                            sys_[m].append(r["breakdown_s"]["cpu_sys"]["mean"])
+                        if "cpu" in (spent := r.get("breakdown_s", {})):
+                            cpu[m].append((spent["cpu"]["mean"], spent.get("cpu_sys", {}).get("mean")))
                 ratio = _gmean(ratios)
                 if ratio is None:
                     continue
@@ -446,9 +443,9 @@ def fidelity(doc: dict[str, Any]) -> list[dict[str, Any]]:
                         row[f"{m}_read_kib"] = sum(y for _, y in v) / len(v)
                 for m, secs in cpu.items():
                     if secs:
-                        row[f"{m}_cpu_s"] = sum(secs) / len(secs)
-                    if sys_[m] and len(sys_[m]) == len(secs):
-                        row[f"{m}_cpu_sys_s"] = sum(sys_[m]) / len(sys_[m])
+                        row[f"{m}_cpu_s"] = sum(s for s, _ in secs) / len(secs)
+                        if all(k is not None for _, k in secs):     # a run from before cpu_sys has none
+                            row[f"{m}_cpu_sys_s"] = sum(k for _, k in secs if k is not None) / len(secs)
                 out.append(row)
     return out
 
