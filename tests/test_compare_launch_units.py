@@ -267,10 +267,13 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     plan = _plan()
     booted: list[tuple[la.LaunchPlan, Path]] = []
 
-    def fake_guest(module, plan_json, assemble_doc, *, out, existing_out, **kw):
+    guests: list[tuple[int, tuple[str, ...]]] = []
+
+    def fake_guest(module, plan_json, assemble_doc, *, out, existing_out, cpus=2, kernel_args=(), **kw):
         gp = la.LaunchPlan.from_json(plan_json)
         art = out / (f"vm-{len(cr.session_dirs(out)) + 1}" if cr.session_dirs(out) else "vm")
         booted.append((gp, art))
+        guests.append((cpus, tuple(kernel_args)))
         for spec, (app, _, bg, _) in gp.steps()[:3]:   # this session finishes three cells (all cold, real)
             _write(art / "out", spec.label, app, bg, 100 + len(booted))
         (art / "run.json").write_text(json.dumps({"started": f"s{len(booted)}", "duration_s": 5.0}))
@@ -281,8 +284,10 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     monkeypatch.setattr(cr, "module_for", lambda names: [])
     monkeypatch.setattr(la, "plot", lambda doc, path: path)
     out = tmp_path / "run"
-    doc, d = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0)
+    doc, d = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0,
+                                   cpus=1, kernel_args=("tsc=reliable",))
     assert d == out.resolve() and booted[0][0].done == () and booted[0][1].name == "vm"
+    assert doc["vm"] == {"cpus": 1, "kernel_args": ["tsc=reliable"]}
     assert len(doc["missing"]) == len(plan.steps()) - 3 and doc["sessions"] is None
     assert doc["plan"]["done"] == [] and json.loads((out / la.START_FILE).read_text())["time_scale"] == 10.0
     # Resumed: the plan comes from the run; the three cells are skipped, three more measured, in vm-2.
@@ -292,6 +297,9 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     assert len(doc["missing"]) == len(plan.steps()) - 6
     assert [(s["artifacts"], s["cells"]) for s in doc["sessions"]] == [("vm", 3), ("vm-2", 3)]
     assert "3 cells measured in 1 session(s), 13 to go" in capsys.readouterr().err
+    # Every session boots the guest the run started with.
+    assert guests == [(1, ("tsc=reliable",))] * 2 and doc["vm"] == {"cpus": 1, "kernel_args": ["tsc=reliable"]}
+    assert "(1 vCPU, kernel args tsc=reliable)" in la.render(doc)
     # A cell measured again counts from the later session.
     spec, (app, cache, bg, mode) = plan.steps()[0]
     _write(art / "out", spec.label, app, bg, 999)
@@ -316,6 +324,10 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     (["--experiment", "launch", "--resume", "{tmp}/nope"], "is not a directory"),
     (["--experiment", "launch", "--resume", "{tmp}", "--apps", "editor"], "drop --apps"),
     (["--experiment", "launch", "--resume", "{tmp}", "--quick", "--repeats", "2"], "drop --repeats, --quick"),
+    (["--experiment", "launch", "--resume", "{tmp}", "--cpus", "1"], "drop --cpus"),
+    (["--experiment", "launch", "--resume", "{tmp}", "--kernel-arg", "tsc=reliable"], "drop --kernel-arg"),
+    (["--cpus", "0"], "`--cpus 0`: must be from 1 to 64"),
+    (["--experiment", "launch", "--cpus", "65"], "must be from 1 to 64"),
 ])
 def test_resume_refuses_what_would_change_the_plan(tmp_path, capsys, args, message):
     from smartio.cli import main
@@ -336,6 +348,14 @@ def test_resumed_plan_takes_the_run_uid_from_start_file_else_compare_json(tmp_pa
     assert la.resumed_plan(tmp_path)[3] == "from-doc"
     (tmp_path / "compare.json").write_text('{"run_uid": "cut off')
     assert la.resumed_plan(tmp_path) == (plan, "s5-emmc", 10.0, None)
+
+
+def test_resumed_guest_is_what_the_run_started_with_else_the_default(tmp_path):
+    assert la.resumed_guest(tmp_path) == {}                          # no START_FILE: vm.run's defaults
+    (tmp_path / la.START_FILE).write_text(json.dumps({"plan": {}}))  # a run from before the settings were kept
+    assert la.resumed_guest(tmp_path) == {}
+    (tmp_path / la.START_FILE).write_text(json.dumps({"vm": {"cpus": 1, "kernel_args": ["tsc=reliable"]}}))
+    assert la.resumed_guest(tmp_path) == {"cpus": 1, "kernel_args": ("tsc=reliable",)}
 
 
 def test_many_missing_cells_are_counted_per_scheduler_few_are_named():

@@ -11,6 +11,7 @@ import re
 import shutil
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,3 +174,33 @@ def test_header_names_the_mixed_workloads_own_repeats():
         runs["mixed"]["settings"]["repeats"] = 4
     text = report.render(doc)
     assert "repeats: 8 slowdown, 4 mixed" in text and "; repeats: 8\n" not in text + "\n"
+
+
+def test_tables_and_plots_say_how_the_guest_booted():
+    """--cpus and --kernel-arg change what is measured: a document that keeps them ("vm") says them in its header
+    and plot line; one from before they were kept says nothing rather than guess."""
+    doc = json.loads((Path(__file__).parent / "data/compare/bench-run-20261127/1r1w/compare.json").read_text())
+    assert "vm" not in doc and report.guest_text(doc) is None and "vCPU" not in report.render(doc)
+    doc["vm"] = {"cpus": 1, "kernel_args": ["tsc=reliable", "nohz=off"]}
+    assert report.guest_text(doc) == "1 vCPU, kernel args tsc=reliable nohz=off"
+    assert f"kernel {doc['kernel']} (1 vCPU, kernel args tsc=reliable nohz=off);" in report.render(doc)
+    doc["vm"] = {"cpus": 2, "kernel_args": []}
+    assert report.guest_text(doc) == "2 vCPUs" and "2 vCPUs" in report._provenance(doc, "slowdown")
+
+
+def test_compare_hands_cpus_and_kernel_args_to_the_testbed(tmp_path, monkeypatch):
+    """The slowdown/mixed path boots the guest it was asked for and keeps that in the document."""
+    import smartio.compare.run as cr
+
+    seen: dict[str, Any] = {}
+
+    def fake_run(argv, **kw):
+        seen.update(kw)
+        raise KeyboardInterrupt          # stop at the boot: nothing measured, nothing kept
+
+    monkeypatch.setattr(cr.vm, "run", fake_run)
+    monkeypatch.setattr(cr, "check_testbed", lambda: None)
+    plan = Plan(parse_schedulers("none"), experiment="slowdown", streams=1, quick=True)
+    with pytest.raises(KeyboardInterrupt):
+        cr.run_compare(plan, profile="s5-emmc", out=tmp_path / "o", cpus=1, kernel_args=("tsc=reliable",))
+    assert seen["cpus"] == 1 and seen["kernel_args"] == ("tsc=reliable",)

@@ -105,6 +105,10 @@ def test_kernel_cmdline_carries_queue_depth_and_extra_args() -> None:
     assert f"smartio.nonce={NONCE}" in line and "virtio_blk.queue_depth=1" in line
     assert line.endswith("panic_on_warn=1 hung_task_panic=1")
     assert "queue_depth" not in vm.kernel_cmdline(NONCE, "run", None, [])
+    # Page zeroing on allocation is off by default (a TCG cost a phone does not pay); an extra argument, which comes
+    # later on the line and so wins, turns it back on.
+    args = vm.kernel_cmdline(NONCE, "run", None, ["init_on_alloc=1"]).split()
+    assert "init_on_alloc=0" in args and args.index("init_on_alloc=0") < args.index("init_on_alloc=1")
 
 
 def test_command_script_quotes_arguments(tmp_path: Path) -> None:

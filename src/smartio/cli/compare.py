@@ -26,6 +26,7 @@ from smartio.experiments.runner import command_line
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 from smartio.results import Store
 from smartio.signals import sigterm_as_interrupt
+from smartio.testbed.vm import DEFAULT_CPUS, MAX_CPUS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,6 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default ./artifacts/compare-<timestamp>)")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
                    help="kill the VM after S seconds (default 3600)")
+    p.add_argument("--cpus", type=int, metavar="N",
+                   help=f"the guest's vCPUs (default {DEFAULT_CPUS}); under TCG a second vCPU makes the guest drop its "
+                        "TSC for the HPET and spreads a cold launch's kernel time (README, \"Where the scatter comes "
+                        "from\")")
+    p.add_argument("--kernel-arg", action="append", metavar="ARG", dest="kernel_args",
+                   help="one more guest kernel argument, e.g. tsc=reliable (repeat for more)")
     p.add_argument("--db", metavar="FILE",
                    help="results database that keeps the comparison, also an interrupted or failed one (default "
                         "$SMARTIO_DB or ~/.local/share/smartio/results.db; `smartio results list`)")
@@ -173,7 +180,8 @@ def _check_resume(a: argparse.Namespace) -> None:
     given = [flag for flag, v in (("--schedulers", a.schedulers), ("--apps", a.apps), ("--backgrounds", a.backgrounds),
                                   ("--caches", a.caches), ("--modes", a.modes), ("--repeats", a.repeats),
                                   ("--headline-repeats", a.headline_repeats), ("--replay-repeats", a.replay_repeats),
-                                  ("--out", a.out), ("--scheduler-clock", a.scheduler_clock)) if v is not None]
+                                  ("--out", a.out), ("--scheduler-clock", a.scheduler_clock), ("--cpus", a.cpus),
+                                  ("--kernel-arg", a.kernel_args)) if v is not None]
     if a.quick:
         given.append("--quick")
     if given:
@@ -206,6 +214,14 @@ def compare(a: argparse.Namespace) -> int:
         return _compare(a)
 
 
+def guest_settings(a: argparse.Namespace) -> dict[str, Any]:
+    """--cpus and --kernel-arg as vm.run's arguments, checked."""
+    cpus = DEFAULT_CPUS if a.cpus is None else a.cpus
+    if not 1 <= cpus <= MAX_CPUS:
+        raise UsageError("--cpus", a.cpus, f"must be from 1 to {MAX_CPUS}")
+    return {"cpus": cpus, "kernel_args": tuple(a.kernel_args or ())}
+
+
 def _compare(a: argparse.Namespace) -> int:
     # The plan is checked first, then --db, then the testbed boots: bad input costs nothing and writes nothing.
     if a.resume is not None:
@@ -216,6 +232,7 @@ def _compare(a: argparse.Namespace) -> int:
         run, plan, render_doc = _guest_experiment(a)
     else:
         plan, render_doc = plan_from_args(a), render
+    guest = guest_settings(a) if a.resume is None else {}     # a resumed run boots as its first session did
     vm_profile(a.profile, a.timeout, a.time_scale if a.resume is None and a.experiment in GUEST_EXPERIMENTS else None)
     check_testbed()                          # root, QEMU: exit 3 or 1 before a database is made
     Store(a.db).close()
@@ -224,10 +241,11 @@ def _compare(a: argparse.Namespace) -> int:
                                          stream=sys.stderr.buffer, resume=a.resume, db=a.db)
     elif a.experiment in GUEST_EXPERIMENTS:
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
-                       command=command_line(), stream=sys.stderr.buffer, db=a.db)
+                       command=command_line(), stream=sys.stderr.buffer, db=a.db, **guest)
     else:
+        # progress on stderr, apart from the tables
         doc, out = run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command_line(),
-                               stream=sys.stderr.buffer, db=a.db)     # progress on stderr, apart from the tables
+                               stream=sys.stderr.buffer, db=a.db, **guest)
     print(render_doc(doc))
     print("\n" + kept_line(doc, out), file=sys.stderr)
     return 0

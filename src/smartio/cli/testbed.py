@@ -28,7 +28,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help=f"the kernel to boot: Debian's {kernelpkg.FLAVOUR} (default) or {kernelpkg.GENERIC} (f2fs, "
                         f"nilfs2), or {kernelpkg.DEBUG}: the same source built here with lockdep and KASAN (about "
                         f"5 minutes the first time; the module for it: make -C kernel debug)")
-    p.add_argument("--cpus", type=int, default=2, metavar="N", help="vCPUs (default 2)")
+    p.add_argument("--cpus", type=int, default=vm.DEFAULT_CPUS, metavar="N", help=f"vCPUs (default {vm.DEFAULT_CPUS})")
     p.add_argument("--memory", default="2G", metavar="SIZE", help="guest RAM (default 2G)")
 
 
@@ -61,8 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _options(args: argparse.Namespace) -> dict:
-    if args.cpus < 1:
-        raise UsageError("--cpus", args.cpus, "must be at least 1")
     memory = parse_size("--memory", args.memory) >> 20
     if memory < 256:
         raise UsageError("--memory", args.memory, "must be at least 256M")

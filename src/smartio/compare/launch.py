@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from smartio.compare.report import guest_text
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.experiments.stats import log_ratio_ci
@@ -530,7 +531,7 @@ def render(doc: dict[str, Any]) -> str:
         + (f", {rr} in the cold replay cells" if rr and rr != plan["repeats"] else "")
     lines = [f"Launch time per scheduler (ms, mean over {over}; ± the 95 % interval's half-width, % of the mean), "
              f"profile {doc['profile']['name']} ({device_line(doc['profile'])}); {clock_text(plan)}; "
-             f"kernel {doc.get('kernel')}"]
+             f"kernel {doc.get('kernel')}" + (f" ({g})" if (g := guest_text(doc)) else "")]
     if sessions := doc.get("sessions"):
         lines.append("  resumed: " + "; ".join(f"{s['artifacts']} started {s.get('started')}, {s['cells']} cells"
                                                for s in sessions))
@@ -652,7 +653,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     hr = plan.get("headline_repeats") or plan["repeats"]
     plots.stamp(fig, "; ".join([f"emulated {doc['profile']['name']} ({device_line(doc['profile'])})",
                                 f"{plan['repeats']} launches per cell, {hr} in the headline's",
-                                clock_text(plan), f"kernel {doc.get('kernel')}", str(doc.get("started", "?"))]))
+                                clock_text(plan), f"kernel {doc.get('kernel')}",
+                                *([g] if (g := guest_text(doc)) else []), str(doc.get("started", "?"))]))
     plots.save(fig, path)
     return path
 
@@ -660,13 +662,14 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | None, timeout: float, command: str,
                        time_scale: float | None = DEFAULT_TIME_SCALE,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                       resume: Path | None = None, db: str | Path | None = None) -> tuple[dict, Path]:
-    """Run the plan in one VM session; or, with `resume` (an earlier run's directory, whose plan, profile and time
-    scale then replace the arguments), one more session that measures only the cells the earlier ones did not
-    finish. The document is assembled from every session's cells, and stored in the results database `db` (a
-    resumed run in place of what its earlier sessions stored)."""
+                       resume: Path | None = None, db: str | Path | None = None, **guest: Any) -> tuple[dict, Path]:
+    """Run the plan in one VM session; or, with `resume` (an earlier run's directory, whose plan, profile, time
+    scale and guest settings then replace the arguments), one more session that measures only the cells the earlier
+    ones did not finish. The document is assembled from every session's cells, and stored in the results database
+    `db` (a resumed run in place of what its earlier sessions stored). guest: vm.run's cpus and kernel_args."""
     from smartio.compare.run import (
         DOCUMENT,
+        guest_record,
         keep,
         module_for,
         new_out_dir,
@@ -685,11 +688,12 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         uid = new_uid()
         (out_dir / START_FILE).write_text(json.dumps({"plan": json.loads(run_plan.to_json()), "profile": profile,
                                                       "time_scale": time_scale, "command": command,
-                                                      "run_uid": uid}, indent=2) + "\n")
+                                                      "run_uid": uid, "vm": guest_record(guest)}, indent=2) + "\n")
         guest_plan = run_plan
     else:
         out_dir = resume.resolve()
         run_plan, profile, time_scale, known = resumed_plan(out_dir)
+        guest = resumed_guest(out_dir)
         uid = known or new_uid()           # a run started before smartio stored comparisons: one row from now
         prof = vm_profile(profile, timeout, time_scale)
         done = sorted({f.stem for d in session_dirs(out_dir) for f in (d / "out" / RUNS_DIR).glob("*.json")})
@@ -699,14 +703,16 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
 
     def whole_run(result: Any, started: str) -> dict[str, Any]:
         """The document from every session's run files."""
-        return {"run_uid": uid, **assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof,
-                                           command=command, started=started, vm_result=result)}
+        return {"run_uid": uid, "vm": guest_record(guest),
+                **assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
+                           started=started, vm_result=result)}
 
     if guest_plan.steps():
         doc, _ = run_in_guest("smartio.compare.launch", guest_plan.to_json(),
                               lambda _out, result, started: whole_run(result, started), profile=prof, out=out_dir,
                               timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
-                              modules=module_for(s.name for s in run_plan.schedulers), existing_out=True, db=db)
+                              modules=module_for(s.name for s in run_plan.schedulers), existing_out=True, db=db,
+                              **guest)
     else:                                   # every cell measured already: no VM, the document from what is there
         earlier = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else {}
         doc = whole_run(None, earlier.get("started", ""))
@@ -725,6 +731,16 @@ def _document_uid(out_dir: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return uid if isinstance(uid, str) else None
+
+
+def resumed_guest(out_dir: Path) -> dict[str, Any]:
+    """The guest settings (vm.run's cpus and kernel_args) the run in `out_dir` started with, for --resume: every
+    session boots the same guest. A run started before they were kept booted the defaults."""
+    try:
+        g = json.loads((out_dir / START_FILE).read_text()).get("vm") or {}
+        return {k: g[k] if k == "cpus" else tuple(g[k]) for k in ("cpus", "kernel_args") if k in g}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
 
 
 def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:

@@ -182,7 +182,7 @@ def disk_size(plan: QasioPlan) -> int:
 def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None, out: Path | None,
                       timeout: float, command: str,
                       stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                      db: str | Path | None = None) -> tuple[dict, Path]:
+                      db: str | Path | None = None, **guest: Any) -> tuple[dict, Path]:
     from smartio.compare.run import module_for, run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
@@ -192,7 +192,7 @@ def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
                         profile=prof, out=out, timeout=timeout, stream=stream, db=db, disks=1,
-                        disk_size=disk_size(plan), modules=modules)
+                        disk_size=disk_size(plan), modules=modules, **guest)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,16 @@ def _repeats(doc: dict[str, Any], experiment: str) -> Any:
     return ((run or {}).get("settings") or doc["settings"] or {}).get("repeats", "?")
 
 
+def guest_text(doc: dict[str, Any]) -> str | None:
+    """The document's guest settings in words ("2 vCPUs", "1 vCPU, kernel args tsc=reliable"); None when it does
+    not record them (a run made before they were kept, always on 2 vCPUs unless patched)."""
+    g = doc.get("vm")
+    if not isinstance(g, dict) or "cpus" not in g:
+        return None
+    text = f"{g['cpus']} vCPU{'s' if g['cpus'] != 1 else ''}"
+    return text + (f", kernel args {' '.join(g['kernel_args'])}" if g.get("kernel_args") else "")
+
+
 def _header(doc: dict[str, Any]) -> str:
     p = doc["profile"]
     disks = f", disks over {doc['disk_transport']}" if doc.get("disk_transport") else ""
@@ -29,8 +39,9 @@ def _header(doc: dict[str, Any]) -> str:
     counts = {e: _repeats(doc, e) for e in experiments}
     repeats = (", ".join(f"{n} {e}" for e, n in counts.items()) if len(set(map(str, counts.values()))) > 1
                else next(iter(counts.values()), (doc["settings"] or {}).get("repeats", "?")))
+    booted = f" ({g})" if (g := guest_text(doc)) else ""
     return (f"  profile {p['name']} ({device_line(p)}{disks}); "
-            f"kernel {doc['kernel']}; {doc['fio_version']}; repeats: {repeats}")
+            f"kernel {doc['kernel']}{booted}; {doc['fio_version']}; repeats: {repeats}")
 
 
 def _slowdown_detail(doc: dict[str, Any], label: str) -> dict[str, Any] | None:
@@ -126,7 +137,8 @@ def _provenance(doc: dict[str, Any], experiment: str) -> str:
         parts.append(f"{r['bs'] // 1024} KiB requests")
     if r.get("iodepth"):
         parts.append(f"queue depth {r['iodepth']}")
-    parts += [f"{_repeats(doc, experiment)} repeat(s)", f"kernel {doc['kernel']}", str(doc.get("started", "?"))]
+    parts += [f"{_repeats(doc, experiment)} repeat(s)", f"kernel {doc['kernel']}",
+              *([g] if (g := guest_text(doc)) else []), str(doc.get("started", "?"))]
     return "; ".join(parts)
 
 

@@ -19,7 +19,7 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -247,15 +247,16 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     uid = new_uid()                    # the run's identity in the results database, unless assemble_doc gives one
     earlier = len(session_dirs(out_dir))
     artifacts = out_dir / (f"vm-{earlier + 1}" if earlier else "vm")
+    booted = guest_record(vm_args)
     try:
         result = vm.run(argv, profile=profile, timeout=timeout, artifacts=artifacts, stream=stream, **vm_args)
     except KeyboardInterrupt:
         guest_out = artifacts / "out"
         if guest_out.is_dir():
-            keep({"run_uid": uid, **assemble_doc(guest_out, None, started)}, out_dir, db)
+            keep({"run_uid": uid, "vm": booted, **assemble_doc(guest_out, None, started)}, out_dir, db)
             print(f"smartio compare: interrupted; what was measured is in {doc_path}", file=sys.stderr)
         raise
-    doc = {"run_uid": uid, **assemble_doc(result.out_dir, result, started)}
+    doc = {"run_uid": uid, "vm": booted, **assemble_doc(result.out_dir, result, started)}
     keep(doc, out_dir, db)
     if result.failure:
         raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
@@ -263,6 +264,12 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
         raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
                            f"see {result.output_log}; what was measured is in {doc_path}")
     return doc, out_dir
+
+
+def guest_record(vm_args: dict[str, Any]) -> dict[str, Any]:
+    """What a comparison's document keeps of how the guest booted (its "vm" key): vCPUs and extra kernel
+    arguments, both of which change what is measured (README, "Where the scatter comes from")."""
+    return {"cpus": vm_args.get("cpus", vm.DEFAULT_CPUS), "kernel_args": list(vm_args.get("kernel_args", ()))}
 
 
 def session_dirs(out_dir: Path) -> list[Path]:
@@ -289,9 +296,10 @@ def guest_entry(main: Callable[[list[str]], int]) -> None:
 def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
                 command: str = "smartio compare",
                 stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                db: str | Path | None = None) -> tuple[dict, Path]:
+                db: str | Path | None = None, cpus: int = vm.DEFAULT_CPUS,
+                kernel_args: Sequence[str] = ()) -> tuple[dict, Path]:
     """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir).
-    The document is also stored in the results database `db` (keep())."""
+    The document is also stored in the results database `db` (keep()). cpus, kernel_args: the guest's (vm.run)."""
     prof = vm_profile(profile, timeout)
     modules = module_for(s.name for s in plan.schedulers)
     check_testbed()
@@ -299,19 +307,20 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     uid = new_uid()
     argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
+    booted = guest_record({"cpus": cpus, "kernel_args": kernel_args})
     try:
         result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
-                        artifacts=out_dir / "vm", modules=modules, stream=stream)
+                        artifacts=out_dir / "vm", modules=modules, stream=stream, cpus=cpus, kernel_args=kernel_args)
     except KeyboardInterrupt:
         # Keep what the guest finished before Ctrl-C; vm.run has already stopped QEMU.
         guest_out = out_dir / "vm" / "out"
         if guest_out.is_dir():
             doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
-            keep({**doc, "run_uid": uid}, out_dir, db)
+            keep({**doc, "run_uid": uid, "vm": booted}, out_dir, db)
             print(f"smartio compare: interrupted; what was measured is in {out_dir / DOCUMENT}", file=sys.stderr)
         raise
     doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
-    doc["run_uid"] = uid
+    doc["run_uid"], doc["vm"] = uid, booted
     keep(doc, out_dir, db)
     if doc["results"]:
         from smartio.compare.report import write_plots

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from smartio.compare.report import guest_text
 from smartio.compare.spec import clock_text
 from smartio.flashdev.profiles import device_line
 from smartio.qasio.workload import BENCHMARKS, DEPENDENCIES, KEY_CALLS, LOG_EVENTS
@@ -160,7 +161,8 @@ def _table2(doc: dict[str, Any], tunables: str, group: dict[str, str], benches: 
     lines = [f"Table 2: latency of key file system operations (ms; M5 in s), {_setting_text(tunables)} with "
              "boosting off (NONE) and on (ALL), beside seed 001's Galaxy S5",
              f"  profile {prof['name']} ({device_line(prof)}); "
-             f"kernel {doc.get('kernel')}; scale {doc['plan']['scale']:g}, count scale {doc['plan']['count_scale']:g}"
+             f"kernel {doc.get('kernel')}{f' ({g})' if (g := guest_text(doc)) else ''}; "
+             f"scale {doc['plan']['scale']:g}, count scale {doc['plan']['count_scale']:g}"
              f", {doc['plan']['repeats']} repeat(s); ext4 ordered, discard; {clock_text(doc['plan'])}", ""]
     rows = []
     for (b, call) in PAPER_TABLE2["none"]:

@@ -1,5 +1,9 @@
 """Diagnostic (2026-11-27): cold python-stdlib launches, real and replayed, under none, with the guest on N vCPUs
-and the kernel arguments given after the output directory: `python run.py 1 OUT`, `python run.py 2 OUT tsc=reliable`."""
+and the kernel arguments given after the output directory: `python run.py 1 OUT`, `python run.py 2 OUT tsc=reliable`.
+cpus1/, cpus2/ and cpus2-tsc/ were measured before the testbed booted with init_on_alloc=0 by default: to measure
+them again, add init_on_alloc=1. cpus1-init-on-alloc-0/ and cpus2-init-on-alloc-0/ were `python run.py N OUT
+init_on_alloc=0` (today's default). `smartio compare --cpus N --kernel-arg ARG` now does the same without this
+script."""
 import functools
 import sys
 
