@@ -350,10 +350,12 @@ def test_resumed_plan_takes_the_run_uid_from_start_file_else_compare_json(tmp_pa
     assert la.resumed_plan(tmp_path) == (plan, "s5-emmc", 10.0, None)
 
 
-def test_resumed_guest_is_what_the_run_started_with_else_the_default(tmp_path):
-    assert la.resumed_guest(tmp_path) == {}                          # no START_FILE: vm.run's defaults
-    (tmp_path / la.START_FILE).write_text(json.dumps({"plan": {}}))  # a run from before the settings were kept
-    assert la.resumed_guest(tmp_path) == {}
+def test_resumed_guest_is_what_the_run_started_with(tmp_path):
+    # A run from before the settings were kept booted 2 vCPUs with page zeroing on: its later sessions do too.
+    old = {"cpus": 2, "kernel_args": ("init_on_alloc=1",)}
+    assert la.resumed_guest(tmp_path) == old                         # no START_FILE (then its compare.json)
+    (tmp_path / la.START_FILE).write_text(json.dumps({"plan": {}}))
+    assert la.resumed_guest(tmp_path) == old
     (tmp_path / la.START_FILE).write_text(json.dumps({"vm": {"cpus": 1, "kernel_args": ["tsc=reliable"]}}))
     assert la.resumed_guest(tmp_path) == {"cpus": 1, "kernel_args": ("tsc=reliable",)}
 

@@ -733,14 +733,20 @@ def _document_uid(out_dir: Path) -> str | None:
     return uid if isinstance(uid, str) else None
 
 
+BOOTED_BEFORE_SETTINGS_WERE_KEPT = {"cpus": 2, "kernel_args": ("init_on_alloc=1",)}
+
+
 def resumed_guest(out_dir: Path) -> dict[str, Any]:
     """The guest settings (vm.run's cpus and kernel_args) the run in `out_dir` started with, for --resume: every
-    session boots the same guest. A run started before they were kept booted the defaults."""
+    session boots the same guest. A run started before they were kept booted 2 vCPUs with the kernel's page zeroing
+    on (the testbed's default until vm.GUEST_DEFAULT_ARGS turned it off)."""
     try:
-        g = json.loads((out_dir / START_FILE).read_text()).get("vm") or {}
-        return {k: g[k] if k == "cpus" else tuple(g[k]) for k in ("cpus", "kernel_args") if k in g}
+        g = json.loads((out_dir / START_FILE).read_text()).get("vm")
     except (OSError, ValueError, AttributeError, TypeError):
-        return {}
+        g = None
+    if not isinstance(g, dict):
+        return dict(BOOTED_BEFORE_SETTINGS_WERE_KEPT)
+    return {k: g[k] if k == "cpus" else tuple(g[k]) for k in ("cpus", "kernel_args") if k in g}
 
 
 def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:
