@@ -287,7 +287,7 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     doc, d = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0,
                                    cpus=1, kernel_args=("tsc=reliable",))
     assert d == out.resolve() and booted[0][0].done == () and booted[0][1].name == "vm"
-    assert doc["vm"] == {"cpus": 1, "kernel_args": ["tsc=reliable"]}
+    assert doc["vm"] == {"cpus": 1, "default_args": ["init_on_alloc=0"], "kernel_args": ["tsc=reliable"]}
     assert len(doc["missing"]) == len(plan.steps()) - 3 and doc["sessions"] is None
     assert doc["plan"]["done"] == [] and json.loads((out / la.START_FILE).read_text())["time_scale"] == 10.0
     # Resumed: the plan comes from the run; the three cells are skipped, three more measured, in vm-2.
@@ -298,8 +298,8 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     assert [(s["artifacts"], s["cells"]) for s in doc["sessions"]] == [("vm", 3), ("vm-2", 3)]
     assert "3 cells measured in 1 session(s), 13 to go" in capsys.readouterr().err
     # Every session boots the guest the run started with.
-    assert guests == [(1, ("tsc=reliable",))] * 2 and doc["vm"] == {"cpus": 1, "kernel_args": ["tsc=reliable"]}
-    assert "(1 vCPU, kernel args tsc=reliable)" in la.render(doc)
+    assert guests == [(1, ("tsc=reliable",))] * 2 and doc["vm"]["kernel_args"] == ["tsc=reliable"]
+    assert "(1 vCPU, kernel args init_on_alloc=0 tsc=reliable)" in la.render(doc)
     # A cell measured again counts from the later session.
     spec, (app, cache, bg, mode) = plan.steps()[0]
     _write(art / "out", spec.label, app, bg, 999)
@@ -356,8 +356,13 @@ def test_resumed_guest_is_what_the_run_started_with(tmp_path):
     assert la.resumed_guest(tmp_path) == old                         # no START_FILE (then its compare.json)
     (tmp_path / la.START_FILE).write_text(json.dumps({"plan": {}}))
     assert la.resumed_guest(tmp_path) == old
+    # A run recorded before the testbed's own arguments were kept booted init_on_alloc=0, today's default.
     (tmp_path / la.START_FILE).write_text(json.dumps({"vm": {"cpus": 1, "kernel_args": ["tsc=reliable"]}}))
     assert la.resumed_guest(tmp_path) == {"cpus": 1, "kernel_args": ("tsc=reliable",)}
+    # When the testbed's own arguments change after a run started, its later sessions boot with the run's.
+    vm_record = {"cpus": 2, "default_args": ["init_on_alloc=0", "nosmt"], "kernel_args": ["tsc=reliable"]}
+    (tmp_path / la.START_FILE).write_text(json.dumps({"vm": vm_record}))
+    assert la.resumed_guest(tmp_path) == {"cpus": 2, "kernel_args": ("init_on_alloc=0", "nosmt", "tsc=reliable")}
 
 
 def test_many_missing_cells_are_counted_per_scheduler_few_are_named():

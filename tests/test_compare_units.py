@@ -181,11 +181,17 @@ def test_tables_and_plots_say_how_the_guest_booted():
     and plot line; one from before they were kept says nothing rather than guess."""
     doc = json.loads((Path(__file__).parent / "data/compare/bench-run-20261127/1r1w/compare.json").read_text())
     assert "vm" not in doc and report.guest_text(doc) is None and "vCPU" not in report.render(doc)
-    doc["vm"] = {"cpus": 1, "kernel_args": ["tsc=reliable", "nohz=off"]}
+    doc["vm"] = {"cpus": 1, "default_args": [], "kernel_args": ["tsc=reliable", "nohz=off"]}
     assert report.guest_text(doc) == "1 vCPU, kernel args tsc=reliable nohz=off"
     assert f"kernel {doc['kernel']} (1 vCPU, kernel args tsc=reliable nohz=off);" in report.render(doc)
-    doc["vm"] = {"cpus": 2, "kernel_args": []}
+    doc["vm"] = {"cpus": 2, "default_args": [], "kernel_args": []}
     assert report.guest_text(doc) == "2 vCPUs" and "2 vCPUs" in report._provenance(doc, "slowdown")
+    # The testbed's own arguments are named with the extra ones; a record from before they were kept had
+    # init_on_alloc=0.
+    doc["vm"] = {"cpus": 2, "default_args": ["init_on_alloc=0"], "kernel_args": ["tsc=reliable"]}
+    assert report.guest_text(doc) == "2 vCPUs, kernel args init_on_alloc=0 tsc=reliable"
+    doc["vm"] = {"cpus": 2, "kernel_args": []}
+    assert report.guest_text(doc) == "2 vCPUs, kernel args init_on_alloc=0"
 
 
 def test_compare_hands_cpus_and_kernel_args_to_the_testbed(tmp_path, monkeypatch):

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.report import guest_text
+from smartio.compare.report import FIRST_DEFAULT_ARGS, guest_text
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.experiments.stats import log_ratio_ci
@@ -746,7 +746,13 @@ def resumed_guest(out_dir: Path) -> dict[str, Any]:
         g = None
     if not isinstance(g, dict):
         return dict(BOOTED_BEFORE_SETTINGS_WERE_KEPT)
-    return {k: g[k] if k == "cpus" else tuple(g[k]) for k in ("cpus", "kernel_args") if k in g}
+    # The testbed's own arguments may have changed since: the run's are then given again, after today's, which
+    # they override.
+    from smartio.testbed.vm import GUEST_DEFAULT_ARGS
+
+    defaults = tuple(g.get("default_args", FIRST_DEFAULT_ARGS))
+    return {"cpus": g.get("cpus", 2),
+            "kernel_args": (() if defaults == GUEST_DEFAULT_ARGS else defaults) + tuple(g.get("kernel_args", ()))}
 
 
 def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:

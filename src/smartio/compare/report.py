@@ -22,14 +22,24 @@ def _repeats(doc: dict[str, Any], experiment: str) -> Any:
     return ((run or {}).get("settings") or doc["settings"] or {}).get("repeats", "?")
 
 
+# A "vm" record without "default_args" was made while the testbed's own kernel arguments were these (from commit
+# 3079792 until the records kept them).
+FIRST_DEFAULT_ARGS = ("init_on_alloc=0",)
+
+
+def booted_args(record: dict[str, Any]) -> list[str]:
+    """The kernel arguments beyond the testbed's fixed ones that a "vm" record's guest booted with, in order."""
+    return [*record.get("default_args", FIRST_DEFAULT_ARGS), *record.get("kernel_args", ())]
+
+
 def guest_text(doc: dict[str, Any]) -> str | None:
-    """The document's guest settings in words ("2 vCPUs", "1 vCPU, kernel args tsc=reliable"); None when it does
-    not record them (a run made before they were kept, always on 2 vCPUs unless patched)."""
+    """The document's guest settings in words ("2 vCPUs, kernel args init_on_alloc=0"); None when it does not
+    record them (a run made before they were kept: 2 vCPUs unless patched, the kernel's page zeroing on)."""
     g = doc.get("vm")
     if not isinstance(g, dict) or "cpus" not in g:
         return None
     text = f"{g['cpus']} vCPU{'s' if g['cpus'] != 1 else ''}"
-    return text + (f", kernel args {' '.join(g['kernel_args'])}" if g.get("kernel_args") else "")
+    return text + (f", kernel args {' '.join(args)}" if (args := booted_args(g)) else "")
 
 
 def _header(doc: dict[str, Any]) -> str:

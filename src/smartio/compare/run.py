@@ -267,9 +267,11 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
 
 
 def guest_record(vm_args: dict[str, Any]) -> dict[str, Any]:
-    """What a comparison's document keeps of how the guest booted (its "vm" key): vCPUs and extra kernel
-    arguments, both of which change what is measured (README, "Where the scatter comes from")."""
-    return {"cpus": vm_args.get("cpus", vm.DEFAULT_CPUS), "kernel_args": list(vm_args.get("kernel_args", ()))}
+    """What a comparison's document keeps of how the guest booted (its "vm" key): vCPUs, the testbed's own kernel
+    arguments (vm.GUEST_DEFAULT_ARGS) and the extra ones, all of which change what is measured (README, "Where the
+    scatter comes from")."""
+    return {"cpus": vm_args.get("cpus", vm.DEFAULT_CPUS), "default_args": list(vm.GUEST_DEFAULT_ARGS),
+            "kernel_args": list(vm_args.get("kernel_args", ()))}
 
 
 def session_dirs(out_dir: Path) -> list[Path]:
