@@ -14,6 +14,7 @@ from smartio.compare.spec import parse_schedulers
 from smartio.errors import UsageError
 from smartio.experiments.stats import Stat
 from smartio.flashdev import load_profile
+from smartio.testbed.boot import Boot
 
 PROFILE = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
 
@@ -267,13 +268,13 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     plan = _plan()
     booted: list[tuple[la.LaunchPlan, Path]] = []
 
-    guests: list[tuple[int, tuple[str, ...]]] = []
+    guests: list[Boot] = []
 
-    def fake_guest(module, plan_json, assemble_doc, *, out, existing_out, cpus=2, kernel_args=(), **kw):
+    def fake_guest(module, plan_json, assemble_doc, *, out, existing_out, boot, **kw):
         gp = la.LaunchPlan.from_json(plan_json)
         art = out / (f"vm-{len(cr.session_dirs(out)) + 1}" if cr.session_dirs(out) else "vm")
         booted.append((gp, art))
-        guests.append((cpus, tuple(kernel_args)))
+        guests.append(boot)
         for spec, (app, _, bg, _) in gp.steps()[:3]:   # this session finishes three cells (all cold, real)
             _write(art / "out", spec.label, app, bg, 100 + len(booted))
         (art / "run.json").write_text(json.dumps({"started": f"s{len(booted)}", "duration_s": 5.0}))
@@ -285,7 +286,7 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     monkeypatch.setattr(la, "plot", lambda doc, path: path)
     out = tmp_path / "run"
     doc, d = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0,
-                                   cpus=1, kernel_args=("tsc=reliable",))
+                                   boot=Boot(cpus=1, kernel_args=("tsc=reliable",)))
     assert d == out.resolve() and booted[0][0].done == () and booted[0][1].name == "vm"
     assert doc["vm"] == {"cpus": 1, "default_args": ["init_on_alloc=0"], "kernel_args": ["tsc=reliable"]}
     assert len(doc["missing"]) == len(plan.steps()) - 3 and doc["sessions"] is None
@@ -298,7 +299,7 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     assert [(s["artifacts"], s["cells"]) for s in doc["sessions"]] == [("vm", 3), ("vm-2", 3)]
     assert "3 cells measured in 1 session(s), 13 to go" in capsys.readouterr().err
     # Every session boots the guest the run started with.
-    assert guests == [(1, ("tsc=reliable",))] * 2 and doc["vm"]["kernel_args"] == ["tsc=reliable"]
+    assert guests == [Boot(cpus=1, kernel_args=("tsc=reliable",))] * 2 and doc["vm"]["kernel_args"] == ["tsc=reliable"]
     assert "(1 vCPU, kernel args init_on_alloc=0 tsc=reliable)" in la.render(doc)
     # A cell measured again counts from the later session.
     spec, (app, cache, bg, mode) = plan.steps()[0]
@@ -326,14 +327,28 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     (["--experiment", "launch", "--resume", "{tmp}", "--quick", "--repeats", "2"], "drop --repeats, --quick"),
     (["--experiment", "launch", "--resume", "{tmp}", "--cpus", "1"], "drop --cpus"),
     (["--experiment", "launch", "--resume", "{tmp}", "--kernel-arg", "tsc=reliable"], "drop --kernel-arg"),
-    (["--cpus", "0"], "`--cpus 0`: must be from 1 to 64"),
-    (["--experiment", "launch", "--cpus", "65"], "must be from 1 to 64"),
 ])
 def test_resume_refuses_what_would_change_the_plan(tmp_path, capsys, args, message):
     from smartio.cli import main
 
     assert main(["compare", *[a.format(tmp=tmp_path) for a in args]]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cpus", "0"], "`--cpus 0`: must be a whole number from 1 to 64"),
+    (["--experiment", "launch", "--cpus", "65"], "from 1 to 64"),
+    (["--experiment", "sqlite", "--kernel-arg", "a b"], "must be one kernel argument, without spaces"),
+    (["--experiment", "qasio", "--kernel-arg", ""], "must be one kernel argument"),
+    (["--kernel-arg", "console=ttyS1"], "the testbed sets console=*, rdinit=*, smartio.* itself"),
+])
+def test_compare_refuses_a_guest_it_cannot_boot_before_anything_is_made(tmp_path, monkeypatch, capsys, args,
+                                                                         message):
+    from smartio.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["compare", *args]) == 2
+    assert message in capsys.readouterr().err and list(tmp_path.iterdir()) == []
 
 
 def test_resumed_plan_takes_the_run_uid_from_start_file_else_compare_json(tmp_path):
@@ -350,19 +365,19 @@ def test_resumed_plan_takes_the_run_uid_from_start_file_else_compare_json(tmp_pa
     assert la.resumed_plan(tmp_path) == (plan, "s5-emmc", 10.0, None)
 
 
-def test_resumed_guest_is_what_the_run_started_with(tmp_path):
-    # A run from before the settings were kept booted 2 vCPUs with page zeroing on: its later sessions do too.
-    old = {"cpus": 2, "kernel_args": ("init_on_alloc=1",)}
-    assert la.resumed_guest(tmp_path) == old                         # no START_FILE (then its compare.json)
+def test_resumed_boot_is_how_the_run_started(tmp_path):
+    # A run from before the settings were kept booted 2 vCPUs with the kernel's own defaults: its later sessions
+    # do too (no default arguments; Debian's kernel then zeroes pages on allocation).
+    assert la.resumed_boot(tmp_path) == Boot(cpus=2, default_args=())    # no START_FILE (then its compare.json)
     (tmp_path / la.START_FILE).write_text(json.dumps({"plan": {}}))
-    assert la.resumed_guest(tmp_path) == old
-    # A run recorded before the testbed's own arguments were kept booted init_on_alloc=0, today's default.
+    assert la.resumed_boot(tmp_path) == Boot(cpus=2, default_args=())
+    # A "vm" without default_args was written while they were init_on_alloc=0.
     (tmp_path / la.START_FILE).write_text(json.dumps({"vm": {"cpus": 1, "kernel_args": ["tsc=reliable"]}}))
-    assert la.resumed_guest(tmp_path) == {"cpus": 1, "kernel_args": ("tsc=reliable",)}
-    # When the testbed's own arguments change after a run started, its later sessions boot with the run's.
-    vm_record = {"cpus": 2, "default_args": ["init_on_alloc=0", "nosmt"], "kernel_args": ["tsc=reliable"]}
+    assert la.resumed_boot(tmp_path) == Boot(cpus=1, default_args=("init_on_alloc=0",), kernel_args=("tsc=reliable",))
+    # The testbed's own arguments as the run recorded them, whatever today's are.
+    vm_record = {"cpus": 2, "default_args": ["nosmt"], "kernel_args": []}
     (tmp_path / la.START_FILE).write_text(json.dumps({"vm": vm_record}))
-    assert la.resumed_guest(tmp_path) == {"cpus": 2, "kernel_args": ("init_on_alloc=0", "nosmt", "tsc=reliable")}
+    assert la.resumed_boot(tmp_path).args() == ["nosmt"]
 
 
 def test_many_missing_cells_are_counted_per_scheduler_few_are_named():

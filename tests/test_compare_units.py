@@ -20,6 +20,7 @@ from smartio.compare import report
 from smartio.compare.run import assemble, disk_size
 from smartio.compare.spec import Plan, SchedulerSpec, parse_schedulers
 from smartio.errors import UsageError
+from smartio.testbed.boot import Boot, text_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -178,35 +179,62 @@ def test_header_names_the_mixed_workloads_own_repeats():
 
 def test_tables_and_plots_say_how_the_guest_booted():
     """--cpus and --kernel-arg change what is measured: a document that keeps them ("vm") says them in its header
-    and plot line; one from before they were kept says nothing rather than guess."""
+    and plot line, the testbed's own arguments first; one from before they were kept says nothing rather than
+    guess."""
     doc = json.loads((Path(__file__).parent / "data/compare/bench-run-20261127/1r1w/compare.json").read_text())
-    assert "vm" not in doc and report.guest_text(doc) is None and "vCPU" not in report.render(doc)
-    doc["vm"] = {"cpus": 1, "default_args": [], "kernel_args": ["tsc=reliable", "nohz=off"]}
-    assert report.guest_text(doc) == "1 vCPU, kernel args tsc=reliable nohz=off"
+    assert "vm" not in doc and text_of(doc) is None and "vCPU" not in report.render(doc)
+    doc["vm"] = Boot(cpus=1, default_args=(), kernel_args=("tsc=reliable", "nohz=off")).record()
+    assert text_of(doc) == "1 vCPU, kernel args tsc=reliable nohz=off"
     assert f"kernel {doc['kernel']} (1 vCPU, kernel args tsc=reliable nohz=off);" in report.render(doc)
-    doc["vm"] = {"cpus": 2, "default_args": [], "kernel_args": []}
-    assert report.guest_text(doc) == "2 vCPUs" and "2 vCPUs" in report._provenance(doc, "slowdown")
-    # The testbed's own arguments are named with the extra ones; a record from before they were kept had
-    # init_on_alloc=0.
-    doc["vm"] = {"cpus": 2, "default_args": ["init_on_alloc=0"], "kernel_args": ["tsc=reliable"]}
-    assert report.guest_text(doc) == "2 vCPUs, kernel args init_on_alloc=0 tsc=reliable"
-    doc["vm"] = {"cpus": 2, "kernel_args": []}
-    assert report.guest_text(doc) == "2 vCPUs, kernel args init_on_alloc=0"
+    doc["vm"] = Boot(default_args=()).record()
+    assert text_of(doc) == "2 vCPUs" and "2 vCPUs" in report._provenance(doc, "slowdown")
+    doc["vm"] = Boot(kernel_args=("tsc=reliable",)).record()
+    assert text_of(doc) == "2 vCPUs, kernel args init_on_alloc=0 tsc=reliable"
+    doc["vm"] = {"cpus": 2, "kernel_args": []}         # written before default_args was kept: init_on_alloc=0
+    assert text_of(doc) == "2 vCPUs, kernel args init_on_alloc=0"
 
 
-def test_compare_hands_cpus_and_kernel_args_to_the_testbed(tmp_path, monkeypatch):
-    """The slowdown/mixed path boots the guest it was asked for and keeps that in the document."""
+def test_compare_boots_the_guest_it_was_asked_for_and_keeps_it_also_on_ctrl_c(tmp_path, monkeypatch):
+    """The slowdown/mixed path hands the vCPUs and kernel arguments to the testbed, and the document kept after an
+    interrupt records them."""
     import smartio.compare.run as cr
 
     seen: dict[str, Any] = {}
+    out = tmp_path / "o"
 
     def fake_run(argv, **kw):
         seen.update(kw)
-        raise KeyboardInterrupt          # stop at the boot: nothing measured, nothing kept
+        (out / "vm" / "out").mkdir(parents=True)     # the guest had begun
+        raise KeyboardInterrupt
 
     monkeypatch.setattr(cr.vm, "run", fake_run)
     monkeypatch.setattr(cr, "check_testbed", lambda: None)
     plan = Plan(parse_schedulers("none"), experiment="slowdown", streams=1, quick=True)
+    boot = Boot(cpus=1, kernel_args=("tsc=reliable",))
     with pytest.raises(KeyboardInterrupt):
-        cr.run_compare(plan, profile="s5-emmc", out=tmp_path / "o", cpus=1, kernel_args=("tsc=reliable",))
-    assert seen["cpus"] == 1 and seen["kernel_args"] == ("tsc=reliable",)
+        cr.run_compare(plan, profile="s5-emmc", out=out, boot=boot, db=tmp_path / "r.db")
+    assert (seen["cpus"], seen["default_args"], seen["kernel_args"]) == (1, ("init_on_alloc=0",), ("tsc=reliable",))
+    assert json.loads((out / "compare.json").read_text())["vm"] == boot.record()
+
+
+@pytest.mark.parametrize("experiment", ["qasio", "sqlite"])
+def test_guest_experiments_hand_their_boot_to_the_testbed(tmp_path, monkeypatch, experiment):
+    import smartio.compare.run as cr
+    from smartio.compare import qasio as qa, sqlite as sq
+
+    seen: dict[str, Any] = {}
+
+    def fake_guest(module, plan_json, assemble_doc, **kw):
+        seen.update(kw)
+        return {}, tmp_path
+
+    monkeypatch.setattr(cr, "run_in_guest", fake_guest)
+    boot = Boot(cpus=1)
+    if experiment == "qasio":
+        monkeypatch.setattr(cr, "module_for", lambda names: [])
+        qa.run_qasio_compare(qa.QasioPlan(runs=qa.DEFAULT_RUNS), profile="s5-emmc", time_scale=None, out=None,
+                             timeout=60, command="c", boot=boot)
+    else:
+        sq.run_sqlite_compare(sq.SqlitePlan(), profile="s5-emmc", time_scale=None, out=None, timeout=60,
+                              command="c", boot=boot)
+    assert seen["boot"] == boot

@@ -15,6 +15,7 @@ import pytest
 from smartio.cli import main as cli_main
 from smartio.errors import MissingToolError, SmartioError, UsageError
 from smartio.testbed import debugkernel, initramfs, kernelpkg, qemu, vm
+from smartio.testbed.boot import Boot
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,10 +106,24 @@ def test_kernel_cmdline_carries_queue_depth_and_extra_args() -> None:
     assert f"smartio.nonce={NONCE}" in line and "virtio_blk.queue_depth=1" in line
     assert line.endswith("panic_on_warn=1 hung_task_panic=1")
     assert "queue_depth" not in vm.kernel_cmdline(NONCE, "run", None, [])
+
+
+def test_boot_puts_the_testbeds_own_arguments_first_and_checks_what_it_is_given() -> None:
     # Page zeroing on allocation is off by default (a TCG cost a phone does not pay); an extra argument, which comes
     # later on the line and so wins, turns it back on.
-    args = vm.kernel_cmdline(NONCE, "run", None, ["init_on_alloc=1"]).split()
-    assert "init_on_alloc=0" in args and args.index("init_on_alloc=0") < args.index("init_on_alloc=1")
+    args = vm.kernel_cmdline(NONCE, "run", None, Boot(kernel_args=("init_on_alloc=1",)).args()).split()
+    assert args.index("init_on_alloc=0") < args.index("init_on_alloc=1")
+    assert Boot.from_record(Boot(cpus=3, kernel_args=("x=1",)).record()) == Boot(cpus=3, kernel_args=("x=1",))
+    assert Boot.from_record(None) == Boot(default_args=())       # a run from before the boot was recorded
+    for bad in ({"cpus": 0}, {"cpus": 65}, {"cpus": True}, {"kernel_args": ("",)}, {"kernel_args": ("a b",)},
+                {"kernel_args": ("rdinit=/bin/sh",)}, {"kernel_args": ("smartio.mode=shell",)}):
+        with pytest.raises(UsageError):
+            Boot(**bad)
+
+
+def test_testbed_run_refuses_a_bad_cpu_count_before_it_needs_root(capsys) -> None:
+    assert cli_main(["testbed", "run", "--cpus", "0", "--", "true"]) == 2
+    assert "`--cpus 0`: must be a whole number from 1 to 64" in capsys.readouterr().err
 
 
 def test_command_script_quotes_arguments(tmp_path: Path) -> None:

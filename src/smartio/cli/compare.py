@@ -26,7 +26,7 @@ from smartio.experiments.runner import command_line
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 from smartio.results import Store
 from smartio.signals import sigterm_as_interrupt
-from smartio.testbed.vm import DEFAULT_CPUS, MAX_CPUS
+from smartio.testbed.boot import DEFAULT_CPUS, Boot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -214,14 +214,6 @@ def compare(a: argparse.Namespace) -> int:
         return _compare(a)
 
 
-def guest_settings(a: argparse.Namespace) -> dict[str, Any]:
-    """--cpus and --kernel-arg as vm.run's arguments, checked."""
-    cpus = DEFAULT_CPUS if a.cpus is None else a.cpus
-    if not 1 <= cpus <= MAX_CPUS:
-        raise UsageError("--cpus", a.cpus, f"must be from 1 to {MAX_CPUS}")
-    return {"cpus": cpus, "kernel_args": tuple(a.kernel_args or ())}
-
-
 def _compare(a: argparse.Namespace) -> int:
     # The plan is checked first, then --db, then the testbed boots: bad input costs nothing and writes nothing.
     if a.resume is not None:
@@ -232,7 +224,7 @@ def _compare(a: argparse.Namespace) -> int:
         run, plan, render_doc = _guest_experiment(a)
     else:
         plan, render_doc = plan_from_args(a), render
-    guest = guest_settings(a) if a.resume is None else {}     # a resumed run boots as its first session did
+    boot = Boot.of(a.cpus, a.kernel_args)    # checked here; a resumed run boots as its first session did
     vm_profile(a.profile, a.timeout, a.time_scale if a.resume is None and a.experiment in GUEST_EXPERIMENTS else None)
     check_testbed()                          # root, QEMU: exit 3 or 1 before a database is made
     Store(a.db).close()
@@ -241,11 +233,11 @@ def _compare(a: argparse.Namespace) -> int:
                                          stream=sys.stderr.buffer, resume=a.resume, db=a.db)
     elif a.experiment in GUEST_EXPERIMENTS:
         doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
-                       command=command_line(), stream=sys.stderr.buffer, db=a.db, **guest)
+                       command=command_line(), stream=sys.stderr.buffer, db=a.db, boot=boot)
     else:
         # progress on stderr, apart from the tables
         doc, out = run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command_line(),
-                               stream=sys.stderr.buffer, db=a.db, **guest)
+                               stream=sys.stderr.buffer, db=a.db, boot=boot)
     print(render_doc(doc))
     print("\n" + kept_line(doc, out), file=sys.stderr)
     return 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from smartio.errors import UsageError
-from smartio.testbed import kernelpkg, vm
+from smartio.testbed import boot, kernelpkg, vm
 from smartio.units import parse_size
 
 
@@ -23,12 +23,14 @@ def _common(p: argparse.ArgumentParser) -> None:
                         f"(default: {vm.DEFAULT_MODULE} if built)")
     p.add_argument("--no-module", action="store_true", help="load no module, not even the default one")
     p.add_argument("--kernel-arg", action="append", default=[], metavar="ARG", dest="kernel_args",
-                   help="extra kernel parameter, e.g. panic_on_warn=1; repeatable")
+                   help=f"extra kernel parameter, e.g. panic_on_warn=1, after the testbed's own "
+                        f"({' '.join(boot.DEFAULT_ARGS)}); repeatable")
     p.add_argument("--kernel", choices=list(kernelpkg.FLAVOURS), default=kernelpkg.FLAVOUR, dest="flavour",
                    help=f"the kernel to boot: Debian's {kernelpkg.FLAVOUR} (default) or {kernelpkg.GENERIC} (f2fs, "
                         f"nilfs2), or {kernelpkg.DEBUG}: the same source built here with lockdep and KASAN (about "
                         f"5 minutes the first time; the module for it: make -C kernel debug)")
-    p.add_argument("--cpus", type=int, default=vm.DEFAULT_CPUS, metavar="N", help=f"vCPUs (default {vm.DEFAULT_CPUS})")
+    p.add_argument("--cpus", type=int, default=boot.DEFAULT_CPUS, metavar="N",
+                   help=f"vCPUs (default {boot.DEFAULT_CPUS})")
     p.add_argument("--memory", default="2G", metavar="SIZE", help="guest RAM (default 2G)")
 
 

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.report import FIRST_DEFAULT_ARGS, guest_text
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.experiments.stats import log_ratio_ci
 from smartio.flashdev.profiles import device_line
 from smartio.testbed import hostload
+from smartio.testbed.boot import DEFAULT_BOOT, Boot, text_of
 
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
 APPS = ("python-stdlib", "editor", "sqlite")          # python-numpy: ~12 s of imports per launch under TCG
@@ -531,7 +531,7 @@ def render(doc: dict[str, Any]) -> str:
         + (f", {rr} in the cold replay cells" if rr and rr != plan["repeats"] else "")
     lines = [f"Launch time per scheduler (ms, mean over {over}; ± the 95 % interval's half-width, % of the mean), "
              f"profile {doc['profile']['name']} ({device_line(doc['profile'])}); {clock_text(plan)}; "
-             f"kernel {doc.get('kernel')}" + (f" ({g})" if (g := guest_text(doc)) else "")]
+             f"kernel {doc.get('kernel')}" + (f" ({g})" if (g := text_of(doc)) else "")]
     if sessions := doc.get("sessions"):
         lines.append("  resumed: " + "; ".join(f"{s['artifacts']} started {s.get('started')}, {s['cells']} cells"
                                                for s in sessions))
@@ -654,7 +654,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     plots.stamp(fig, "; ".join([f"emulated {doc['profile']['name']} ({device_line(doc['profile'])})",
                                 f"{plan['repeats']} launches per cell, {hr} in the headline's",
                                 clock_text(plan), f"kernel {doc.get('kernel')}",
-                                *([g] if (g := guest_text(doc)) else []), str(doc.get("started", "?"))]))
+                                *([g] if (g := text_of(doc)) else []), str(doc.get("started", "?"))]))
     plots.save(fig, path)
     return path
 
@@ -662,14 +662,14 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | None, timeout: float, command: str,
                        time_scale: float | None = DEFAULT_TIME_SCALE,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                       resume: Path | None = None, db: str | Path | None = None, **guest: Any) -> tuple[dict, Path]:
+                       resume: Path | None = None, db: str | Path | None = None,
+                       boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
     """Run the plan in one VM session; or, with `resume` (an earlier run's directory, whose plan, profile, time
     scale and guest settings then replace the arguments), one more session that measures only the cells the earlier
     ones did not finish. The document is assembled from every session's cells, and stored in the results database
-    `db` (a resumed run in place of what its earlier sessions stored). guest: vm.run's cpus and kernel_args."""
+    `db` (a resumed run in place of what its earlier sessions stored)."""
     from smartio.compare.run import (
         DOCUMENT,
-        guest_record,
         keep,
         module_for,
         new_out_dir,
@@ -688,12 +688,12 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         uid = new_uid()
         (out_dir / START_FILE).write_text(json.dumps({"plan": json.loads(run_plan.to_json()), "profile": profile,
                                                       "time_scale": time_scale, "command": command,
-                                                      "run_uid": uid, "vm": guest_record(guest)}, indent=2) + "\n")
+                                                      "run_uid": uid, "vm": boot.record()}, indent=2) + "\n")
         guest_plan = run_plan
     else:
         out_dir = resume.resolve()
         run_plan, profile, time_scale, known = resumed_plan(out_dir)
-        guest = resumed_guest(out_dir)
+        boot = resumed_boot(out_dir)
         uid = known or new_uid()           # a run started before smartio stored comparisons: one row from now
         prof = vm_profile(profile, timeout, time_scale)
         done = sorted({f.stem for d in session_dirs(out_dir) for f in (d / "out" / RUNS_DIR).glob("*.json")})
@@ -703,7 +703,7 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
 
     def whole_run(result: Any, started: str) -> dict[str, Any]:
         """The document from every session's run files."""
-        return {"run_uid": uid, "vm": guest_record(guest),
+        return {"run_uid": uid, "vm": boot.record(),
                 **assemble(run_plan, [d / "out" for d in session_dirs(out_dir)], profile=prof, command=command,
                            started=started, vm_result=result)}
 
@@ -712,7 +712,7 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
                               lambda _out, result, started: whole_run(result, started), profile=prof, out=out_dir,
                               timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
                               modules=module_for(s.name for s in run_plan.schedulers), existing_out=True, db=db,
-                              **guest)
+                              boot=boot)
     else:                                   # every cell measured already: no VM, the document from what is there
         earlier = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else {}
         doc = whole_run(None, earlier.get("started", ""))
@@ -733,26 +733,15 @@ def _document_uid(out_dir: Path) -> str | None:
     return uid if isinstance(uid, str) else None
 
 
-BOOTED_BEFORE_SETTINGS_WERE_KEPT = {"cpus": 2, "kernel_args": ("init_on_alloc=1",)}
-
-
-def resumed_guest(out_dir: Path) -> dict[str, Any]:
-    """The guest settings (vm.run's cpus and kernel_args) the run in `out_dir` started with, for --resume: every
-    session boots the same guest. A run started before they were kept booted 2 vCPUs with the kernel's page zeroing
-    on (the testbed's default until vm.GUEST_DEFAULT_ARGS turned it off)."""
+def resumed_boot(out_dir: Path) -> Boot:
+    """How the run in `out_dir` booted its guest (START_FILE's "vm"), for --resume: every session boots the same
+    guest, also after the testbed's own arguments changed. A run started before it was kept booted 2 vCPUs with
+    the kernel's own defaults (Boot.from_record)."""
     try:
-        g = json.loads((out_dir / START_FILE).read_text()).get("vm")
-    except (OSError, ValueError, AttributeError, TypeError):
-        g = None
-    if not isinstance(g, dict):
-        return dict(BOOTED_BEFORE_SETTINGS_WERE_KEPT)
-    # The testbed's own arguments may have changed since: the run's are then given again, after today's, which
-    # they override.
-    from smartio.testbed.vm import GUEST_DEFAULT_ARGS
-
-    defaults = tuple(g.get("default_args", FIRST_DEFAULT_ARGS))
-    return {"cpus": g.get("cpus", 2),
-            "kernel_args": (() if defaults == GUEST_DEFAULT_ARGS else defaults) + tuple(g.get("kernel_args", ()))}
+        record = json.loads((out_dir / START_FILE).read_text()).get("vm")
+    except (OSError, ValueError, AttributeError):
+        record = None
+    return Boot.from_record(record)
 
 
 def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:

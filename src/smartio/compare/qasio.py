@@ -22,6 +22,7 @@ from typing import IO, Any, Literal
 from smartio.compare.spec import JsonPlan, SchedulerSpec, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, DEPENDENCIES, Params
+from smartio.testbed.boot import DEFAULT_BOOT, Boot
 
 OTHERS = ("none", "mq-deadline", "kyber", "bfq")
 DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "smartio:sync", "smartio:discard",
@@ -182,7 +183,7 @@ def disk_size(plan: QasioPlan) -> int:
 def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None, out: Path | None,
                       timeout: float, command: str,
                       stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                      db: str | Path | None = None, **guest: Any) -> tuple[dict, Path]:
+                      db: str | Path | None = None, boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
     from smartio.compare.run import module_for, run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
@@ -192,7 +193,7 @@ def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
                         profile=prof, out=out, timeout=timeout, stream=stream, db=db, disks=1,
-                        disk_size=disk_size(plan), modules=modules, **guest)
+                        disk_size=disk_size(plan), modules=modules, boot=boot)
 
 
 if __name__ == "__main__":

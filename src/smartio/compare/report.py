@@ -11,6 +11,7 @@ from typing import Any
 from smartio.flashdev.profiles import device_line
 from smartio.report.tables import grid, mixed_measure, pm
 from smartio.testbed import hostload
+from smartio.testbed.boot import text_of
 from smartio.units import mib
 
 MODES = ("seq", "rand")
@@ -22,26 +23,6 @@ def _repeats(doc: dict[str, Any], experiment: str) -> Any:
     return ((run or {}).get("settings") or doc["settings"] or {}).get("repeats", "?")
 
 
-# A "vm" record without "default_args" was made while the testbed's own kernel arguments were these (from commit
-# 3079792 until the records kept them).
-FIRST_DEFAULT_ARGS = ("init_on_alloc=0",)
-
-
-def booted_args(record: dict[str, Any]) -> list[str]:
-    """The kernel arguments beyond the testbed's fixed ones that a "vm" record's guest booted with, in order."""
-    return [*record.get("default_args", FIRST_DEFAULT_ARGS), *record.get("kernel_args", ())]
-
-
-def guest_text(doc: dict[str, Any]) -> str | None:
-    """The document's guest settings in words ("2 vCPUs, kernel args init_on_alloc=0"); None when it does not
-    record them (a run made before they were kept: 2 vCPUs unless patched, the kernel's page zeroing on)."""
-    g = doc.get("vm")
-    if not isinstance(g, dict) or "cpus" not in g:
-        return None
-    text = f"{g['cpus']} vCPU{'s' if g['cpus'] != 1 else ''}"
-    return text + (f", kernel args {' '.join(args)}" if (args := booted_args(g)) else "")
-
-
 def _header(doc: dict[str, Any]) -> str:
     p = doc["profile"]
     disks = f", disks over {doc['disk_transport']}" if doc.get("disk_transport") else ""
@@ -49,7 +30,7 @@ def _header(doc: dict[str, Any]) -> str:
     counts = {e: _repeats(doc, e) for e in experiments}
     repeats = (", ".join(f"{n} {e}" for e, n in counts.items()) if len(set(map(str, counts.values()))) > 1
                else next(iter(counts.values()), (doc["settings"] or {}).get("repeats", "?")))
-    booted = f" ({g})" if (g := guest_text(doc)) else ""
+    booted = f" ({g})" if (g := text_of(doc)) else ""
     return (f"  profile {p['name']} ({device_line(p)}{disks}); "
             f"kernel {doc['kernel']}{booted}; {doc['fio_version']}; repeats: {repeats}")
 
@@ -148,7 +129,7 @@ def _provenance(doc: dict[str, Any], experiment: str) -> str:
     if r.get("iodepth"):
         parts.append(f"queue depth {r['iodepth']}")
     parts += [f"{_repeats(doc, experiment)} repeat(s)", f"kernel {doc['kernel']}",
-              *([g] if (g := guest_text(doc)) else []), str(doc.get("started", "?"))]
+              *([g] if (g := text_of(doc)) else []), str(doc.get("started", "?"))]
     return "; ".join(parts)
 
 

@@ -19,7 +19,7 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -28,6 +28,7 @@ from smartio.compare.spec import Plan
 from smartio.errors import NeedsRootError, SmartioError, UsageError
 from smartio.results import Row, Store, stored_line
 from smartio.testbed import initramfs, vm
+from smartio.testbed.boot import DEFAULT_BOOT, Boot
 from smartio.units import parse_size
 
 DOCUMENT = "compare.json"
@@ -232,7 +233,7 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
 def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.VmResult | None, str], dict],
                  *, profile: Any, out: Path | None, timeout: float,
                  stream: IO[bytes] | None | Literal["stdout"], existing_out: bool = False,
-                 db: str | Path | None = None, **vm_args: Any) -> tuple[dict, Path]:
+                 db: str | Path | None = None, boot: Boot = DEFAULT_BOOT, **vm_args: Any) -> tuple[dict, Path]:
     """Boot the testbed once and run `python -m MODULE PLAN_JSON OUT` in the guest (an experiment's guest side),
     then build the document with assemble_doc(guest out dir, VM result or None, start time) into compare.json:
     also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json.
@@ -247,9 +248,10 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     uid = new_uid()                    # the run's identity in the results database, unless assemble_doc gives one
     earlier = len(session_dirs(out_dir))
     artifacts = out_dir / (f"vm-{earlier + 1}" if earlier else "vm")
-    booted = guest_record(vm_args)
+    booted = boot.record()
     try:
-        result = vm.run(argv, profile=profile, timeout=timeout, artifacts=artifacts, stream=stream, **vm_args)
+        result = vm.run(argv, profile=profile, timeout=timeout, artifacts=artifacts, stream=stream, **vm_args,
+                        **boot.vm_args())
     except KeyboardInterrupt:
         guest_out = artifacts / "out"
         if guest_out.is_dir():
@@ -264,14 +266,6 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
         raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
                            f"see {result.output_log}; what was measured is in {doc_path}")
     return doc, out_dir
-
-
-def guest_record(vm_args: dict[str, Any]) -> dict[str, Any]:
-    """What a comparison's document keeps of how the guest booted (its "vm" key): vCPUs, the testbed's own kernel
-    arguments (vm.GUEST_DEFAULT_ARGS) and the extra ones, all of which change what is measured (README, "Where the
-    scatter comes from")."""
-    return {"cpus": vm_args.get("cpus", vm.DEFAULT_CPUS), "default_args": list(vm.GUEST_DEFAULT_ARGS),
-            "kernel_args": list(vm_args.get("kernel_args", ()))}
 
 
 def session_dirs(out_dir: Path) -> list[Path]:
@@ -298,10 +292,9 @@ def guest_entry(main: Callable[[list[str]], int]) -> None:
 def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
                 command: str = "smartio compare",
                 stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                db: str | Path | None = None, cpus: int = vm.DEFAULT_CPUS,
-                kernel_args: Sequence[str] = ()) -> tuple[dict, Path]:
+                db: str | Path | None = None, boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
     """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir).
-    The document is also stored in the results database `db` (keep()). cpus, kernel_args: the guest's (vm.run)."""
+    The document is also stored in the results database `db` (keep())."""
     prof = vm_profile(profile, timeout)
     modules = module_for(s.name for s in plan.schedulers)
     check_testbed()
@@ -309,10 +302,10 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     uid = new_uid()
     argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
-    booted = guest_record({"cpus": cpus, "kernel_args": kernel_args})
+    booted = boot.record()
     try:
         result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
-                        artifacts=out_dir / "vm", modules=modules, stream=stream, cpus=cpus, kernel_args=kernel_args)
+                        artifacts=out_dir / "vm", modules=modules, stream=stream, **boot.vm_args())
     except KeyboardInterrupt:
         # Keep what the guest finished before Ctrl-C; vm.run has already stopped QEMU.
         guest_out = out_dir / "vm" / "out"

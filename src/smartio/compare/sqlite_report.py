@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from smartio.compare.report import guest_text
 from smartio.flashdev.profiles import device_line
 from smartio.report.tables import grid, pm
 from smartio.sqlite.attribute import CLASSES, LABELS
 from smartio.sqlite.report import PAPER_FIG4
 from smartio.testbed import hostload
+from smartio.testbed.boot import text_of
 
 # Seed 002, Table 2: (inserts/s, updates/s) on a 16 GB Transcend SD card, Galaxy S3, SQLite 3.7.5, TRUNCATE mode.
 # The paper gives no Table 2 figures for btrfs and nilfs2 (only Figure 6's bars, for B, F and E).
@@ -71,7 +71,7 @@ def table2(doc: dict[str, Any]) -> str:
              f"{plan['record_bytes']} bytes); xB = ratio against B of the same filesystem",
              f"  profile {p['name']} ({device_line(p)}"
              f"{', disks over ' + doc['disk_transport'] if doc.get('disk_transport') else ''}); "
-             f"kernel {doc['kernel']}{f' ({g})' if (g := guest_text(doc)) else ''}; "
+             f"kernel {doc['kernel']}{f' ({g})' if (g := text_of(doc)) else ''}; "
              f"SQLite {doc.get('sqlite_version')} (the library's own sync call: {doc.get('library_sync_call')}); "
              f"synchronous {plan.get('sync', 'full').upper()}; I/Os = block write requests per transaction (traced)",
              "  paper: Galaxy S3, 16 GB Transcend SD card, SQLite 3.7.5, Android's kernel 3.0 (Table 2; no figures "

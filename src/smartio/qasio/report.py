@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from smartio.compare.report import guest_text
 from smartio.compare.spec import clock_text
 from smartio.flashdev.profiles import device_line
 from smartio.qasio.workload import BENCHMARKS, DEPENDENCIES, KEY_CALLS, LOG_EVENTS
 from smartio.report.tables import grid as table
+from smartio.testbed.boot import text_of
 
 # Seed 001, Table 2: (avg, max) per benchmark and call; ms for M1-M4, seconds for M5.
 PAPER_TABLE2 = {
@@ -161,7 +161,7 @@ def _table2(doc: dict[str, Any], tunables: str, group: dict[str, str], benches: 
     lines = [f"Table 2: latency of key file system operations (ms; M5 in s), {_setting_text(tunables)} with "
              "boosting off (NONE) and on (ALL), beside seed 001's Galaxy S5",
              f"  profile {prof['name']} ({device_line(prof)}); "
-             f"kernel {doc.get('kernel')}{f' ({g})' if (g := guest_text(doc)) else ''}; "
+             f"kernel {doc.get('kernel')}{f' ({g})' if (g := text_of(doc)) else ''}; "
              f"scale {doc['plan']['scale']:g}, count scale {doc['plan']['count_scale']:g}"
              f", {doc['plan']['repeats']} repeat(s); ext4 ordered, discard; {clock_text(doc['plan'])}", ""]
     rows = []

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError
+from smartio.testbed.boot import DEFAULT_CPUS
 
 QEMU = "qemu-system-x86_64"
 VIRTIOFSD_DIRS = ("/usr/lib/qemu", "/usr/libexec", "/usr/lib/virtiofsd", "/usr/bin")
@@ -77,7 +78,7 @@ class VmConfig:
     disks: tuple[Path, ...] = ()  # NBD unix sockets (transport nbd) or nbdfuse files (transport fuse)
     disk_transport: str = "fuse"
     accel: str = "tcg"
-    cpus: int = 2
+    cpus: int = DEFAULT_CPUS
     memory_mib: int = 2048
     interactive: bool = False
 

@@ -35,7 +35,7 @@ from typing import IO, Literal
 
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
 from smartio.flashdev import Profile, load_profile
-from smartio.testbed import disks as disks_mod, hostload, initramfs, kernelpkg, qemu
+from smartio.testbed import boot, disks as disks_mod, hostload, initramfs, kernelpkg, qemu
 
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
 DEFAULT_MODULE_GENERIC = "kernel/amd64/smartio-iosched.ko"  # the same for the generic flavour (make -C kernel generic)
@@ -44,8 +44,6 @@ MODULE_FOR_FLAVOUR = {kernelpkg.FLAVOUR: DEFAULT_MODULE, kernelpkg.GENERIC: DEFA
                       kernelpkg.DEBUG: DEFAULT_MODULE_DEBUG}
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SETUP_EXIT = 125  # command.sh: the working directory is not visible in the guest
-DEFAULT_CPUS, MAX_CPUS = 2, 64     # vCPUs: the testbed's default, and the most it boots
-GUEST_DEFAULT_ARGS = ("init_on_alloc=0",)    # see kernel_cmdline
 
 # Lines the kernel prints when something went wrong; any of them fails the run even if the command succeeded.
 KERNEL_PROBLEM_RE = re.compile(
@@ -280,13 +278,10 @@ def resolve_modules(modules: Sequence[str | Path] | None, repo: Path | None,
 
 
 def kernel_cmdline(nonce: str, mode: str, queue_depth: int | None, extra: Sequence[str]) -> str:
-    """The guest kernel's command line. loglevel=5 puts warnings and worse on the console log, not info.
-    init_on_alloc=0 (GUEST_DEFAULT_ARGS): Debian's kernel zeroes every page it allocates, page-cache pages
-    included; under TCG that cost a cold python launch 1.6 of its 2.3 s of kernel time (clear_page_erms under
-    page_cache_ra_unbounded, 76 % of its kernel samples), where a phone's CPU zeroes the same 19 MiB in
-    milliseconds. The extra arguments come last, so `init_on_alloc=1` among them turns it back on."""
+    """The guest kernel's command line: the testbed's plumbing, then `extra` (Boot.args(): the testbed's own
+    arguments and the user's). loglevel=5 puts warnings and worse on the console log, not info."""
     args = ["console=ttyS0", "loglevel=5", "panic=-1", "rdinit=/init", f"smartio.nonce={nonce}",
-            f"smartio.mode={mode}", *GUEST_DEFAULT_ARGS]
+            f"smartio.mode={mode}"]
     if queue_depth is not None:
         args.append(f"virtio_blk.queue_depth={queue_depth}")
     return " ".join([*args, *extra])
@@ -542,7 +537,8 @@ def _set_aside(art: Path, attempt: int) -> Path:
 
 def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: int = 1,
         disk_size: int = 1 << 30, timeout: float | None = 600.0, artifacts: Path | None = None,
-        modules: Sequence[str | Path] | None = None, kernel_args: Sequence[str] = (), cpus: int = DEFAULT_CPUS,
+        modules: Sequence[str | Path] | None = None, kernel_args: Sequence[str] = (), cpus: int = boot.DEFAULT_CPUS,
+        default_args: Sequence[str] = boot.DEFAULT_ARGS,
         memory_mib: int = 2048, interactive: bool = False, accel: str | None = None,
         stream: IO[bytes] | None | Literal["stdout"] = "stdout", quiet: bool = False,
         cwd: Path | None = None, flavour: str = kernelpkg.FLAVOUR, retries: int = 1) -> VmResult:
@@ -552,6 +548,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     interactive=True connects the command to this terminal (for a shell) and ignores `stream`.
     flavour: the kernel to boot: Debian's cloud-amd64 (default) or amd64 (generic: f2fs, nilfs2, ...), or debug (the
         same source built here with lockdep and KASAN, see smartio.testbed.debugkernel).
+    cpus, default_args, kernel_args: see smartio.testbed.boot (default_args replaces the testbed's own kernel
+        arguments, kernel_args come after them); a bad value is a UsageError before anything is made.
     stream: where the command's output goes live (default this process's stdout; None: only output.log).
     retries: how many times to boot again, from the start, when the emulator stopped a vCPU (emulator_stall); the
         stopped boot's files are kept in <artifacts>/stalled-<n>/. Never for an interactive shell.
@@ -568,8 +566,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         raise UsageError("--timeout", timeout, "must be a positive number of seconds")
     if retries < 0:
         raise UsageError("--retries", retries, "must be 0 or more")
-    if not 1 <= cpus <= MAX_CPUS:
-        raise UsageError("--cpus", cpus, f"must be from 1 to {MAX_CPUS}")
+    booted = boot.Boot(cpus=cpus, default_args=tuple(default_args), kernel_args=tuple(kernel_args))
     if os.geteuid() != 0:   # before fetching the kernel (132 MB) or making the artifacts directory
         raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
     prof = _load_profile(profile)
@@ -589,14 +586,13 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     (art / "command.sh").write_text(command_script(command, cwd))
     (art / "modules").write_text("".join(f"{m}\n" for m in mods))
     append = kernel_cmdline(nonce, "shell" if interactive else "run", prof.queue_depth if prof else None,
-                            kernel_args)
+                            booted.args())
     if not quiet:
         what = f"{disks} x {disk_size >> 20} MiB {'flash ' + prof.name if prof else 'memory'} disk(s)"
         if disks:
             why = disks_mod.fuse_unavailable_reason() if transport == "nbd" else None
             what += f" over {transport}" + (f", QEMU's NBD client, because {why}" if why else "")
-        vcpus = f"{cpus} vCPU{'s' if cpus != 1 else ''}"
-        print(f"smartio testbed: booting {rel.uname} ({accel}, {vcpus}, {memory_mib} MiB, {what}"
+        print(f"smartio testbed: booting {rel.uname} ({accel}, {booted.text()}, {memory_mib} MiB, {what}"
               f"{', modules ' + ' '.join(m.name for m in mods) if mods else ''}); artifacts in {art}",
               file=sys.stderr, flush=True)
 
@@ -607,7 +603,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
                   flush=True)
         result = _boot(command, art=art, out_dir=out_dir, cwd=cwd, nonce=nonce, env=env, append=append,
                        timeout=timeout, prof=prof, disks=disks, disk_size=disk_size, transport=transport,
-                       repo=repo, rel=rel, accel=accel, cpus=cpus, memory_mib=memory_mib, interactive=interactive,
+                       repo=repo, rel=rel, accel=accel, booted=booted, memory_mib=memory_mib, interactive=interactive,
                        stream=stream, qemu_bin=qemu_bin, mods=mods, retried=retried)
         if not result.emulator_stall or result.rc is not None or interactive or attempt > retries:
             break
@@ -622,7 +618,7 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
 
 def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce: str, env: dict[str, str],
           append: str, timeout: float | None, prof: Profile | None, disks: int, disk_size: int, transport: str,
-          repo: Path | None, rel: kernelpkg.KernelRelease, accel: str, cpus: int, memory_mib: int,
+          repo: Path | None, rel: kernelpkg.KernelRelease, accel: str, booted: boot.Boot, memory_mib: int,
           interactive: bool, stream: IO[bytes] | None, qemu_bin: str, mods: list[Path],
           retried: list[str]) -> VmResult:
     """One boot of run(): serve the disks and shares, run QEMU to its end, and write run.json."""
@@ -651,7 +647,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
             stack.enter_context(qemu.virtiofsd(share, log))
         cfg = qemu.VmConfig(kernel=rel.vmlinuz, initrd=initrd, append=append, console_log=console_log,
                             shares=tuple(shares), disks=tuple(backing), disk_transport=transport, accel=accel,
-                            cpus=cpus, memory_mib=memory_mib, interactive=interactive)
+                            cpus=booted.cpus, memory_mib=memory_mib, interactive=interactive)
         argv = qemu.command_line(cfg, qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
         qemu_exit, timed_out, stall = supervise(
@@ -677,7 +673,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
     (art / "run.json").write_text(json.dumps({
         "command": list(command), "cwd": str(cwd), "rc": result.rc, "failure": result.failure,
         "timed_out": timed_out, "kernel_problems": result.kernel_problems, "duration_s": round(duration, 3),
-        "kernel": rel.uname, "kernel_version": rel.version, "accel": accel, "cpus": cpus,
+        "kernel": rel.uname, "kernel_version": rel.version, "accel": accel, **booted.record(),
         "memory_mib": memory_mib, "profile": prof.name if prof else None,
         "queue_depth": prof.queue_depth if prof else None, "disks": disks, "disk_size": disk_size,
         "disk_transport": transport if disks else None,
