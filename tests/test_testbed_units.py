@@ -443,6 +443,52 @@ def test_supervise_stops_when_the_watch_says_so(tmp_path: Path, monkeypatch: pyt
     assert not (tmp_path / vm.HOST_TASKS).exists()       # not a timeout: no host report
 
 
+BOOT_HANG = Path(__file__).parent / "data" / "testbed" / "boot-hang-console.log"
+
+
+@pytest.mark.parametrize("init", [False, True])
+def test_a_boot_that_never_reaches_pid_1_is_stopped_at_the_boot_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, init: bool) -> None:
+    """CI, 2026-11-27: the guest kernel went silent after SMP bring-up (that console, in full) and the run waited
+    out its 360 s timeout. Without PID 1's INIT marker by BOOT_DEADLINE_S the watch stops it, saying where the
+    console ended; a guest that reached PID 1 is left to its command, however long it takes."""
+    monkeypatch.setattr(vm, "WATCH_INTERVAL_S", 0.05)
+    monkeypatch.setattr(vm, "BOOT_DEADLINE_S", 0.5)
+    console = tmp_path / "console.log"
+    console.write_text(BOOT_HANG.read_text())
+    init_marker = f"printf '\\nVMTEST_INIT=1 {NONCE}\\n'; " if init else ""
+    ms = vm.MarkerStream(NONCE)
+    started = time.monotonic()
+    code, timed_out, stopped = vm.supervise(["sh", "-c", f"{init_marker}exec sleep 2"], timeout=20, parser=ms,
+                                            output_log=tmp_path / "o", qemu_log=tmp_path / "q", stream=None,
+                                            watch=vm._console_watch(console, ms))
+    if init:
+        assert (code, timed_out, stopped) == (0, False, None)
+        assert (tmp_path / "o").read_bytes() == b""         # the marker is not the command's output
+        return
+    assert code is None and not timed_out and time.monotonic() - started < 1.9
+    assert stopped is not None and stopped.startswith("the guest kernel had not started PID 1 after "), stopped
+    assert stopped.endswith("its console's last line: '[    0.575180] mtrr: your CPUs had inconsistent MTRRdefType "
+                            "settings')"), stopped
+
+
+def test_boot_stall_waits_for_the_deadline_and_names_an_empty_console() -> None:
+    ms = vm.MarkerStream(NONCE)
+    assert vm.boot_stall("", ms, vm.BOOT_DEADLINE_S - 1) is None
+    assert vm.boot_stall("", ms, vm.BOOT_DEADLINE_S) == (
+        f"the guest kernel had not started PID 1 after {vm.BOOT_DEADLINE_S:.0f} s (it hung while booting; nothing "
+        "on its console)")
+    ms.feed(f"\nVMTEST_INIT=1 {NONCE}\n".encode())
+    assert vm.boot_stall("", ms, 10 * vm.BOOT_DEADLINE_S) is None
+
+
+def test_pid_1_says_it_started_before_anything_that_can_fail() -> None:
+    """The INIT marker comes before the first insmod or mount (which die() on failure), and not in a shell."""
+    script = initramfs.INIT_SCRIPT
+    assert script.index('marker INIT 1') < min(script.index("insmod"), script.index("mount -t virtiofs"))
+    assert '[ "$mode" = shell ] || marker INIT 1' in script
+
+
 def fake_boot_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """run() up to the boot, without QEMU, a kernel or root."""
     monkeypatch.setattr(vm.os, "geteuid", lambda: 0)

@@ -6,6 +6,7 @@ Python and venv at the same paths, and its writes stay in guest RAM), mounts the
 directory writable, loads the user's modules, runs the command in a chroot with its output on the second serial
 port (/dev/ttyS1), and prints a marker line with the exit code before powering off:
 
+    VMTEST_INIT=1 <nonce>             the kernel booted and started PID 1 (the host's boot watchdog waits for it)
     VMTEST_RC=<n> <nonce>             the command ran; n is its exit code
     VMTEST_SETUP_FAILED=<why> <nonce> the guest could not get that far
 
@@ -48,6 +49,7 @@ for t in $(cat /proc/cmdline); do
 done
 tty=@COMMAND_TTY@
 marker() { printf '\nVMTEST_%s=%s %s\n' "$1" "$2" "$nonce" >"$tty"; }
+[ "$mode" = shell ] || marker INIT 1
 die() {
 	echo "smartio-init: $*" >/dev/console
 	marker SETUP_FAILED "$*"

@@ -66,6 +66,10 @@ TIMESTAMP_RE = re.compile(r"^\[\s*(\d+\.\d+)\]", re.M)
 STALL_REPORT_RE = re.compile(r"rcu: INFO: .*detected stalls|soft lockup|INFO: task .* blocked for more than")
 STALL_LAG_S = 10.0        # the stopped vCPU's clock is this far behind the guest's latest console line
 WATCH_INTERVAL_S = 5.0    # how often supervise() looks at the console for a stalled vCPU
+# A boot that has not reached PID 1 (its INIT marker) by then hung in the kernel's own start-up: the guest kernel
+# reaches PID 1 within 3.4 s of guest time here, also the debug kernel. Seen once in ~130 CI boots (2026-11-27),
+# silent after SMP bring-up (the mtrr lines) until the host's timeout.
+BOOT_DEADLINE_S = 150.0
 
 
 class MarkerStream:
@@ -78,6 +82,7 @@ class MarkerStream:
     def __init__(self, nonce: str) -> None:
         self.nonce = nonce.encode()
         self.markers: dict[str, str] = {}
+        self.arrived: dict[str, float] = {}     # when each marker came (time.monotonic())
         self._pending = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -87,6 +92,7 @@ class MarkerStream:
             if m.group(3) == self.nonce:
                 out += self._pending[:m.start()]
                 self.markers[m.group(1).decode()] = m.group(2).decode(errors="replace")
+                self.arrived.setdefault(m.group(1).decode(), time.monotonic())
             else:
                 out += self._pending[:m.end()]
             self._pending = self._pending[m.end():]
@@ -182,7 +188,7 @@ class VmResult:
     kernel_problems: list[str] = dataclasses.field(default_factory=list)
     qemu_exit: int | None = None
     host_load: dict | None = None  # what other work took of the host's CPUs meanwhile (hostload.HostLoad.summary)
-    emulator_stall: str | None = None  # this boot was stopped early: emulator_stall()'s reason
+    emulator_stall: str | None = None  # this boot was stopped early: emulator_stall()'s or boot_stall()'s reason
     retried: list[str] = dataclasses.field(default_factory=list)  # earlier boots stopped for the same, and where
 
     @property
@@ -513,11 +519,24 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
                 pump.join(10)
 
 
-def _console_watch(console_log: Path) -> Callable[[], str | None]:
-    """supervise()'s watch: emulator_stall() on the console so far."""
+def boot_stall(console: str, parser: MarkerStream, waited_s: float) -> str | None:
+    """Why a boot that has run `waited_s` is beyond saving before its command started: no INIT marker from PID 1
+    within BOOT_DEADLINE_S; None if it reached PID 1 or may still."""
+    if "INIT" in parser.markers or waited_s < BOOT_DEADLINE_S:
+        return None
+    lines = [ln.strip() for ln in console.splitlines() if ln.strip()]
+    last = f"its console's last line: {lines[-1]!r}" if lines else "nothing on its console"
+    return f"the guest kernel had not started PID 1 after {waited_s:.0f} s (it hung while booting; {last})"
+
+
+def _console_watch(console_log: Path, parser: MarkerStream) -> Callable[[], str | None]:
+    """supervise()'s watch: emulator_stall() on the console so far, then boot_stall()."""
+    started = time.monotonic()
+
     def watch() -> str | None:
         try:
-            return emulator_stall(console_log.read_text(errors="replace"))
+            console = console_log.read_text(errors="replace") if console_log.exists() else ""
+            return emulator_stall(console) or boot_stall(console, parser, time.monotonic() - started)
         except Exception:       # a watch that fails must not fail the run: the timeout still stands
             return None
     return watch
@@ -551,8 +570,9 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
     cpus, default_args, kernel_args: see smartio.testbed.boot (default_args replaces the testbed's own kernel
         arguments, kernel_args come after them); a bad value is a UsageError before anything is made.
     stream: where the command's output goes live (default this process's stdout; None: only output.log).
-    retries: how many times to boot again, from the start, when the emulator stopped a vCPU (emulator_stall); the
-        stopped boot's files are kept in <artifacts>/stalled-<n>/. Never for an interactive shell.
+    retries: how many times to boot again, from the start, when the emulator stopped a vCPU (emulator_stall) or the
+        kernel hung before PID 1 (boot_stall); the stopped boot's files are kept in <artifacts>/stalled-<n>/. Never
+        for an interactive shell.
     """
     if stream == "stdout":
         stream = sys.stdout.buffer
@@ -650,10 +670,11 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
                             cpus=booted.cpus, memory_mib=memory_mib, interactive=interactive)
         argv = qemu.command_line(cfg, qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
+        qemu_started = time.monotonic()
         qemu_exit, timed_out, stall = supervise(
             argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log", stream=stream,
             interactive=interactive, host_report=art / HOST_TASKS,
-            watch=None if interactive else _console_watch(console_log))
+            watch=None if interactive else _console_watch(console_log, parser))
 
     duration = time.monotonic() - started
     console = console_log.read_text(errors="replace") if console_log.exists() else ""
@@ -680,6 +701,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
         "modules": [str(m) for m in mods], "kernel_cmdline": append,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - duration)),
         "host_load": result.host_load, "emulator_stall": stall, "retried_after": result.retried,
+        "pid1_after_s": round(parser.arrived["INIT"] - qemu_started, 3) if "INIT" in parser.arrived else None,
     }, indent=2) + "\n")
     return result
 
