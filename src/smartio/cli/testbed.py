@@ -48,11 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(run)
     run.add_argument("--timeout", type=float, default=600.0, metavar="S",
                      help="kill the VM after S seconds, boot included; each boot has that long when it boots "
-                          "again after an emulator stall (--retries) (default 600)")
+                          "again after a stall (--retries) (default 600)")
     run.add_argument("--retries", type=int, default=1, metavar="N",
                      help="boot again from the start, up to N times, when the emulator (not the guest) stopped a "
-                          "vCPU: QEMU TCG's stale-translation stall, told from the guest's own hangs by its RCU "
-                          "stall reports; the stopped boot's files go to <artifacts>/stalled-<n>/ (default 1)")
+                          "vCPU (QEMU TCG's stale-translation stall, told from the guest's own hangs by its RCU "
+                          "stall reports) or the boot hung before COMMAND started (150 s); the stopped boot's "
+                          "files go to <artifacts>/stalled-<n>/ (default 1)")
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     run.set_defaults(func=cmd_run)
     sh = sub.add_parser("shell", help="an interactive root shell in the VM (exit it to power off)",

@@ -6,7 +6,8 @@ Python and venv at the same paths, and its writes stay in guest RAM), mounts the
 directory writable, loads the user's modules, runs the command in a chroot with its output on the second serial
 port (/dev/ttyS1), and prints a marker line with the exit code before powering off:
 
-    VMTEST_INIT=1 <nonce>             the kernel booted and started PID 1 (the host's boot watchdog waits for it)
+    VMTEST_INIT=1 <nonce>             the kernel booted and started PID 1
+    VMTEST_START=1 <nonce>            PID 1's setup is done and the command starts (the host's boot deadline)
     VMTEST_RC=<n> <nonce>             the command ran; n is its exit code
     VMTEST_SETUP_FAILED=<why> <nonce> the guest could not get that far
 
@@ -133,6 +134,7 @@ if [ "$mode" = shell ]; then
 	stty -F "$tty" sane rows "${SMARTIO_ROWS:-24}" cols "${SMARTIO_COLS:-80}"
 	setsid -c env -i sh -c ". $art/guest.env && exec chroot $r /bin/sh /smartio/command.sh" <"$tty" >"$tty" 2>&1
 else
+	marker START 1
 	# Raw: the host gets the command's bytes exactly, without \r added to every newline.
 	stty -F "$tty" raw -echo
 	env -i sh -c ". $art/guest.env && exec chroot $r /bin/sh /smartio/command.sh" </dev/null >"$tty" 2>&1

@@ -66,9 +66,10 @@ TIMESTAMP_RE = re.compile(r"^\[\s*(\d+\.\d+)\]", re.M)
 STALL_REPORT_RE = re.compile(r"rcu: INFO: .*detected stalls|soft lockup|INFO: task .* blocked for more than")
 STALL_LAG_S = 10.0        # the stopped vCPU's clock is this far behind the guest's latest console line
 WATCH_INTERVAL_S = 5.0    # how often supervise() looks at the console for a stalled vCPU
-# A boot that has not reached PID 1 (its INIT marker) by then hung in the kernel's own start-up: the guest kernel
-# reaches PID 1 within 3.4 s of guest time here, also the debug kernel. Seen once in ~130 CI boots (2026-11-27),
-# silent after SMP bring-up (the mtrr lines) until the host's timeout.
+# A boot whose command has not started (PID 1's START marker) by then hung in the kernel's start-up or in PID 1's
+# setup (modules, shares): the guest loads the user's modules within 3.4 s of guest time here, also on the debug
+# kernel. Seen once in ~130 CI boots (2026-11-27): the console (warnings only) silent after SMP bring-up until the
+# host's timeout.
 BOOT_DEADLINE_S = 150.0
 
 
@@ -188,16 +189,22 @@ class VmResult:
     kernel_problems: list[str] = dataclasses.field(default_factory=list)
     qemu_exit: int | None = None
     host_load: dict | None = None  # what other work took of the host's CPUs meanwhile (hostload.HostLoad.summary)
-    emulator_stall: str | None = None  # this boot was stopped early: emulator_stall()'s or boot_stall()'s reason
+    emulator_stall: str | None = None  # this boot was stopped early: emulator_stall()'s reason
+    boot_stall: str | None = None      # this boot was stopped before its command started: boot_stall()'s reason
     retried: list[str] = dataclasses.field(default_factory=list)  # earlier boots stopped for the same, and where
+
+    @property
+    def stopped_early(self) -> str | None:
+        """Why this boot was stopped before its end and may be booted again (--retries), or None."""
+        return self.emulator_stall or self.boot_stall
 
     @property
     def failure(self) -> str | None:
         """Why the run itself failed (not the command), or None."""
         where = f"see {self.console_log}"
-        if self.emulator_stall and self.rc is None:
+        if self.stopped_early and self.rc is None:
             again = f" (as in {len(self.retried)} earlier boot(s))" if self.retried else ""
-            return f"the VM was stopped early: {self.emulator_stall}{again}; {where}"
+            return f"the VM was stopped early: {self.stopped_early}{again}; {where}"
         if self.timed_out:
             said = f"; before that the guest kernel reported: {self.kernel_problems[0]}" if self.kernel_problems \
                 else ""
@@ -520,26 +527,40 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
 
 
 def boot_stall(console: str, parser: MarkerStream, waited_s: float) -> str | None:
-    """Why a boot that has run `waited_s` is beyond saving before its command started: no INIT marker from PID 1
-    within BOOT_DEADLINE_S; None if it reached PID 1 or may still."""
-    if "INIT" in parser.markers or waited_s < BOOT_DEADLINE_S:
+    """Why a boot that has run `waited_s` is beyond saving before its command started: no START marker from PID 1
+    within BOOT_DEADLINE_S, worded by how far it got (INIT: PID 1 had started); None if the command started or
+    may still."""
+    if "START" in parser.markers or waited_s < BOOT_DEADLINE_S:
         return None
     lines = [ln.strip() for ln in console.splitlines() if ln.strip()]
     last = f"its console's last line: {lines[-1]!r}" if lines else "nothing on its console"
-    return f"the guest kernel had not started PID 1 after {waited_s:.0f} s (it hung while booting; {last})"
+    stage = ("PID 1's setup (modules, shares) had not finished" if "INIT" in parser.markers
+             else "the guest kernel had not started PID 1")
+    return f"{stage} after {waited_s:.0f} s, so the command never started ({last})"
 
 
-def _console_watch(console_log: Path, parser: MarkerStream) -> Callable[[], str | None]:
-    """supervise()'s watch: emulator_stall() on the console so far, then boot_stall()."""
-    started = time.monotonic()
+class ConsoleWatch:
+    """supervise()'s watch for a run: emulator_stall() on the console so far, then boot_stall(). `kind` says which
+    stopped the boot ("emulator" or "boot"); a boot stall is described on the host (host_tasks) before QEMU stops,
+    as a timeout is."""
 
-    def watch() -> str | None:
+    def __init__(self, console_log: Path, parser: MarkerStream, host_report: Path | None = None) -> None:
+        self.console_log, self.parser, self.host_report = console_log, parser, host_report
+        self.started = time.monotonic()
+        self.kind: str | None = None
+
+    def __call__(self) -> str | None:
         try:
-            console = console_log.read_text(errors="replace") if console_log.exists() else ""
-            return emulator_stall(console) or boot_stall(console, parser, time.monotonic() - started)
+            console = self.console_log.read_text(errors="replace") if self.console_log.exists() else ""
+            if why := emulator_stall(console):
+                self.kind = "emulator"
+            elif why := boot_stall(console, self.parser, time.monotonic() - self.started):
+                self.kind = "boot"
+                if self.host_report is not None:
+                    write_host_report(self.host_report)
+            return why
         except Exception:       # a watch that fails must not fail the run: the timeout still stands
             return None
-    return watch
 
 
 def _set_aside(art: Path, attempt: int) -> Path:
@@ -571,8 +592,8 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
         arguments, kernel_args come after them); a bad value is a UsageError before anything is made.
     stream: where the command's output goes live (default this process's stdout; None: only output.log).
     retries: how many times to boot again, from the start, when the emulator stopped a vCPU (emulator_stall) or the
-        kernel hung before PID 1 (boot_stall); the stopped boot's files are kept in <artifacts>/stalled-<n>/. Never
-        for an interactive shell.
+        boot hung before the command started (boot_stall); the stopped boot's files are kept in
+        <artifacts>/stalled-<n>/. Never for an interactive shell.
     """
     if stream == "stdout":
         stream = sys.stdout.buffer
@@ -625,11 +646,11 @@ def run(command: Sequence[str], *, profile: Profile | str | None = None, disks: 
                        timeout=timeout, prof=prof, disks=disks, disk_size=disk_size, transport=transport,
                        repo=repo, rel=rel, accel=accel, booted=booted, memory_mib=memory_mib, interactive=interactive,
                        stream=stream, qemu_bin=qemu_bin, mods=mods, retried=retried)
-        if not result.emulator_stall or result.rc is not None or interactive or attempt > retries:
+        if not result.stopped_early or result.rc is not None or interactive or attempt > retries:
             break
         moved = _set_aside(art, attempt)
-        retried.append(f"{result.emulator_stall} (files in {moved})")
-        print(f"smartio testbed: the VM was stopped early: {result.emulator_stall}; its files are in {moved}",
+        retried.append(f"{result.stopped_early} (files in {moved})")
+        print(f"smartio testbed: the VM was stopped early: {result.stopped_early}; its files are in {moved}",
               file=sys.stderr, flush=True)
     if not quiet and (warn := hostload.warning(result.host_load or {})):
         print(f"smartio testbed: {warn}", file=sys.stderr, flush=True)
@@ -671,10 +692,12 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
         argv = qemu.command_line(cfg, qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
         qemu_started = time.monotonic()
-        qemu_exit, timed_out, stall = supervise(
+        watch = None if interactive else ConsoleWatch(console_log, parser, art / HOST_TASKS)
+        qemu_exit, timed_out, stopped = supervise(
             argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log", stream=stream,
-            interactive=interactive, host_report=art / HOST_TASKS,
-            watch=None if interactive else _console_watch(console_log, parser))
+            interactive=interactive, host_report=art / HOST_TASKS, watch=watch)
+    kind = watch.kind if watch is not None and stopped else None
+    stall, hang = (stopped if kind == "emulator" else None), (stopped if kind == "boot" else None)
 
     duration = time.monotonic() - started
     console = console_log.read_text(errors="replace") if console_log.exists() else ""
@@ -688,7 +711,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
                       setup_error=parser.markers.get("SETUP_FAILED"),
                       kernel_problems=[p for p in find_kernel_problems(console, dmesg)
                                        if not (stall and STALL_REPORT_RE.search(p))], qemu_exit=qemu_exit,
-                      host_load=load.summary(), emulator_stall=stall, retried=list(retried))
+                      host_load=load.summary(), emulator_stall=stall, boot_stall=hang, retried=list(retried))
     if result.rc is not None:
         (art / "exit-code").write_text(f"{result.rc}\n")
     (art / "run.json").write_text(json.dumps({
@@ -701,7 +724,9 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
         "modules": [str(m) for m in mods], "kernel_cmdline": append,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - duration)),
         "host_load": result.host_load, "emulator_stall": stall, "retried_after": result.retried,
-        "pid1_after_s": round(parser.arrived["INIT"] - qemu_started, 3) if "INIT" in parser.arrived else None,
+        "boot_stall": hang, **{f"{key}_after_s": round(parser.arrived[marker] - qemu_started, 3)
+                               if marker in parser.arrived else None
+                               for key, marker in (("pid1", "INIT"), ("command", "START"))},
     }, indent=2) + "\n")
     return result
 
