@@ -388,3 +388,48 @@ def test_many_missing_cells_are_counted_per_scheduler_few_are_named():
     assert la.missing_lines(many[:2], ["kyber"]) == ["  missing: kyber editor cold none real, kyber editor cold "
                                                      "seq-write real"]
     assert la.missing_lines([], ["kyber"]) == []
+
+
+def test_a_run_still_measuring_is_reprinted_from_its_cell_files(tmp_path, monkeypatch):
+    """bench/launch --analyze on a run whose session is still going (or was stopped before it wrote compare.json):
+    the cells its sessions wrote since count, the kernel comes from a session's run.json or its guest's record;
+    a compare.json with every cell there is stands as it is; a directory with neither is a usage error."""
+    import smartio.compare.run as cr
+
+    plan = _plan()
+    steps = plan.steps()
+
+    def first_session(module, plan_json, assemble_doc, *, out, **kw):
+        for spec, (app, _, bg, _) in steps[:2]:
+            _write(out / "vm" / "out", spec.label, app, bg, 100)
+        return assemble_doc(out / "vm" / "out", None, "t"), out
+
+    monkeypatch.setattr(cr, "run_in_guest", first_session)
+    monkeypatch.setattr(cr, "check_testbed", lambda: None)
+    monkeypatch.setattr(cr, "module_for", lambda names: [])
+    monkeypatch.setattr(la, "plot", lambda doc, path: path)
+    out = tmp_path / "run"
+    kept, _ = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0)
+    assert len(kept["missing"]) == len(steps) - 2
+    assert la.current_document(out) == (json.loads((out / "compare.json").read_text()), 0)
+    # A second session, going: three more cells, its guest's record but no run.json yet.
+    going = out / "vm-2" / "out"
+    for spec, (app, _, bg, _) in steps[2:5]:
+        _write(going, spec.label, app, bg, 200)
+    (going / la.GUEST_FILE).write_text(json.dumps({"kernel": "6.1.0-now", "before": {}, "after": None}))
+    doc, newer = la.current_document(out)
+    assert newer == 3 and len(doc["missing"]) == len(steps) - 5 and doc["kernel"] == "6.1.0-now"
+    assert doc["run_uid"] == kept["run_uid"] and doc["plan"] == kept["plan"]
+    assert "kernel 6.1.0-now" in la.render(doc) and "vm-2 started ?, 3 cells" in la.render(doc)
+    # Once the session ends its run.json names the kernel; when compare.json catches up it stands.
+    (out / "vm-2" / "run.json").write_text(json.dumps({"kernel": "6.1.0-ended", "started": "s2"}))
+    (going / la.GUEST_FILE).unlink()
+    assert la.current_document(out)[0]["kernel"] == "6.1.0-ended"
+    (out / "compare.json").write_text(json.dumps({**doc, "kernel": "k", "missing": doc["missing"]}))
+    assert la.current_document(out) == ({**doc, "kernel": "k"}, 0)
+    with pytest.raises(UsageError, match="holds no launch comparison"):
+        la.current_document(tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "compare.json").write_text("{not json")
+    with pytest.raises(UsageError, match="cannot read its launch comparison"):
+        la.current_document(tmp_path / "bad")

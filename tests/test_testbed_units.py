@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -567,3 +568,30 @@ def test_run_boots_again_after_an_emulator_stall_and_keeps_the_first_boot(
     assert len(boots) == 1 and r.rc == 0 and r.failure is None and r.emulator_stall
     with pytest.raises(UsageError, match="--retries"):
         vm.run(["true"], profile=None, modules=[], artifacts=tmp_path / "d", stream=None, retries=-1)
+
+
+def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C or SIGTERM while the guest runs: QEMU is stopped, run.json still says what ran (kernel, how it
+    booted, for how long, `interrupted`), and the interrupt goes on to the caller."""
+    fake_boot_setup(monkeypatch, tmp_path)
+    monkeypatch.setattr(vm, "kernelpkg", type("K", (), {"resolve": staticmethod(lambda **kw: None),
+                                                       "fetch_image": staticmethod(lambda _: BootableRelease()),
+                                                       "FLAVOUR": "cloud-amd64"}))
+    monkeypatch.setattr(vm.initramfs, "build", lambda modules_dir, path: path)
+    monkeypatch.setattr(vm.qemu, "command_line", lambda cfg, qemu_bin: ["true"])
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vm, "supervise", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        vm.run(["true"], profile=None, disks=0, modules=[], artifacts=tmp_path / "a", stream=None, quiet=True)
+    run = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert run["interrupted"] is True and run["rc"] is None and run["kernel"] == "6.1.0-test"
+    assert run["cpus"] == 2 and run["pid1_after_s"] is None and run["boot_stall"] is None
+
+
+@dataclasses.dataclass
+class BootableRelease(FakeRelease):
+    modules_dir: Path = Path("/nonexistent/modules")
+    vmlinuz: Path = Path("/nonexistent/vmlinuz")

@@ -18,6 +18,7 @@ import collections
 import dataclasses
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -153,7 +154,8 @@ def guest_main(argv: list[str]) -> int:
     for d in (RUNS_DIR, TRACES_DIR):
         (out / d).mkdir(parents=True, exist_ok=True)
     dev = device_of_node(DEVICE)
-    rec: dict[str, Any] = {"device": DEVICE, "before": device_state(dev), "runs": [], "after": None, "apps": {}}
+    rec: dict[str, Any] = {"device": DEVICE, "kernel": os.uname().release, "before": device_state(dev), "runs": [],
+                           "after": None, "apps": {}}
     save = lambda: (out / GUEST_FILE).write_text(json.dumps(rec, indent=2) + "\n")  # noqa: E731
     save()
     opts = make_fs("ext4", False)
@@ -244,7 +246,9 @@ def guest_main(argv: list[str]) -> int:
                 doc = measure(target, settings, launcher, what={"mode": mode, **what},
                               command=f"smartio compare --experiment launch ({name}, {cache}, {bg}, {mode})",
                               progress=False)
-                (out / run["file"]).write_text(json.dumps(doc, indent=1) + "\n")
+                part = out / f"{run['file']}.part"   # whole or absent: --analyze reads a run still measuring
+                part.write_text(json.dumps(doc, indent=1) + "\n")
+                os.replace(part, out / run["file"])
                 run["rc"] = 0
             except SmartioError as e:
                 run.update(rc=e.exit_code, error=str(e))
@@ -531,10 +535,10 @@ def render(doc: dict[str, Any]) -> str:
         + (f", {rr} in the cold replay cells" if rr and rr != plan["repeats"] else "")
     lines = [f"Launch time per scheduler (ms, mean over {over}; ± the 95 % interval's half-width, % of the mean), "
              f"profile {doc['profile']['name']} ({device_line(doc['profile'])}); {clock_text(plan)}; "
-             f"kernel {doc.get('kernel')}" + (f" ({g})" if (g := text_of(doc)) else "")]
+             f"kernel {doc.get('kernel') or '?'}" + (f" ({g})" if (g := text_of(doc)) else "")]
     if sessions := doc.get("sessions"):
-        lines.append("  resumed: " + "; ".join(f"{s['artifacts']} started {s.get('started')}, {s['cells']} cells"
-                                               for s in sessions))
+        lines.append("  resumed: " + "; ".join(f"{s['artifacts']} started {s.get('started') or '?'}, "
+                                               f"{s['cells']} cells" for s in sessions))
     lines.append("")
     cols = [(a, c, b, m) for a in plan["apps"] for c in plan["caches"] for b in plan["backgrounds"]
             for m in plan["modes"]]
@@ -653,7 +657,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     hr = plan.get("headline_repeats") or plan["repeats"]
     plots.stamp(fig, "; ".join([f"emulated {doc['profile']['name']} ({device_line(doc['profile'])})",
                                 f"{plan['repeats']} launches per cell, {hr} in the headline's",
-                                clock_text(plan), f"kernel {doc.get('kernel')}",
+                                clock_text(plan), f"kernel {doc.get('kernel') or '?'}",
                                 *([g] if (g := text_of(doc)) else []), str(doc.get("started", "?"))]))
     plots.save(fig, path)
     return path
@@ -765,6 +769,37 @@ def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | No
         raise UsageError("--resume", out_dir, f"cannot read {path}: {e}") from e
     raise UsageError("--resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "
                      f"{DOCUMENT})")
+
+
+def current_document(out_dir: Path) -> tuple[dict[str, Any], int]:
+    """The document of the run in `out_dir` as it stands, and how many cells it has beyond its compare.json: a run
+    still measuring, or one stopped before it wrote compare.json, is assembled from its sessions' cell files (the
+    kernel and host from its sessions' run.json); otherwise, and for a run kept without its cells (tests/data), its
+    compare.json. UsageError if it holds neither."""
+    from smartio.compare.run import DOCUMENT, session_dirs, vm_profile
+
+    try:
+        kept = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else None
+        outs = [d / "out" for d in session_dirs(out_dir)]
+        if not (out_dir / START_FILE).exists() or not any((o / RUNS_DIR).is_dir() for o in outs):
+            if kept is None:
+                raise UsageError("--analyze", out_dir, f"holds no launch comparison (no {DOCUMENT} or cell files)")
+            return kept, 0
+        plan, profile, time_scale, uid = resumed_plan(out_dir)
+        start = json.loads((out_dir / START_FILE).read_text())
+        doc = {"run_uid": uid, "vm": Boot.from_record(start.get("vm")).record(),
+               **assemble(plan, outs, profile=vm_profile(profile, 1.0, time_scale), command=start.get("command", ""),
+                          started=(kept or {}).get("started", ""), vm_result=None)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UsageError("--analyze", out_dir, f"cannot read its launch comparison: {e}") from e
+    if kept is not None and len(kept.get("missing", ())) <= len(doc["missing"]):
+        return kept, 0                      # compare.json has every cell there is, and the VM's own record
+    # The kernel from a session's run.json (written when it ends) or its guest's record (from its start).
+    runs = [json.loads(r.read_text()) for d in session_dirs(out_dir) if (r := d / "run.json").exists()]
+    runs += [json.loads(g.read_text()) for o in outs if (g := o / GUEST_FILE).exists()]
+    for key in ("kernel", "accel", "host_load"):
+        doc[key] = next((r.get(key) for r in reversed(runs) if r.get(key)), (kept or {}).get(key))
+    return doc, len((kept or {}).get("missing", doc["missing"])) - len(doc["missing"])
 
 
 if __name__ == "__main__":

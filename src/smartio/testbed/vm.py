@@ -693,9 +693,13 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
         qemu_started = time.monotonic()
         watch = None if interactive else ConsoleWatch(console_log, parser, art / HOST_TASKS)
-        qemu_exit, timed_out, stopped = supervise(
-            argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log", stream=stream,
-            interactive=interactive, host_report=art / HOST_TASKS, watch=watch)
+        interrupted = False
+        try:
+            qemu_exit, timed_out, stopped = supervise(
+                argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log",
+                stream=stream, interactive=interactive, host_report=art / HOST_TASKS, watch=watch)
+        except KeyboardInterrupt:   # Ctrl-C, SIGTERM (smartio.signals): QEMU is stopped; run.json says what ran
+            interrupted, qemu_exit, timed_out, stopped = True, None, False, None
     kind = watch.kind if watch is not None and stopped else None
     stall, hang = (stopped if kind == "emulator" else None), (stopped if kind == "boot" else None)
 
@@ -727,7 +731,10 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
         "boot_stall": hang, **{f"{key}_after_s": round(parser.arrived[marker] - qemu_started, 3)
                                if marker in parser.arrived else None
                                for key, marker in (("pid1", "INIT"), ("command", "START"))},
+        "interrupted": interrupted,
     }, indent=2) + "\n")
+    if interrupted:
+        raise KeyboardInterrupt
     return result
 
 
