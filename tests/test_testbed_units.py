@@ -589,6 +589,7 @@ def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: py
     run = json.loads((tmp_path / "a" / "run.json").read_text())
     assert run["interrupted"] is True and run["rc"] is None and run["kernel"] == "6.1.0-test"
     assert run["cpus"] == 2 and run["pid1_after_s"] is None and run["boot_stall"] is None
+    assert run["failure"].startswith("interrupted (Ctrl-C or SIGTERM) before the command finished; see "), run
 
 
 @dataclasses.dataclass

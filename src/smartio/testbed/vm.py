@@ -191,6 +191,7 @@ class VmResult:
     host_load: dict | None = None  # what other work took of the host's CPUs meanwhile (hostload.HostLoad.summary)
     emulator_stall: str | None = None  # this boot was stopped early: emulator_stall()'s reason
     boot_stall: str | None = None      # this boot was stopped before its command started: boot_stall()'s reason
+    interrupted: bool = False          # Ctrl-C or SIGTERM stopped it (run.json is written, then it goes on)
     retried: list[str] = dataclasses.field(default_factory=list)  # earlier boots stopped for the same, and where
 
     @property
@@ -202,6 +203,8 @@ class VmResult:
     def failure(self) -> str | None:
         """Why the run itself failed (not the command), or None."""
         where = f"see {self.console_log}"
+        if self.interrupted and self.rc is None:
+            return f"interrupted (Ctrl-C or SIGTERM) before the command finished; {where}"
         if self.stopped_early and self.rc is None:
             again = f" (as in {len(self.retried)} earlier boot(s))" if self.retried else ""
             return f"the VM was stopped early: {self.stopped_early}{again}; {where}"
@@ -715,7 +718,8 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
                       setup_error=parser.markers.get("SETUP_FAILED"),
                       kernel_problems=[p for p in find_kernel_problems(console, dmesg)
                                        if not (stall and STALL_REPORT_RE.search(p))], qemu_exit=qemu_exit,
-                      host_load=load.summary(), emulator_stall=stall, boot_stall=hang, retried=list(retried))
+                      host_load=load.summary(), emulator_stall=stall, boot_stall=hang, retried=list(retried),
+                      interrupted=interrupted)
     if result.rc is not None:
         (art / "exit-code").write_text(f"{result.rc}\n")
     (art / "run.json").write_text(json.dumps({
