@@ -19,6 +19,12 @@ from smartio.testbed.boot import Boot
 PROFILE = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
 
 
+@pytest.fixture(autouse=True)
+def own_results_db(tmp_path, monkeypatch):
+    """Documents these tests keep go to a database of their own, not the user's."""
+    monkeypatch.setenv("SMARTIO_DB", str(tmp_path / "results.db"))
+
+
 def _plan(**kw) -> la.LaunchPlan:
     return la.LaunchPlan(schedulers=parse_schedulers("none,bfq,smartio,smartio:qasio_boost=0"),
                          apps=("python-stdlib", "sqlite"), caches=("cold",), modes=("real",), **kw)
@@ -384,16 +390,17 @@ def test_many_missing_cells_are_counted_per_scheduler_few_are_named():
     many = [f"{s} editor cold {bg} real" for s in ("kyber", "bfq") for bg in ("none", "seq-write", "rand-write",
                                                                                  "buffered-write", "x", "y")]
     assert la.missing_lines(many, ["none", "kyber", "bfq"]) == [
-        '  missing: 12 cells (kyber 6, bfq 6); compare.json\'s "missing" names them']
+        '  missing: 12 cells (kyber 6, bfq 6); the document\'s "missing" names them']
     assert la.missing_lines(many[:2], ["kyber"]) == ["  missing: kyber editor cold none real, kyber editor cold "
                                                      "seq-write real"]
     assert la.missing_lines([], ["kyber"]) == []
 
 
 def test_a_run_still_measuring_is_reprinted_from_its_cell_files(tmp_path, monkeypatch):
-    """bench/launch --analyze on a run whose session is still going (or was stopped before it wrote compare.json):
+    """bench/launch --analyze on a run whose session is still going (or was killed before it wrote compare.json):
     the cells its sessions wrote since count, the kernel comes from a session's run.json or its guest's record;
-    a compare.json with every cell there is stands as it is; a directory with neither is a usage error."""
+    a compare.json with every cell there is stands, named by the kernel its sessions recorded; cell files that
+    cannot be assembled again fall back to compare.json; a directory with neither is a usage error."""
     import smartio.compare.run as cr
 
     plan = _plan()
@@ -402,6 +409,11 @@ def test_a_run_still_measuring_is_reprinted_from_its_cell_files(tmp_path, monkey
     def first_session(module, plan_json, assemble_doc, *, out, **kw):
         for spec, (app, _, bg, _) in steps[:2]:
             _write(out / "vm" / "out", spec.label, app, bg, 100)
+        # Killed before it wrote compare.json: the cells, the guest's record, run.json (interrupted), no VM result.
+        (out / "vm" / "out" / la.GUEST_FILE).write_text(json.dumps({"kernel": "6.1.0-first", "before": {}}))
+        assert la.current_document(out)[1] == ("no compare.json yet (a run still going, or stopped before it wrote "
+                                               "it): reprinted from its cell files")
+        (out / "vm" / "run.json").write_text(json.dumps({"kernel": "6.1.0-first", "interrupted": True}))
         return assemble_doc(out / "vm" / "out", None, "t"), out
 
     monkeypatch.setattr(cr, "run_in_guest", first_session)
@@ -410,26 +422,52 @@ def test_a_run_still_measuring_is_reprinted_from_its_cell_files(tmp_path, monkey
     monkeypatch.setattr(la, "plot", lambda doc, path: path)
     out = tmp_path / "run"
     kept, _ = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0)
-    assert len(kept["missing"]) == len(steps) - 2
-    assert la.current_document(out) == (json.loads((out / "compare.json").read_text()), 0)
-    # A second session, going: three more cells, its guest's record but no run.json yet.
+    assert len(kept["missing"]) == len(steps) - 2 and kept["kernel"] == "6.1.0-first"   # not the VM's: interrupted
+    assert la.current_document(out) == (json.loads((out / "compare.json").read_text()), None)
+    # A second session, going: three more cells and its guest's record (and a cell being written), no run.json.
     going = out / "vm-2" / "out"
     for spec, (app, _, bg, _) in steps[2:5]:
         _write(going, spec.label, app, bg, 200)
+    (going / la.run_file("smartio", "sqlite", "cold", "none", "real")).with_suffix(".json.part").write_text("{")
     (going / la.GUEST_FILE).write_text(json.dumps({"kernel": "6.1.0-now", "before": {}, "after": None}))
-    doc, newer = la.current_document(out)
-    assert newer == 3 and len(doc["missing"]) == len(steps) - 5 and doc["kernel"] == "6.1.0-now"
+    doc, note = la.current_document(out)
+    assert note == (f"3 cell(s) measured since {out / 'compare.json'} was written (a run still going, or stopped "
+                    "before it wrote it): reprinted from its cell files")
+    assert len(doc["missing"]) == len(steps) - 5 and doc["kernel"] == "6.1.0-now"
     assert doc["run_uid"] == kept["run_uid"] and doc["plan"] == kept["plan"]
     assert "kernel 6.1.0-now" in la.render(doc) and "vm-2 started ?, 3 cells" in la.render(doc)
-    # Once the session ends its run.json names the kernel; when compare.json catches up it stands.
-    (out / "vm-2" / "run.json").write_text(json.dumps({"kernel": "6.1.0-ended", "started": "s2"}))
-    (going / la.GUEST_FILE).unlink()
-    assert la.current_document(out)[0]["kernel"] == "6.1.0-ended"
-    (out / "compare.json").write_text(json.dumps({**doc, "kernel": "k", "missing": doc["missing"]}))
-    assert la.current_document(out) == ({**doc, "kernel": "k"}, 0)
+    # A guest record torn by a kill is skipped; so is a session's torn run.json.
+    (going / la.GUEST_FILE).write_text('{"kern')
+    (out / "vm-2" / "run.json").write_text("")
+    assert la.current_document(out)[0]["kernel"] == "6.1.0-first"
+    # Cells that cannot be assembled again: compare.json, said so.
+    bad = going / la.run_file("none", "sqlite", "cold", "seq-write", "real")
+    bad.write_text("{torn")
+    doc2, note = la.current_document(out)
+    assert doc2 == json.loads((out / "compare.json").read_text())
+    assert note and note.startswith("its cell files could not be assembled again (") and "reprinted from" in note
+    bad.unlink()
     with pytest.raises(UsageError, match="holds no launch comparison"):
         la.current_document(tmp_path / "empty")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "compare.json").write_text("{not json")
-    with pytest.raises(UsageError, match="cannot read its launch comparison"):
+    with pytest.raises(UsageError, match="cannot read .*compare.json: not a JSON document"):
         la.current_document(tmp_path / "bad")
+    (tmp_path / "bad" / "compare.json").write_text(json.dumps({"experiment": "mixed"}))
+    with pytest.raises(UsageError, match="is a 'mixed' comparison, not a launch one"):
+        la.current_document(tmp_path / "bad")
+
+
+def test_the_headline_counts_a_scheduler_once_every_application_has_both_cells(tmp_path):
+    """Mid-run, a scheduler with one application measured must not be the best other (nor smartio's figure)."""
+    plan = _plan()
+    for label, (idle, busy) in {"none": (100, 300), "bfq": (100, 110), "smartio": (100, 105)}.items():
+        _write(tmp_path, label, "python-stdlib", "none", idle)
+        _write(tmp_path, label, "python-stdlib", "seq-write", busy)
+    for label in ("none",):
+        _write(tmp_path, label, "sqlite", "none", 40)
+        _write(tmp_path, label, "sqlite", "seq-write", 120)
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert [k for k, v in doc["headline"].items() if v["complete"]] == ["none"]
+    assert la.headline_line(doc) == ("smartio_cold_bg_over_idle=n/a best_other_cold_bg_over_idle=3.000 "
+                                     "smartio_vs_none_pct=n/a")

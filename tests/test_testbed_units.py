@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -578,14 +579,30 @@ def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: py
                                                        "fetch_image": staticmethod(lambda _: BootableRelease()),
                                                        "FLAVOUR": "cloud-amd64"}))
     monkeypatch.setattr(vm.initramfs, "build", lambda modules_dir, path: path)
-    monkeypatch.setattr(vm.qemu, "command_line", lambda cfg, qemu_bin: ["true"])
+    monkeypatch.setattr(vm.qemu, "virtiofsd", lambda share, log: contextlib.nullcontext())
+    monkeypatch.setattr(vm.disks_mod, "serve", lambda *a: contextlib.nullcontext([]))
+    # QEMU itself: a process whose wait is interrupted, as by Ctrl-C; supervise() must stop it.
+    stopped: list[subprocess.Popen] = []
+    monkeypatch.setattr(vm.qemu, "command_line", lambda cfg, qemu_bin: ["sleep", "30"])
 
-    def interrupted(*a, **kw):
-        raise KeyboardInterrupt
+    def stop(proc: subprocess.Popen) -> None:
+        stopped.append(proc)
+        proc.kill()
+        proc.wait()
 
-    monkeypatch.setattr(vm, "supervise", interrupted)
+    monkeypatch.setattr(vm.qemu, "stop", stop)
+    real_wait = subprocess.Popen.wait
+
+    def wait(self, timeout=None):
+        if self.args == ["sleep", "30"] and timeout is not None:
+            raise KeyboardInterrupt
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
     with pytest.raises(KeyboardInterrupt):
         vm.run(["true"], profile=None, disks=0, modules=[], artifacts=tmp_path / "a", stream=None, quiet=True)
+    assert len(stopped) == 1 and stopped[0].returncode is not None       # one boot, and QEMU is gone
+    assert sorted(p.name for p in (tmp_path / "a").iterdir() if p.name.startswith("run.json")) == ["run.json"]
     run = json.loads((tmp_path / "a" / "run.json").read_text())
     assert run["interrupted"] is True and run["rc"] is None and run["kernel"] == "6.1.0-test"
     assert run["cpus"] == 2 and run["pid1_after_s"] is None and run["boot_stall"] is None

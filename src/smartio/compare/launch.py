@@ -137,6 +137,22 @@ def run_file(label: str, app: str, cache: str, bg: str, mode: str) -> str:
     return f"{RUNS_DIR}/{label}.{app}.{cache}.{bg}.{mode}.json"
 
 
+def write_whole(path: Path, text: str) -> None:
+    """`text` into `path`, which is whole or absent at every moment: --analyze reads a run still measuring."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None if it is absent, torn (a session killed while writing it) or no object."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
 # --- guest -----------------------------------------------------------------------------------------------------
 
 def guest_main(argv: list[str]) -> int:
@@ -156,7 +172,7 @@ def guest_main(argv: list[str]) -> int:
     dev = device_of_node(DEVICE)
     rec: dict[str, Any] = {"device": DEVICE, "kernel": os.uname().release, "before": device_state(dev), "runs": [],
                            "after": None, "apps": {}}
-    save = lambda: (out / GUEST_FILE).write_text(json.dumps(rec, indent=2) + "\n")  # noqa: E731
+    save = lambda: write_whole(out / GUEST_FILE, json.dumps(rec, indent=2) + "\n")  # noqa: E731
     save()
     opts = make_fs("ext4", False)
     Path(MOUNT).mkdir(parents=True, exist_ok=True)
@@ -246,9 +262,7 @@ def guest_main(argv: list[str]) -> int:
                 doc = measure(target, settings, launcher, what={"mode": mode, **what},
                               command=f"smartio compare --experiment launch ({name}, {cache}, {bg}, {mode})",
                               progress=False)
-                part = out / f"{run['file']}.part"   # whole or absent: --analyze reads a run still measuring
-                part.write_text(json.dumps(doc, indent=1) + "\n")
-                os.replace(part, out / run["file"])
+                write_whole(out / run["file"], json.dumps(doc, indent=1) + "\n")
                 run["rc"] = 0
             except SmartioError as e:
                 run.update(rc=e.exit_code, error=str(e))
@@ -333,11 +347,17 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
         busy_ms = _gmean([b["wall_s"]["mean"] * 1e3 for a in plan.apps if (b := c.get(headline_key(a, HEADLINE_BG)))])
         ratio, ci = over_idle(c, plan.apps, HEADLINE_BG)
         ci_none = log_ratio_ci(vs_none) if len(vs_none) == len(plan.apps) else None
-        headline[spec.label] = {"cold_bg_over_idle": ratio, "cold_bg_ms": busy_ms,
+        complete = all(c.get(headline_key(a, bg)) for a in plan.apps for bg in ("none", HEADLINE_BG))
+        headline[spec.label] = {"cold_bg_over_idle": ratio, "cold_bg_ms": busy_ms, "complete": complete,
                                 "cold_bg_over_idle_ci95": ci and [round(x, 4) for x in ci],
                                 "cold_bg_over_none_ci95": ci_none and [round(x, 4) for x in ci_none]}
-    records = [json.loads(g.read_text()) if (g := o / GUEST_FILE).exists() else None for o in outs]
+    records = [read_json(o / GUEST_FILE) for o in outs]
     record = records[-1]
+    runs = [read_json(o.parent / "run.json") for o in outs]
+    # No VM result (a session interrupted, or every cell measured already): the latest session's own record.
+    vm = vm_result and {"kernel": vm_result.kernel, "accel": vm_result.accel, "host_load": vm_result.host_load}
+    known = [r for pair in zip(runs, records, strict=True) for r in pair if r][::-1]
+    vm = vm or {k: next((r[k] for r in known if r.get(k)), None) for k in ("kernel", "accel", "host_load")}
     apps: dict[str, Any] = {}
     for r in records:                       # an application as its latest session recorded and installed it
         apps.update((r or {}).get("apps") or {})
@@ -345,22 +365,23 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
     return {
         "kind": "compare", "experiment": "launch", "plan": doc_plan,
         "profile": profile.record(),
-        "kernel": vm_result.kernel if vm_result else None, "accel": vm_result.accel if vm_result else None,
-        "host_load": vm_result.host_load if vm_result else None,
+        **vm,
         "command": command, "started": started,
         "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
-        "apps": apps or None, "device": record and {"before": record["before"], "after": record["after"]},
-        "sessions": [_session(o, r) for o, r in zip(outs, records, strict=True)] if len(outs) > 1 else None,
+        "apps": apps or None, "device": record and {"before": record.get("before"), "after": record.get("after")},
+        "sessions": [_session(o, r, run) for o, r, run in zip(outs, records, runs, strict=True)]
+        if len(outs) > 1 else None,
         "missing": missing, "headline": headline, "cells": cells,
     }
 
 
-def _session(guest_out: Path, record: dict[str, Any] | None) -> dict[str, Any]:
-    """One session of a resumed run: its VM's run.json (when it ended, for how long, on what) and what it measured."""
-    vm_dir = guest_out.parent
-    run = json.loads((vm_dir / "run.json").read_text()) if (vm_dir / "run.json").exists() else {}
-    return {"artifacts": vm_dir.name, "started": run.get("started"), "duration_s": run.get("duration_s"),
-            "kernel": run.get("kernel"), "host_load": run.get("host_load"), "failure": run.get("failure"),
+def _session(guest_out: Path, record: dict[str, Any] | None, run: dict[str, Any] | None) -> dict[str, Any]:
+    """One session of a resumed run: its VM's run.json (when it ended, for how long, on what; none while it runs)
+    and what it measured."""
+    run = run or {}
+    return {"artifacts": guest_out.parent.name, "started": run.get("started"), "duration_s": run.get("duration_s"),
+            "kernel": run.get("kernel") or (record or {}).get("kernel"), "host_load": run.get("host_load"),
+            "failure": run.get("failure"),
             "cells": len(list((guest_out / RUNS_DIR).glob("*.json"))), "skipped": (record or {}).get("skipped"),
             "apps": sorted((record or {}).get("apps") or {})}
 
@@ -368,7 +389,8 @@ def _session(guest_out: Path, record: dict[str, Any] | None) -> dict[str, Any]:
 def headline_line(doc: dict[str, Any]) -> str:
     """bench/launch's last line: smartio's cold launch beside the writer over idle, the best other scheduler's,
     and how much faster smartio's cold launch beside the writer is than none's (%)."""
-    h = doc["headline"]
+    # A scheduler counts once every application has both cells (older documents: all did).
+    h = {k: v for k, v in doc["headline"].items() if v.get("complete", True)}
     s = (h.get("smartio") or {}).get("cold_bg_over_idle")
     others = [v["cold_bg_over_idle"] for k, v in h.items() if not k.startswith("smartio") and v["cold_bg_over_idle"]]
     sm, no = (h.get("smartio") or {}).get("cold_bg_ms"), (h.get("none") or {}).get("cold_bg_ms")
@@ -562,7 +584,7 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-MISSING_NAMED = 8       # more missing cells than this are counted per scheduler (compare.json names them all)
+MISSING_NAMED = 8       # more missing cells than this are counted per scheduler (the document names them all)
 
 
 def missing_lines(missing: list[str], schedulers: list[str]) -> list[str]:
@@ -572,7 +594,7 @@ def missing_lines(missing: list[str], schedulers: list[str]) -> list[str]:
         return [f"  missing: {', '.join(missing)}"] if missing else []
     per = collections.Counter(m.split(" ", 1)[0] for m in missing)
     counts = ", ".join(f"{s} {per[s]}" for s in schedulers if per[s])
-    return [f"  missing: {len(missing)} cells ({counts}); compare.json's \"missing\" names them"]
+    return [f"  missing: {len(missing)} cells ({counts}); the document's \"missing\" names them"]
 
 
 PLOT_FILE = "launch.png"
@@ -771,35 +793,40 @@ def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | No
                      f"{DOCUMENT})")
 
 
-def current_document(out_dir: Path) -> tuple[dict[str, Any], int]:
-    """The document of the run in `out_dir` as it stands, and how many cells it has beyond its compare.json: a run
-    still measuring, or one stopped before it wrote compare.json, is assembled from its sessions' cell files (the
-    kernel and host from its sessions' run.json); otherwise, and for a run kept without its cells (tests/data), its
-    compare.json. UsageError if it holds neither."""
+def current_document(out_dir: Path) -> tuple[dict[str, Any], str | None]:
+    """The document of the run in `out_dir` as it stands, and a note when it is not its compare.json: a run still
+    measuring, or one killed before it wrote compare.json, is assembled from its sessions' cell files; a run kept
+    without its cells (tests/data), or whose cells cannot be assembled again (a torn file, a renamed profile), reads
+    from its compare.json. UsageError if it holds neither."""
     from smartio.compare.run import DOCUMENT, session_dirs, vm_profile
 
+    path = out_dir / DOCUMENT
+    kept = read_json(path)
+    if path.exists() and kept is None:
+        raise UsageError("--analyze", out_dir, f"cannot read {path}: not a JSON document (torn?)")
+    if kept is not None and kept.get("experiment") != "launch":
+        raise UsageError("--analyze", out_dir, f"{path} is a {kept.get('experiment')!r} comparison, not a launch one")
+    outs = [d / "out" for d in session_dirs(out_dir)]
+    cells = sum(len(list((o / RUNS_DIR).glob("*.json"))) for o in outs)
+    if not (out_dir / START_FILE).exists() or not cells:
+        if kept is None:
+            raise UsageError("--analyze", out_dir, f"holds no launch comparison (no {DOCUMENT} or cell files)")
+        return kept, None
     try:
-        kept = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else None
-        outs = [d / "out" for d in session_dirs(out_dir)]
-        if not (out_dir / START_FILE).exists() or not any((o / RUNS_DIR).is_dir() for o in outs):
-            if kept is None:
-                raise UsageError("--analyze", out_dir, f"holds no launch comparison (no {DOCUMENT} or cell files)")
-            return kept, 0
         plan, profile, time_scale, uid = resumed_plan(out_dir)
-        start = json.loads((out_dir / START_FILE).read_text())
+        start = read_json(out_dir / START_FILE) or {}
         doc = {"run_uid": uid, "vm": Boot.from_record(start.get("vm")).record(),
                **assemble(plan, outs, profile=vm_profile(profile, 1.0, time_scale), command=start.get("command", ""),
                           started=(kept or {}).get("started", ""), vm_result=None)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UsageError("--analyze", out_dir, f"cannot read its launch comparison: {e}") from e
+    except (SmartioError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        if kept is None:
+            raise UsageError("--analyze", out_dir, f"cannot assemble its cell files: {e}") from e
+        return kept, f"its cell files could not be assembled again ({e}): reprinted from {path}"
     if kept is not None and len(kept.get("missing", ())) <= len(doc["missing"]):
-        return kept, 0                      # compare.json has every cell there is, and the VM's own record
-    # The kernel from a session's run.json (written when it ends) or its guest's record (from its start).
-    runs = [json.loads(r.read_text()) for d in session_dirs(out_dir) if (r := d / "run.json").exists()]
-    runs += [json.loads(g.read_text()) for o in outs if (g := o / GUEST_FILE).exists()]
-    for key in ("kernel", "accel", "host_load"):
-        doc[key] = next((r.get(key) for r in reversed(runs) if r.get(key)), (kept or {}).get(key))
-    return doc, len((kept or {}).get("missing", doc["missing"])) - len(doc["missing"])
+        return kept, None                   # compare.json has every cell there is
+    since = (f"{len(kept.get('missing', ())) - len(doc['missing'])} cell(s) measured since {path} was written"
+             if kept is not None else f"no {DOCUMENT} yet")
+    return doc, f"{since} (a run still going, or stopped before it wrote it): reprinted from its cell files"
 
 
 if __name__ == "__main__":

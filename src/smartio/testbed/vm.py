@@ -191,7 +191,7 @@ class VmResult:
     host_load: dict | None = None  # what other work took of the host's CPUs meanwhile (hostload.HostLoad.summary)
     emulator_stall: str | None = None  # this boot was stopped early: emulator_stall()'s reason
     boot_stall: str | None = None      # this boot was stopped before its command started: boot_stall()'s reason
-    interrupted: bool = False          # Ctrl-C or SIGTERM stopped it (run.json is written, then it goes on)
+    interrupted: bool = False          # Ctrl-C or SIGTERM stopped it (in run.json; run() then raises it again)
     retried: list[str] = dataclasses.field(default_factory=list)  # earlier boots stopped for the same, and where
 
     @property
@@ -701,7 +701,8 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
             qemu_exit, timed_out, stopped = supervise(
                 argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log",
                 stream=stream, interactive=interactive, host_report=art / HOST_TASKS, watch=watch)
-        except KeyboardInterrupt:   # Ctrl-C, SIGTERM (smartio.signals): QEMU is stopped; run.json says what ran
+        except KeyboardInterrupt:   # Ctrl-C, SIGTERM (smartio.signals): supervise() stopped QEMU; run.json says
+            # what ran, then the interrupt goes on
             interrupted, qemu_exit, timed_out, stopped = True, None, False, None
     kind = watch.kind if watch is not None and stopped else None
     stall, hang = (stopped if kind == "emulator" else None), (stopped if kind == "boot" else None)
@@ -722,7 +723,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
                       interrupted=interrupted)
     if result.rc is not None:
         (art / "exit-code").write_text(f"{result.rc}\n")
-    (art / "run.json").write_text(json.dumps({
+    (art / "run.json.part").write_text(json.dumps({
         "command": list(command), "cwd": str(cwd), "rc": result.rc, "failure": result.failure,
         "timed_out": timed_out, "kernel_problems": result.kernel_problems, "duration_s": round(duration, 3),
         "kernel": rel.uname, "kernel_version": rel.version, "accel": accel, **booted.record(),
@@ -737,6 +738,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
                                for key, marker in (("pid1", "INIT"), ("command", "START"))},
         "interrupted": interrupted,
     }, indent=2) + "\n")
+    os.replace(art / "run.json.part", art / "run.json")      # whole or absent, also after a second Ctrl-C
     if interrupted:
         raise KeyboardInterrupt
     return result
