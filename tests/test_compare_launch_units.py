@@ -19,12 +19,6 @@ from smartio.testbed.boot import Boot
 PROFILE = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
 
 
-@pytest.fixture(autouse=True)
-def own_results_db(tmp_path, monkeypatch):
-    """Documents these tests keep go to a database of their own, not the user's."""
-    monkeypatch.setenv("SMARTIO_DB", str(tmp_path / "results.db"))
-
-
 def _plan(**kw) -> la.LaunchPlan:
     return la.LaunchPlan(schedulers=parse_schedulers("none,bfq,smartio,smartio:qasio_boost=0"),
                          apps=("python-stdlib", "sqlite"), caches=("cold",), modes=("real",), **kw)
