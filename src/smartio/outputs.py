@@ -47,5 +47,13 @@ def write_json(flag: str, path: str | Path, doc: Any) -> None:
         raise UsageError(flag, path, f"cannot write: {e.strerror}") from e
 
 
+def write_whole(path: Path, text: str) -> None:
+    """`text` into `path`, which is whole or absent at every moment (written beside it, then renamed over it): a
+    reader of a run still going, or a run killed while writing, never sees half a file."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
 def _under_a_file(p: Path) -> bool:
     return any(a.exists() and not a.is_dir() for a in p.parents)

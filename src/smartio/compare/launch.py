@@ -30,6 +30,7 @@ from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, c
 from smartio.errors import SmartioError, UsageError
 from smartio.experiments.stats import log_ratio_ci
 from smartio.flashdev.profiles import device_line
+from smartio.outputs import write_whole
 from smartio.testbed import hostload
 from smartio.testbed.boot import DEFAULT_BOOT, Boot, text_of
 
@@ -135,13 +136,6 @@ def headline_key(app: str, bg: str) -> str:
 
 def run_file(label: str, app: str, cache: str, bg: str, mode: str) -> str:
     return f"{RUNS_DIR}/{label}.{app}.{cache}.{bg}.{mode}.json"
-
-
-def write_whole(path: Path, text: str) -> None:
-    """`text` into `path`, which is whole or absent at every moment: --analyze reads a run still measuring."""
-    part = path.with_name(path.name + ".part")
-    part.write_text(text)
-    os.replace(part, path)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

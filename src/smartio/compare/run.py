@@ -26,6 +26,7 @@ from typing import IO, Any, Literal
 from smartio.compare import guest
 from smartio.compare.spec import Plan
 from smartio.errors import NeedsRootError, SmartioError, UsageError
+from smartio.outputs import write_whole
 from smartio.results import Row, Store, stored_line
 from smartio.testbed import initramfs, vm
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
@@ -66,9 +67,7 @@ def new_uid() -> str:
 def write_document(doc: dict[str, Any], out_dir: Path) -> Path:
     """compare.json in `out_dir`, replaced whole (a run stopped while writing it keeps the previous one)."""
     path = out_dir / DOCUMENT
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(doc, indent=2) + "\n")
     return path
 
 

@@ -35,6 +35,7 @@ from typing import IO, Literal
 
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
 from smartio.flashdev import Profile, load_profile
+from smartio.outputs import write_whole
 from smartio.testbed import boot, disks as disks_mod, hostload, initramfs, kernelpkg, qemu
 
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
@@ -723,7 +724,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
                       interrupted=interrupted)
     if result.rc is not None:
         (art / "exit-code").write_text(f"{result.rc}\n")
-    (art / "run.json.part").write_text(json.dumps({
+    write_whole(art / "run.json", json.dumps({
         "command": list(command), "cwd": str(cwd), "rc": result.rc, "failure": result.failure,
         "timed_out": timed_out, "kernel_problems": result.kernel_problems, "duration_s": round(duration, 3),
         "kernel": rel.uname, "kernel_version": rel.version, "accel": accel, **booted.record(),
@@ -737,8 +738,7 @@ def _boot(command: Sequence[str], *, art: Path, out_dir: Path, cwd: Path, nonce:
                                if marker in parser.arrived else None
                                for key, marker in (("pid1", "INIT"), ("command", "START"))},
         "interrupted": interrupted,
-    }, indent=2) + "\n")
-    os.replace(art / "run.json.part", art / "run.json")      # whole or absent, also after a second Ctrl-C
+    }, indent=2) + "\n")                                    # whole or absent, also after a second Ctrl-C
     if interrupted:
         raise KeyboardInterrupt
     return result
