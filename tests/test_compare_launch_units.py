@@ -327,6 +327,7 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     (["--experiment", "launch", "--resume", "{tmp}", "--quick", "--repeats", "2"], "drop --repeats, --quick"),
     (["--experiment", "launch", "--resume", "{tmp}", "--cpus", "1"], "drop --cpus"),
     (["--experiment", "launch", "--resume", "{tmp}", "--kernel-arg", "tsc=reliable"], "drop --kernel-arg"),
+    (["--experiment", "launch", "--resume", "{tmp}", "--separate"], "drop --separate"),
 ])
 def test_resume_refuses_what_would_change_the_plan(tmp_path, capsys, args, message):
     from smartio.cli import main
@@ -465,3 +466,44 @@ def test_the_headline_counts_a_scheduler_once_every_application_has_both_cells(t
     assert [k for k, v in doc["headline"].items() if v["complete"]] == ["none"]
     assert la.headline_line(doc) == ("smartio_cold_bg_over_idle=n/a best_other_cold_bg_over_idle=3.000 "
                                      "smartio_vs_none_pct=n/a")
+
+
+def test_real_and_replay_cells_are_measured_together_unless_separate():
+    """A real cell and the replay cell of the same scheduler, application, cache and background form one group
+    (their launches taken in turn); --separate, a cell done in an earlier session, or a plan without replays leave
+    cells alone. Every step is in exactly one group, in order."""
+    p = la.LaunchPlan(schedulers=parse_schedulers("none,kyber"), apps=("editor",), caches=("cold",))
+    groups = p.groups()
+    assert [[s for s in g] for _, g in groups] == [p.steps()[i:i + 2] for i in range(0, len(p.steps()), 2)]
+    assert [i for i, _ in groups] == [0, 2, 4, 6]
+    assert all([c[3] for _, c in g] == ["real", "replay"] and g[0][0] == g[1][0] and g[0][1][:3] == g[1][1][:3]
+               for _, g in groups)
+    assert all(len(g) == 1 for _, g in dataclasses.replace(p, interleave=False).groups())
+    assert all(len(g) == 1 for _, g in dataclasses.replace(p, modes=("real",)).groups())
+    half = dataclasses.replace(p, done=(la.cell_id("none", "editor", "cold", "none", "real"),))
+    assert [len(g) for _, g in half.groups()] == [1, 2, 2, 2] and half.groups()[0][1][0][1][3] == "replay"
+    assert [s for _, g in half.groups() for s in g] == half.steps()
+    assert la.LaunchPlan.from_json(p.to_json()).interleave
+
+
+def test_a_run_stored_before_interleaving_resumes_with_its_cells_apart(tmp_path, capsys):
+
+    plan = la.LaunchPlan(schedulers=parse_schedulers("none"), apps=("editor",))
+    old = json.loads(plan.to_json())
+    del old["interleave"]
+    (tmp_path / la.START_FILE).write_text(json.dumps({"plan": old, "profile": "s5-emmc", "time_scale": 10.0}))
+    assert la.resumed_plan(tmp_path)[0] == dataclasses.replace(plan, interleave=False)
+    (tmp_path / la.START_FILE).unlink()
+    (tmp_path / "compare.json").write_text(json.dumps({"experiment": "launch", "plan": old,
+                                                       "profile": {"name": "s5-emmc", "time_scale": 10.0}}))
+    assert not la.resumed_plan(tmp_path)[0].interleave
+    doc = {"plan": old, "profile": {"name": "s5-emmc", "queue_depth": 2, "time_scale": 10.0}, "cells": {},
+           "headline": {}, "missing": []}
+    assert "measured one cell after the other" in la.render(doc)
+    assert "taken in turn (interleaved)" in la.render({**doc, "plan": json.loads(plan.to_json())})
+    # A new run interleaves unless --separate.
+    from smartio.cli import build_parser
+    from smartio.cli.compare import launch_plan_from_args
+    for extra, want in (([], True), (["--separate"], False)):
+        a = build_parser().parse_args(["compare", "--experiment", "launch", *extra])
+        assert launch_plan_from_args(a).interleave is want

@@ -766,3 +766,46 @@ def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monke
     assert doc["settings"]["warmup_launches"] == 0
     doc = run(cold=False)
     assert events == ["launch"] * 3 and doc["results"]["wall_s"]["values"] == [1.0, 2.0]
+
+
+def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
+    """measure_interleaved: each arm's untimed warm-up first, then launch i of every arm next to launch i of the
+    others, in arm order for even i and reversed for odd i, an arm with fewer repeats stopping early; one document
+    per arm, with its own launches, repeats and command, naming the arms it was interleaved with."""
+    from smartio.experiments.target import open_target
+    from smartio.launch import measure as me
+
+    events: list[str] = []
+    monkeypatch.setattr(me, "drop_caches", lambda: events.append("drop"))
+    monkeypatch.setattr(me.time, "sleep", lambda s: None)
+    monkeypatch.setattr(me, "is_root", lambda: True)
+
+    class Named:
+        def __init__(self, name: str, base: float) -> None:
+            self.name, self.base, self.n = name, base, 0
+
+        def launch(self) -> float:
+            events.append(self.name)
+            self.n += 1
+            self.last_breakdown = {"cpu": self.base / 10}
+            return self.base + self.n            # the warm-up is launch 1
+
+    target = open_target(str(tmp_path), writes=True, destroy_data=False)
+    arms = [me.Arm(Named("real", 10.0), {"mode": "real", "app": "a"}, "c-real", 3),
+            me.Arm(Named("replay", 20.0), {"mode": "replay", "app": "a"}, "c-replay", 2)]
+    real, replay = me.measure_interleaved(target, me.Settings(cold=True, repeats=1), arms, progress=False)
+    launches = [e for e in events if e != "drop"]
+    assert launches == ["real", "replay", "real", "replay", "replay", "real", "real"]
+    assert events.count("drop") == len(launches)                     # every cold launch after its own drop
+    assert real["results"]["wall_s"]["values"] == [12.0, 13.0, 14.0] and real["settings"]["repeats"] == 3
+    assert replay["results"]["wall_s"]["values"] == [22.0, 23.0] and replay["settings"]["repeats"] == 2
+    assert (real["mode"], real["command"], real["interleaved_with"]) == ("real", "c-real", ["replay"])
+    assert (replay["mode"], replay["command"], replay["interleaved_with"]) == ("replay", "c-replay", ["real"])
+    assert replay["results"]["breakdown_s"]["cpu"]["values"] == [2.0, 2.0]
+    assert real["started"] == replay["started"]
+    # One arm is `measure`: no interleaved_with.
+    doc = me.measure(target, me.Settings(repeats=2), Named("x", 1.0), what={"mode": "run"}, command="t",
+                     progress=False)
+    assert "interleaved_with" not in doc and doc["results"]["wall_s"]["values"] == [3.0, 4.0]
+    with pytest.raises(ValueError):
+        me.measure_interleaved(target, me.Settings(), [], progress=False)

@@ -111,6 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--replay-repeats", type=int, metavar="N",
                    help="launches in the cold replay cells, for every scheduler (where replay against real is "
                         "decided); default --repeats")
+    g.add_argument("--separate", action="store_true",
+                   help="measure a real cell and its replay cell one after the other instead of taking their "
+                        "launches in turn (the default, so that both see the scheduler in the same state)")
     g.add_argument("--resume", type=Path, metavar="DIR",
                    help="go on with the launch comparison in DIR (its --out) in a new VM session: its plan, profile "
                         "and time scale, only the cells no earlier session finished; the table is then the whole "
@@ -156,7 +159,8 @@ def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
         caches=_list(a.caches) if a.caches else ("cold",) if a.quick else la.CACHES,
         modes=_list(a.modes) if a.modes else la.MODES,
         repeats=a.repeats or (1 if a.quick else 3), headline_repeats=a.headline_repeats,
-        replay_repeats=a.replay_repeats, nr_requests=a.nr_requests, clock_scale=_clock(a))
+        replay_repeats=a.replay_repeats, nr_requests=a.nr_requests, clock_scale=_clock(a),
+        interleave=not a.separate)
 
 
 def qasio_plan_from_args(a: argparse.Namespace) -> qa.QasioPlan:
@@ -182,8 +186,7 @@ def _check_resume(a: argparse.Namespace) -> None:
                                   ("--headline-repeats", a.headline_repeats), ("--replay-repeats", a.replay_repeats),
                                   ("--out", a.out), ("--scheduler-clock", a.scheduler_clock), ("--cpus", a.cpus),
                                   ("--kernel-arg", a.kernel_args)) if v is not None]
-    if a.quick:
-        given.append("--quick")
+    given += [flag for flag, v in (("--quick", a.quick), ("--separate", a.separate)) if v]
     if given:
         raise UsageError("--resume", a.resume, f"takes the plan of the run it resumes; drop {', '.join(given)}")
 

@@ -5,8 +5,9 @@ One VM session on the emulated flash device (s5-emmc by default). The guest make
 seen through the testbed's shared filesystem), installs each onto the emulated disk (`Installed`: a real launch
 reads only the emulated disk) and lays its trace out beside it (`Layout`: the replay), once. Then for every
 scheduler (switched as `compare.guest` does: from `none`, nr_requests raised, tunables written) and every cell
-(application × cache × background × real/replay) it times `repeats` launches with `launch.measure`, and writes the
-document to OUT/runs/. The host gathers them into compare.json and a table; the headline is the cold launch beside
+(application × cache × background × real/replay) it times `repeats` launches with `launch.measure`, a real cell and
+its replay cell together with their launches in turn (`measure_interleaved`), and writes each cell's document to
+OUT/runs/. The host gathers them into compare.json and a table; the headline is the cold launch beside
 a sequential writer over the cold launch on the idle device, per scheduler.
 
     python -m smartio.compare.launch PLAN_JSON OUT_DIR        (in the guest)
@@ -83,6 +84,10 @@ class LaunchPlan(JsonPlan):
     clock_scale: float | None = None     # schedulers' time tunables times this; None: the profile's time scale
     # Cells an earlier session of this run measured (--resume; cell_id each), which the guest skips.
     done: tuple[str, ...] = ()
+    # The real and the replay cell of an application, cache and background are measured together, their launches
+    # taken in turn (measure_interleaved), so that replay / real compares launches made in the same state of the
+    # scheduler and the machine. A run started before this existed (its plan has no such key) kept them apart.
+    interleave: bool = True
 
     def __post_init__(self) -> None:
         from smartio.launch.apps import APPS as KNOWN
@@ -108,6 +113,18 @@ class LaunchPlan(JsonPlan):
     def steps(self) -> list[tuple[SchedulerSpec, tuple[str, str, str, str]]]:
         """(scheduler, cell) in run order: each scheduler's cells in turn, less those in `done`."""
         return [(s, c) for s in self.schedulers for c in self.cells() if cell_id(s.label, *c) not in self.done]
+
+    def groups(self) -> list[tuple[int, list[tuple[SchedulerSpec, tuple[str, str, str, str]]]]]:
+        """`steps()` as measured: (index of the first, the steps), a cell alone or, with `interleave`, a real cell
+        with the replay cell of the same scheduler, application, cache and background that follows it."""
+        steps, out, i = self.steps(), [], 0
+        while i < len(steps):
+            spec, (app, cache, bg, mode) = steps[i]
+            n = 2 if (self.interleave and mode == "real" and i + 1 < len(steps)
+                      and steps[i + 1] == (spec, (app, cache, bg, "replay"))) else 1
+            out.append((i, steps[i:i + n]))
+            i += n
+        return out
 
     def repeats_of(self, cache: str, bg: str, mode: str) -> int:
         """Launches timed in a cell: `headline_repeats` in the headline's cells and `replay_repeats` in the cold
@@ -155,7 +172,7 @@ def guest_main(argv: list[str]) -> int:
     from smartio.compare.sqlite import make_fs
     from smartio.experiments.target import open_target
     from smartio.launch.apps import APPS as APPSET
-    from smartio.launch.measure import CommandLauncher, Settings, drop_caches, measure
+    from smartio.launch.measure import Arm, CommandLauncher, Settings, drop_caches, measure_interleaved
     from smartio.launch.replay import Installed, Layout, Replayer
     from smartio.launch.trace import PageCacheLog, Trace, pages_by_path, record, remap
 
@@ -228,45 +245,54 @@ def guest_main(argv: list[str]) -> int:
                                  "readahead": trace.header["readahead"],
                                  "ops_by_kind": dict(collections.Counter(o.op for o in trace.ops))}
         warm_up(DEVICE)
-        for i, (spec, (name, cache, bg, mode)) in enumerate(steps, 1):
-            if i == 1 or steps[i - 2][0] != spec:
+        for first, group in plan.groups():
+            spec, (name, cache, bg, _) = group[0]
+            if first == 0 or steps[first - 1][0] != spec:
                 switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
-            say(f"[{i}/{len(steps)}] {spec.label}: {name} {cache} {mode}, background {bg}")
+            modes = [c[3] for _, c in group]
+            say(f"[{first + 1}{f'-{first + len(group)}' if len(group) > 1 else ''}/{len(steps)}] {spec.label}: "
+                f"{name} {cache} {' and '.join(modes)}{', interleaved' if len(group) > 1 else ''}, background {bg}")
             trace, inst, layout, cwd, app_argv = installs[name]
-            settings = Settings(cold=cache == "cold", background=bg, repeats=plan.repeats_of(cache, bg, mode),
+            settings = Settings(cold=cache == "cold", background=bg, repeats=plan.repeats_of(cache, bg, modes[0]),
                                 background_size=plan.background_size, warmup_s=plan.warmup_s)
             started = time.monotonic()
-            run: dict[str, Any] = {"scheduler": spec.label, "app": name, "cache": cache, "background": bg,
-                                   "mode": mode, "file": run_file(spec.label, name, cache, bg, mode),
-                                   "state": device_state(dev)}
+            runs: list[dict[str, Any]] = [{"scheduler": spec.label, "app": name, "cache": cache, "background": bg,
+                                           "mode": m, "file": run_file(spec.label, name, cache, bg, m),
+                                           "state": device_state(dev)} for m in modes]
             try:
-                launcher: Any
-                what: dict[str, Any]
-                if mode == "real":
-                    launcher, what = CommandLauncher(app_argv, cwd, root=str(inst.root)), {"app": name}
-                else:
-                    # Calibrated to the installed copy's warm launch measured now, under this scheduler; a cold
-                    # replay to that plus what a cold launch's code costs the emulator (cold_extra).
-                    launcher = Replayer(trace, layout)
-                    warm_now = warm_median(CommandLauncher(app_argv, cwd, root=str(inst.root)))
-                    extra = cold_extra[name] if cache == "cold" else 0.0
-                    cal = launcher.calibrate(wall=warm_now + extra, typical="median")   # W is a median too
-                    what = {"app": name, "calibration": {**cal, "installed_warm_s": round(warm_now, 6),
-                                                         "cold_code_s": round(extra, 6)}}
-                doc = measure(target, settings, launcher, what={"mode": mode, **what},
-                              command=f"smartio compare --experiment launch ({name}, {cache}, {bg}, {mode})",
-                              progress=False)
-                write_whole(out / run["file"], json.dumps(doc, indent=1) + "\n")
-                run["rc"] = 0
+                arms = []
+                for mode in modes:
+                    launcher: Any
+                    what: dict[str, Any]
+                    if mode == "real":
+                        launcher, what = CommandLauncher(app_argv, cwd, root=str(inst.root)), {"app": name}
+                    else:
+                        # Calibrated to the installed copy's warm launch measured now, under this scheduler; a cold
+                        # replay to that plus what a cold launch's code costs the emulator (cold_extra).
+                        launcher = Replayer(trace, layout)
+                        warm_now = warm_median(CommandLauncher(app_argv, cwd, root=str(inst.root)))
+                        extra = cold_extra[name] if cache == "cold" else 0.0
+                        cal = launcher.calibrate(wall=warm_now + extra, typical="median")   # W is a median too
+                        what = {"app": name, "calibration": {**cal, "installed_warm_s": round(warm_now, 6),
+                                                             "cold_code_s": round(extra, 6)}}
+                    arms.append(Arm(launcher, {"mode": mode, **what}, f"smartio compare --experiment launch "
+                                    f"({name}, {cache}, {bg}, {mode})", plan.repeats_of(cache, bg, mode)))
+                docs = measure_interleaved(target, settings, arms, progress=False)
+                for run, doc in zip(runs, docs, strict=True):
+                    write_whole(out / run["file"], json.dumps(doc, indent=1) + "\n")
+                    run["rc"] = 0
             except SmartioError as e:
-                run.update(rc=e.exit_code, error=str(e))
-                failed += 1
-                say(f"{spec.label} {name} {cache} {bg} {mode} failed: {e}")
-            run["duration_s"] = round(time.monotonic() - started, 1)
+                for run in runs:
+                    run.update(rc=e.exit_code, error=str(e))
+                failed += len(runs)
+                say(f"{spec.label} {name} {cache} {bg} {' and '.join(modes)} failed: {e}")
             # Cumulative since the switch to this scheduler: a cell's own counts are the difference to the previous
             # cell of the same scheduler. They say which rules fired (holds, slices, QASIO boosts) for a figure.
-            run["counters"] = scheduler_counters(dev)
-            rec["runs"].append(run)
+            counters = scheduler_counters(dev)
+            for run in runs:
+                run["duration_s"] = round(time.monotonic() - started, 1)
+                run["counters"] = counters
+                rec["runs"].append(run)
             save()
     finally:
         restore(dev, rec["before"])
@@ -552,6 +578,9 @@ def render(doc: dict[str, Any]) -> str:
     lines = [f"Launch time per scheduler (ms, mean over {over}; ± the 95 % interval's half-width, % of the mean), "
              f"profile {doc['profile']['name']} ({device_line(doc['profile'])}); {clock_text(plan)}; "
              f"kernel {doc.get('kernel') or '?'}" + (f" ({g})" if (g := text_of(doc)) else "")]
+    if {"real", "replay"} <= set(plan["modes"]):
+        lines.append("  real and replay launches of a cell " + ("taken in turn (interleaved)" if plan.get("interleave")
+                                                               else "measured one cell after the other"))
     if sessions := doc.get("sessions"):
         lines.append("  resumed: " + "; ".join(f"{s['artifacts']} started {s.get('started') or '?'}, "
                                                f"{s['cells']} cells" for s in sessions))
@@ -770,17 +799,19 @@ def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | No
     that of the compare.json an earlier session wrote, else None (a run from before comparisons were stored)."""
     from smartio.compare.run import DOCUMENT
 
+    def stored(plan: dict[str, Any]) -> LaunchPlan:
+        """A plan stored before `interleave` existed measured its cells apart, and its remaining cells do too."""
+        return LaunchPlan.from_json(json.dumps({"interleave": False, **plan}))
+
     path = out_dir / START_FILE
     try:
         if path.exists():
             d = json.loads(path.read_text())
-            return (LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"], d["time_scale"],
-                    d.get("run_uid") or _document_uid(out_dir))
+            return stored(d["plan"]), d["profile"], d["time_scale"], d.get("run_uid") or _document_uid(out_dir)
         if (path := out_dir / DOCUMENT).exists():
             d = json.loads(path.read_text())
             if d.get("experiment") == "launch":
-                return (LaunchPlan.from_json(json.dumps(d["plan"])), d["profile"]["name"], d["profile"]["time_scale"],
-                        d.get("run_uid"))
+                return stored(d["plan"]), d["profile"]["name"], d["profile"]["time_scale"], d.get("run_uid")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UsageError("--resume", out_dir, f"cannot read {path}: {e}") from e
     raise UsageError("--resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "

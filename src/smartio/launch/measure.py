@@ -224,44 +224,79 @@ def _prepare_background(target: Target, settings: Settings) -> str | None:
 def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dict[str, Any], command: str,
             progress: bool = True) -> dict[str, Any]:
     """Run `settings.repeats` timed launches; returns the result document (see the README's launch section)."""
+    return measure_interleaved(target, settings, [Arm(launcher, what, command, settings.repeats)],
+                               progress=progress)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One of the launch series `measure_interleaved` runs side by side: its launcher, what its document says it
+    is, the command it names, and its number of timed launches."""
+    launcher: Launcher
+    what: dict[str, Any]
+    command: str
+    repeats: int
+
+
+def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *,
+                        progress: bool = True) -> list[dict[str, Any]]:
+    """Several launch series under the same settings (cache, background), their launches taken in turn, and one
+    result document per arm, as `measure` writes it. Launch i of each arm runs next to launch i of the others, in
+    arm order for even i and reversed for odd i (A B B A ...), an arm with fewer repeats stopping early; each arm's
+    untimed warm-up launch comes first. So a slow drift of the machine, or a state a scheduler keeps from one
+    launch to the next (kyber's write depth, bfq's weight raising of the background writer), falls on every arm
+    alike: measured one series after the other, the first replay of vim beside a writer under kyber took as long
+    as its real launches (7.5 s against 6.9-7.6 s) and the next four twice that, kyber's write depth having grown
+    from 1 to 2 in between and stayed there."""
     settings.check()
+    if not arms or any(a.repeats < 1 for a in arms):
+        raise ValueError("measure_interleaved: at least one arm, each with at least one launch")
     engine = FioEngine() if settings.background != "none" else None
     device = device_info(target)
     started = _now()
-    walls: list[float] = []
-    bg_mib_s: list[float] = []
-    reads: list[tuple[int, int]] = []        # per launch: read requests, sectors (disk_reads)
-    spent: list[dict[str, float]] = []       # per launch, where its time went (the launcher's last_breakdown)
-    steps = settings.repeats + settings.warmup
-    label = f"{what.get('mode', 'launch')} {'cold' if settings.cold else 'warm'}, background {settings.background}"
-    def timed() -> None:
-        """One timed launch, and the disk reads made while it ran."""
+    walls: list[list[float]] = [[] for _ in arms]
+    bg_mib_s: list[list[float]] = [[] for _ in arms]
+    reads: list[list[tuple[int, int]]] = [[] for _ in arms]   # per launch: read requests, sectors (disk_reads)
+    spent: list[list[dict[str, float]]] = [[] for _ in arms]  # per launch, where its time went (last_breakdown)
+    rounds = max(a.repeats for a in arms)
+    order = [k for i in range(rounds) for k in (range(len(arms)) if i % 2 == 0 else reversed(range(len(arms))))
+             if i < arms[k].repeats]
+    steps = len(order) + (len(arms) if settings.warmup else 0)
+    cache = "cold" if settings.cold else "warm"
+
+    def label(k: int) -> str:
+        mode = arms[k].what.get("mode", "launch")
+        return f"{mode} {cache}, background {settings.background}"
+
+    def timed(k: int) -> None:
+        """One timed launch of arm k, and the disk reads made while it ran."""
+        launcher = arms[k].launcher
         before = disk_reads(target)
-        walls.append(launcher.launch())
+        walls[k].append(launcher.launch())
         after = disk_reads(target)
         if (breakdown := getattr(launcher, "last_breakdown", None)) is not None:
-            spent.append(breakdown)
+            spent[k].append(breakdown)
         if before is not None and after is not None:
-            reads.append((after[0] - before[0], after[1] - before[1]))
+            reads[k].append((after[0] - before[0], after[1] - before[1]))
 
     with sigterm_as_interrupt(), Progress(steps, stream=None if progress else io.StringIO()) as bar:
         try:
             bg_file = _prepare_background(target, settings)
-            if settings.warmup:
-                bar.begin(f"warm-up launch ({label})" if not settings.cold else
-                          f"warm-up launch ({what.get('mode', 'launch')} cold, idle, not timed)")
+            for k, arm in enumerate(arms if settings.warmup else ()):
+                bar.begin(f"warm-up launch ({label(k)})" if not settings.cold else
+                          f"warm-up launch ({arm.what.get('mode', 'launch')} cold, idle, not timed)")
                 if settings.cold:
                     drop_caches()
                     time.sleep(settings.settle_s)
-                launcher.launch()
+                arm.launcher.launch()
                 bar.end()
-            for r in range(settings.repeats):
-                bar.begin(f"launch {r + 1}/{settings.repeats} ({label})")
+            for k in order:
+                bar.begin(f"launch {len(walls[k]) + 1}/{arms[k].repeats} ({label(k)})")
                 if settings.cold:
                     drop_caches()
                     time.sleep(settings.settle_s)
                 if engine is None or bg_file is None:
-                    timed()
+                    timed(k)
                 else:
                     jobs = background.jobset(settings.background, bg_file, settings.background_size)
                     with engine.start(jobs, f"background {settings.background}") as bg:
@@ -269,41 +304,49 @@ def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dic
                         time.sleep(settings.warmup_s)
                         if not bg.running():
                             raise SmartioError(bg.failure())
-                        timed()
+                        timed(k)
                         result = bg.stop()
                     st = next(iter(result.jobs.values())).write
-                    bg_mib_s.append(st.bytes / (1 << 20) / (st.runtime_ms / 1000) if st and st.runtime_ms else 0.0)
+                    bg_mib_s[k].append(st.bytes / (1 << 20) / (st.runtime_ms / 1000) if st and st.runtime_ms
+                                       else 0.0)
                 bar.end()
         finally:
             target.cleanup()
-    results: dict[str, Any] = {
-        "wall_s": Stat.of(walls).to_json(),
-        "min_s": round(min(walls), 6),
-        "max_s": round(max(walls), 6),
-    }
-    if bg_mib_s:
-        results["background_write_mib_s"] = Stat.of(bg_mib_s).to_json()
-    if reads and len(reads) == len(walls):
-        results["disk_read_requests"] = Stat.of([float(n) for n, _ in reads]).to_json()
-        results["disk_read_kib"] = Stat.of([s / 2 for _, s in reads]).to_json()
-    if spent and len(spent) == len(walls):
-        results["breakdown_s"] = {k: Stat.of([b[k] for b in spent]).to_json() for k in spent[0]}
-    return {
-        "experiment": "launch",
-        **what,
-        "target": {"path": target.path, "kind": target.kind, "description": target.describe()},
-        "device": device,
-        "scheduler": device.get("scheduler"),
-        "kernel": platform.release(),
-        "host": platform.node(),
-        "fio_version": engine.version() if engine else None,
-        "smartio_version": __version__,
-        "command": command,
-        "started": started,
-        "finished": _now(),
-        "settings": settings.to_json(),
-        "results": results,
-    }
+    finished = _now()
+    docs = []
+    for k, arm in enumerate(arms):
+        results: dict[str, Any] = {
+            "wall_s": Stat.of(walls[k]).to_json(),
+            "min_s": round(min(walls[k]), 6),
+            "max_s": round(max(walls[k]), 6),
+        }
+        if bg_mib_s[k]:
+            results["background_write_mib_s"] = Stat.of(bg_mib_s[k]).to_json()
+        if reads[k] and len(reads[k]) == len(walls[k]):
+            results["disk_read_requests"] = Stat.of([float(n) for n, _ in reads[k]]).to_json()
+            results["disk_read_kib"] = Stat.of([s / 2 for _, s in reads[k]]).to_json()
+        if spent[k] and len(spent[k]) == len(walls[k]):
+            results["breakdown_s"] = {key: Stat.of([b[key] for b in spent[k]]).to_json() for key in spent[k][0]}
+        doc = {
+            "experiment": "launch",
+            **arm.what,
+            "target": {"path": target.path, "kind": target.kind, "description": target.describe()},
+            "device": device,
+            "scheduler": device.get("scheduler"),
+            "kernel": platform.release(),
+            "host": platform.node(),
+            "fio_version": engine.version() if engine else None,
+            "smartio_version": __version__,
+            "command": arm.command,
+            "started": started,
+            "finished": finished,
+            "settings": dataclasses.replace(settings, repeats=arm.repeats).to_json(),
+            "results": results,
+        }
+        if len(arms) > 1:
+            doc["interleaved_with"] = [a.what.get("mode", a.command) for j, a in enumerate(arms) if j != k]
+        docs.append(doc)
+    return docs
 
 
 def run_launch(argv: list[str], target_path: str | None, settings: Settings, *, command: str,
