@@ -328,6 +328,7 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     (["--experiment", "launch", "--resume", "{tmp}", "--cpus", "1"], "drop --cpus"),
     (["--experiment", "launch", "--resume", "{tmp}", "--kernel-arg", "tsc=reliable"], "drop --kernel-arg"),
     (["--experiment", "launch", "--resume", "{tmp}", "--separate"], "drop --separate"),
+    (["--experiment", "launch", "--resume", "{tmp}", "--background-start", "once"], "drop --background-start"),
 ])
 def test_resume_refuses_what_would_change_the_plan(tmp_path, capsys, args, message):
     from smartio.cli import main
@@ -490,13 +491,14 @@ def test_a_run_stored_before_interleaving_resumes_with_its_cells_apart(tmp_path,
 
     plan = la.LaunchPlan(schedulers=parse_schedulers("none"), apps=("editor",))
     old = json.loads(plan.to_json())
-    del old["interleave"]
+    del old["interleave"], old["background_start"]
     (tmp_path / la.START_FILE).write_text(json.dumps({"plan": old, "profile": "s5-emmc", "time_scale": 10.0}))
-    assert la.resumed_plan(tmp_path)[0] == dataclasses.replace(plan, interleave=False)
+    assert la.resumed_plan(tmp_path)[0] == dataclasses.replace(plan, interleave=False, background_start="each-launch")
     (tmp_path / la.START_FILE).unlink()
     (tmp_path / "compare.json").write_text(json.dumps({"experiment": "launch", "plan": old,
                                                        "profile": {"name": "s5-emmc", "time_scale": 10.0}}))
     assert not la.resumed_plan(tmp_path)[0].interleave
+    assert la.resumed_plan(tmp_path)[0].background_start == "each-launch"
     doc = {"plan": old, "profile": {"name": "s5-emmc", "queue_depth": 2, "time_scale": 10.0}, "cells": {},
            "headline": {}, "missing": []}
     assert "measured one cell after the other" in la.render(doc)
@@ -504,6 +506,21 @@ def test_a_run_stored_before_interleaving_resumes_with_its_cells_apart(tmp_path,
     # A new run interleaves unless --separate.
     from smartio.cli import build_parser
     from smartio.cli.compare import launch_plan_from_args
-    for extra, want in (([], True), (["--separate"], False)):
+    for extra, want, start in (([], True, "once"), (["--separate"], False, "once"),
+                               (["--background-start", "each-launch"], True, "each-launch")):
         a = build_parser().parse_args(["compare", "--experiment", "launch", *extra])
-        assert launch_plan_from_args(a).interleave is want
+        assert (launch_plan_from_args(a).interleave, launch_plan_from_args(a).background_start) == (want, start)
+
+
+def test_a_background_started_once_runs_through_its_cells_in_a_row():
+    """background_start "once": under each scheduler the cells of one background come together (the guest starts
+    it once for them), real and replay still side by side; "each-launch" keeps the application-first order."""
+    p = la.LaunchPlan(schedulers=parse_schedulers("none,bfq"), apps=("editor", "sqlite"),
+                      backgrounds=("none", "seq-write", "buffered-write"))
+    bgs = [c[2] for c in p.cells()]
+    assert bgs == sorted(bgs, key=p.backgrounds.index) and len(p.cells()) == 2 * 2 * 3 * 2
+    assert all(len(g) == 2 for _, g in p.groups())
+    assert sorted(p.cells()) == sorted(dataclasses.replace(p, background_start="each-launch").cells())
+    assert [c[0] for c in dataclasses.replace(p, background_start="each-launch").cells()][:12] == ["editor"] * 12
+    with pytest.raises(UsageError, match="--background-start"):
+        dataclasses.replace(p, background_start="sometimes")

@@ -809,3 +809,51 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
     assert "interleaved_with" not in doc and doc["results"]["wall_s"]["values"] == [3.0, 4.0]
     with pytest.raises(ValueError):
         me.measure_interleaved(target, me.Settings(), [], progress=False)
+
+
+def test_launches_beside_a_background_that_keeps_running(tmp_path, monkeypatch):
+    """RunningBackground: a real fio writer started once, `head_s` before the launches, runs through several
+    measurements (it is not started per launch); each launch's background throughput is what the device wrote
+    while it ran; the writer's scratch file is gone afterwards, also when fio has failed."""
+    from smartio.blockdev import Device
+    from smartio.experiments.target import open_target
+    from smartio.launch import measure as me
+
+    stat = tmp_path / "sys" / "vdz" / "stat"
+    stat.parent.mkdir(parents=True)
+    written = [0]
+
+    def show() -> None:
+        stat.write_text(f"5 0 40 1 7 0 {written[0]} 3 0 60 70 0 0 0 0 0 0\n")
+
+    class Writes:
+        def launch(self) -> float:
+            written[0] += 2048 * 3                       # 3 MiB written while this 0.5 s launch ran
+            show()
+            return 0.5
+
+    show()
+    monkeypatch.setattr(me, "SYS_BLOCK", tmp_path / "sys")
+    launches, scratch = tmp_path / "launch", tmp_path / "bg"
+    launches.mkdir()
+    scratch.mkdir()
+    bg_target = open_target(str(scratch), writes=True, destroy_data=False)
+    with me.RunningBackground(bg_target, "buffered-write", 1 << 20, head_s=0.2) as bg:
+        pid = bg.run.proc.pid
+        assert bg.age_s() >= 0.2 and list(scratch.iterdir())
+        for _ in range(2):                               # two measurements, one writer
+            target = open_target(str(launches), writes=True, destroy_data=False)
+            target.device = Device("vdz", "vdz", 1 << 30, "254:0")
+            doc = me.measure_interleaved(target, me.Settings(background="buffered-write", repeats=2),
+                                         [me.Arm(Writes(), {"mode": "run"}, "t", 2)], progress=False,
+                                         background_run=bg)[0]
+            assert bg.run.proc.pid == pid and bg.run.running()
+            assert doc["results"]["background_write_mib_s"]["values"] == [6.0, 6.0]
+            assert doc["settings"]["background_running"]["since_s"] >= 0.2 and doc["fio_version"]
+        with pytest.raises(ValueError, match="running 'buffered-write'"):
+            me.measure_interleaved(target, me.Settings(background="seq-write"), [me.Arm(Writes(), {}, "t", 1)],
+                                   progress=False, background_run=bg)
+    assert list(scratch.iterdir()) == []
+    from smartio.errors import UsageError
+    with pytest.raises(UsageError, match="--background"):
+        me.RunningBackground(bg_target, "none", 1 << 20, head_s=0)

@@ -76,3 +76,32 @@ def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
     store = Store(tmp_path / "host.db")
     assert doc["id"] == first_id and [r.id for r in store.list()] == [first_id] and store.get(first_id) == doc
     assert "resumed: vm started" in p.stdout
+
+
+@pytest.mark.timeout(520)
+def test_issue14_real_and_replay_in_turn_beside_a_writer_that_keeps_running(tmp_path):
+    """The default way of a launch comparison, for real: under a scheduler the sequential writer starts once,
+    BACKGROUND_HEAD_S before the first launch beside it, and runs through the cells; the real and the replay cell
+    take their launches in turn; each launch's background throughput is what the device wrote meanwhile."""
+    from smartio.compare.launch import BACKGROUND_HEAD_S
+
+    if not MODULE.is_file():
+        pytest.skip(f"{MODULE} is not built (make module)")
+    out = tmp_path / "cmp"
+    p = subprocess.run([sys.executable, "-m", "smartio", "compare", "--experiment", "launch", "--schedulers", "bfq",
+                        "--apps", "editor", "--caches", "cold", "--backgrounds", "seq-write", "--modes",
+                        "real,replay", "--repeats", "2", "--out", str(out)], capture_output=True, text=True,
+                       timeout=480, env={**os.environ, "SMARTIO_DB": str(tmp_path / "host.db")})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "bfq: background seq-write started" in p.stderr and "editor cold real and replay, interleaved" in p.stderr
+    assert "taken in turn (interleaved)" in p.stdout
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["missing"] == [] and doc["plan"]["background_start"] == "once" and doc["plan"]["interleave"]
+    runs = out / "vm" / "out" / "runs"
+    real, replay = (json.loads((runs / f"bfq.editor.cold.seq-write.{m}.json").read_text()) for m in ("real", "replay"))
+    assert real["interleaved_with"] == ["replay"] and replay["interleaved_with"] == ["real"]
+    for d in (real, replay):
+        assert d["settings"]["background_running"]["since_s"] >= BACKGROUND_HEAD_S
+        assert d["results"]["wall_s"]["n"] == 2 and all(x > 0 for x in d["results"]["background_write_mib_s"]["values"])
+    guest = json.loads((out / "vm" / "out" / "launch-guest.json").read_text())
+    assert all(r["rc"] == 0 for r in guest["runs"]) and guest["after"]["scheduler"] == guest["before"]["scheduler"]

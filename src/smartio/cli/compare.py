@@ -114,6 +114,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--separate", action="store_true",
                    help="measure a real cell and its replay cell one after the other instead of taking their "
                         "launches in turn (the default, so that both see the scheduler in the same state)")
+    g.add_argument("--background-start", choices=la.BACKGROUND_STARTS, metavar="{once,each-launch}",
+                   help=f"once (default): under each scheduler a background workload starts "
+                        f"{la.BACKGROUND_HEAD_S:g} s before the first launch beside it and runs through all of them, "
+                        "as a download would (a writer started anew for each launch is weight-raised by bfq as a new "
+                        "process); each-launch: started a second before every launch")
     g.add_argument("--resume", type=Path, metavar="DIR",
                    help="go on with the launch comparison in DIR (its --out) in a new VM session: its plan, profile "
                         "and time scale, only the cells no earlier session finished; the table is then the whole "
@@ -160,7 +165,7 @@ def launch_plan_from_args(a: argparse.Namespace) -> la.LaunchPlan:
         modes=_list(a.modes) if a.modes else la.MODES,
         repeats=a.repeats or (1 if a.quick else 3), headline_repeats=a.headline_repeats,
         replay_repeats=a.replay_repeats, nr_requests=a.nr_requests, clock_scale=_clock(a),
-        interleave=not a.separate)
+        interleave=not a.separate, background_start=a.background_start or "once")
 
 
 def qasio_plan_from_args(a: argparse.Namespace) -> qa.QasioPlan:
@@ -185,7 +190,8 @@ def _check_resume(a: argparse.Namespace) -> None:
                                   ("--caches", a.caches), ("--modes", a.modes), ("--repeats", a.repeats),
                                   ("--headline-repeats", a.headline_repeats), ("--replay-repeats", a.replay_repeats),
                                   ("--out", a.out), ("--scheduler-clock", a.scheduler_clock), ("--cpus", a.cpus),
-                                  ("--kernel-arg", a.kernel_args)) if v is not None]
+                                  ("--kernel-arg", a.kernel_args), ("--background-start", a.background_start))
+             if v is not None]
     given += [flag for flag, v in (("--quick", a.quick), ("--separate", a.separate)) if v]
     if given:
         raise UsageError("--resume", a.resume, f"takes the plan of the run it resumes; drop {', '.join(given)}")

@@ -61,6 +61,10 @@ HEADLINE_CACHE, HEADLINE_MODE, HEADLINE_BGS = "cold", "real", ("none", HEADLINE_
 # As for the sqlite experiment: the application set is tens of MiB installed and laid out on the emulated disk,
 # which at the profile's own scale (100 for s5-emmc) would take most of an hour to write.
 DEFAULT_TIME_SCALE = 10.0
+BACKGROUND_STARTS = ("once", "each-launch")
+# With background_start "once": how long a background runs before the first launch beside it. bfq weight-raises a
+# new sync queue, the writer's too, for bfq_wr_duration: at most 25 s (block/bfq-iosched.c).
+BACKGROUND_HEAD_S = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +92,11 @@ class LaunchPlan(JsonPlan):
     # taken in turn (measure_interleaved), so that replay / real compares launches made in the same state of the
     # scheduler and the machine. A run started before this existed (its plan has no such key) kept them apart.
     interleave: bool = True
+    # "once": under each scheduler a background workload is started once, BACKGROUND_HEAD_S before the first launch
+    # beside it, and runs through every cell that has it (the cells are ordered by background first); "each-launch":
+    # started for every launch, `warmup_s` before it, as runs stored before "once" existed did (see
+    # launch.measure.RunningBackground for why: bfq weight-raises a writer that has just started).
+    background_start: str = "once"
 
     def __post_init__(self) -> None:
         from smartio.launch.apps import APPS as KNOWN
@@ -102,12 +111,18 @@ class LaunchPlan(JsonPlan):
         for flag, n in (("--headline-repeats", self.headline_repeats), ("--replay-repeats", self.replay_repeats)):
             if n is not None and not 1 <= n <= 100:
                 raise UsageError(flag, n, "must be between 1 and 100")
+        if self.background_start not in BACKGROUND_STARTS:
+            raise UsageError("--background-start", self.background_start, f"choose from {', '.join(BACKGROUND_STARTS)}")
         if self.replay_repeats is not None and ("replay" not in self.modes or "cold" not in self.caches):
             raise UsageError("--replay-repeats", self.replay_repeats, "applies to the cold replay cells, and the "
                              "plan has none (--modes and --caches)")
 
     def cells(self) -> list[tuple[str, str, str, str]]:
-        """(app, cache, background, mode), in run order under each scheduler."""
+        """(app, cache, background, mode), in run order under each scheduler: with background_start "once", the
+        cells of one background together (it runs through them)."""
+        if self.background_start == "once":
+            return [(a, c, b, m) for b in self.backgrounds for a in self.apps for c in self.caches
+                    for m in self.modes]
         return [(a, c, b, m) for a in self.apps for c in self.caches for b in self.backgrounds for m in self.modes]
 
     def steps(self) -> list[tuple[SchedulerSpec, tuple[str, str, str, str]]]:
@@ -172,7 +187,14 @@ def guest_main(argv: list[str]) -> int:
     from smartio.compare.sqlite import make_fs
     from smartio.experiments.target import open_target
     from smartio.launch.apps import APPS as APPSET
-    from smartio.launch.measure import Arm, CommandLauncher, Settings, drop_caches, measure_interleaved
+    from smartio.launch.measure import (
+        Arm,
+        CommandLauncher,
+        RunningBackground,
+        Settings,
+        drop_caches,
+        measure_interleaved,
+    )
     from smartio.launch.replay import Installed, Layout, Replayer
     from smartio.launch.trace import PageCacheLog, Trace, pages_by_path, record, remap
 
@@ -189,6 +211,7 @@ def guest_main(argv: list[str]) -> int:
     Path(MOUNT).mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "ext4", "-o", ",".join(opts), DEVICE, MOUNT], check=True)
     failed = 0
+    running: RunningBackground | None = None     # background_start "once": the one running, if any
     try:
         target = open_target(MOUNT, writes=True, destroy_data=False)
         installs: dict[str, tuple[Trace, Installed, Layout, str, list[str]]] = {}
@@ -247,7 +270,11 @@ def guest_main(argv: list[str]) -> int:
         warm_up(DEVICE)
         for first, group in plan.groups():
             spec, (name, cache, bg, _) = group[0]
-            if first == 0 or steps[first - 1][0] != spec:
+            new_spec = first == 0 or steps[first - 1][0] != spec
+            if running is not None and (new_spec or running.name != bg):
+                running.__exit__()
+                running = None
+            if new_spec:
                 switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
             modes = [c[3] for _, c in group]
             say(f"[{first + 1}{f'-{first + len(group)}' if len(group) > 1 else ''}/{len(steps)}] {spec.label}: "
@@ -260,6 +287,10 @@ def guest_main(argv: list[str]) -> int:
                                            "mode": m, "file": run_file(spec.label, name, cache, bg, m),
                                            "state": device_state(dev)} for m in modes]
             try:
+                if plan.background_start == "once" and bg != "none" and running is None:
+                    say(f"{spec.label}: background {bg} started, {BACKGROUND_HEAD_S:g} s before its first launch")
+                    running = RunningBackground(open_target(MOUNT, writes=True, destroy_data=False), bg,
+                                                plan.background_size, BACKGROUND_HEAD_S).__enter__()
                 arms = []
                 for mode in modes:
                     launcher: Any
@@ -277,11 +308,14 @@ def guest_main(argv: list[str]) -> int:
                                                              "cold_code_s": round(extra, 6)}}
                     arms.append(Arm(launcher, {"mode": mode, **what}, f"smartio compare --experiment launch "
                                     f"({name}, {cache}, {bg}, {mode})", plan.repeats_of(cache, bg, mode)))
-                docs = measure_interleaved(target, settings, arms, progress=False)
+                docs = measure_interleaved(target, settings, arms, progress=False, background_run=running)
                 for run, doc in zip(runs, docs, strict=True):
                     write_whole(out / run["file"], json.dumps(doc, indent=1) + "\n")
                     run["rc"] = 0
             except SmartioError as e:
+                if running is not None and not running.run.running():    # fio ended: the next cell starts it again
+                    running.__exit__()
+                    running = None
                 for run in runs:
                     run.update(rc=e.exit_code, error=str(e))
                 failed += len(runs)
@@ -295,6 +329,8 @@ def guest_main(argv: list[str]) -> int:
                 rec["runs"].append(run)
             save()
     finally:
+        if running is not None:
+            running.__exit__()
         restore(dev, rec["before"])
         rec["after"] = device_state(dev)
         save()
@@ -800,8 +836,9 @@ def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | No
     from smartio.compare.run import DOCUMENT
 
     def stored(plan: dict[str, Any]) -> LaunchPlan:
-        """A plan stored before `interleave` existed measured its cells apart, and its remaining cells do too."""
-        return LaunchPlan.from_json(json.dumps({"interleave": False, **plan}))
+        """A plan stored before `interleave` and `background_start` existed measured its cells apart, with a
+        background started for each launch, and its remaining cells do too."""
+        return LaunchPlan.from_json(json.dumps({"interleave": False, "background_start": "each-launch", **plan}))
 
     path = out_dir / START_FILE
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import os
 import platform
@@ -164,9 +165,12 @@ class CommandLauncher:
         return end - struct.unpack("d", stamp)[0]
 
 
-def drop_caches() -> None:
-    """Write back dirty data, then drop the page cache, dentries and inodes: the next launch starts cold."""
-    os.sync()
+def drop_caches(sync: bool = True) -> None:
+    """Write back dirty data (unless not `sync`), then drop the page cache, dentries and inodes: the next launch
+    starts cold. Beside a buffered writer that keeps running, `sync` would wait for its dirty pages (64 MiB at the
+    emulated device's 2.4 MiB/s: half a minute): the launch's files are clean, and dropping takes them anyway."""
+    if sync:
+        os.sync()
     try:
         with open(DROP_CACHES, "w") as f:
             f.write("3\n")
@@ -186,6 +190,69 @@ def disk_reads(target: Target) -> tuple[int, int] | None:
         return int(fields[0]), int(fields[2])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def disk_writes(target: Target) -> int | None:
+    """Sectors the target's block device has written so far (its sysfs stat), or None when there is no device."""
+    if target.device is None:
+        return None
+    try:
+        return int((SYS_BLOCK / target.device.name / "stat").read_text().split()[6])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class RunningBackground:
+    """A background workload started once and kept running through many launches, as BFQ's suite S runs its
+    readers and writers (`smartio compare --experiment launch`). A workload started anew a second before each
+    launch is a new process each time, which bfq weight-raises as interactive (a sync queue that has been idle
+    long: bfq_bfqq_handle_idle_busy_switch) for up to 25 s (bfq_wr_duration), so the launch competes with a
+    raised writer: a download that runs for minutes is not raised. Started, it runs `head_s` before `__enter__`
+    returns.
+
+        with RunningBackground(target, "seq-write", 64 << 20, head_s=30) as bg:
+            measure_interleaved(target, settings, arms, background_run=bg)
+
+    Its file lives in `target`'s scratch space; give it a Target of its own (a launch's measurement cleans its
+    target up)."""
+
+    def __init__(self, target: Target, name: str, size: int, head_s: float) -> None:
+        if name not in background.WORKLOADS:
+            raise UsageError("--background", name, f"unknown; one of {', '.join(background.WORKLOADS)}")
+        self.target, self.name, self.size, self.head_s = target, name, size, head_s
+        self.engine = FioEngine()
+        self.run: Any = None
+        self.started = 0.0
+
+    def __enter__(self) -> RunningBackground:
+        try:
+            filename = _prepare_background(self.target, Settings(background=self.name, background_size=self.size))
+            assert filename is not None
+            self.run = self.engine.start(background.jobset(self.name, filename, self.size), f"background {self.name}")
+            self.run.wait_started()
+            self.started = time.monotonic()
+            time.sleep(self.head_s)
+            self.check()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def age_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def check(self) -> None:
+        """SmartioError if fio has ended (it should run until stopped)."""
+        if not self.run.running():
+            raise SmartioError(self.run.failure())
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.run is not None:
+                self.run.close()
+        finally:
+            self.run = None
+            self.target.cleanup()
 
 
 def device_info(target: Target) -> dict[str, Any]:
@@ -238,8 +305,8 @@ class Arm:
     repeats: int
 
 
-def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *,
-                        progress: bool = True) -> list[dict[str, Any]]:
+def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, progress: bool = True,
+                        background_run: RunningBackground | None = None) -> list[dict[str, Any]]:
     """Several launch series under the same settings (cache, background), their launches taken in turn, and one
     result document per arm, as `measure` writes it. Launch i of each arm runs next to launch i of the others, in
     arm order for even i and reversed for odd i (A B B A ...), an arm with fewer repeats stopping early; each arm's
@@ -247,11 +314,17 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *,
     launch to the next (kyber's write depth, bfq's weight raising of the background writer), falls on every arm
     alike: measured one series after the other, the first replay of vim beside a writer under kyber took as long
     as its real launches (7.5 s against 6.9-7.6 s) and the next four twice that, kyber's write depth having grown
-    from 1 to 2 in between and stayed there."""
+    from 1 to 2 in between and stayed there.
+
+    `background_run`: the settings' background workload, already running (RunningBackground), which the launches
+    then run beside instead of starting it for each; caches are dropped without a sync (see drop_caches), and a
+    launch's background throughput is what the device wrote while it ran."""
     settings.check()
     if not arms or any(a.repeats < 1 for a in arms):
         raise ValueError("measure_interleaved: at least one arm, each with at least one launch")
-    engine = FioEngine() if settings.background != "none" else None
+    if background_run is not None and background_run.name != settings.background:
+        raise ValueError(f"measure_interleaved: background {settings.background!r}, running {background_run.name!r}")
+    engine = FioEngine() if settings.background != "none" and background_run is None else None
     device = device_info(target)
     started = _now()
     walls: list[list[float]] = [[] for _ in arms]
@@ -269,11 +342,15 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *,
         return f"{mode} {cache}, background {settings.background}"
 
     def timed(k: int) -> None:
-        """One timed launch of arm k, and the disk reads made while it ran."""
+        """One timed launch of arm k, and the disk reads made while it ran (and, beside a running background, the
+        megabytes per second the device wrote)."""
         launcher = arms[k].launcher
+        written = disk_writes(target) if background_run is not None else None
         before = disk_reads(target)
         walls[k].append(launcher.launch())
         after = disk_reads(target)
+        if written is not None and (now := disk_writes(target)) is not None and walls[k][-1] > 0:
+            bg_mib_s[k].append((now - written) * 512 / (1 << 20) / walls[k][-1])
         if (breakdown := getattr(launcher, "last_breakdown", None)) is not None:
             spent[k].append(breakdown)
         if before is not None and after is not None:
@@ -281,21 +358,27 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *,
 
     with sigterm_as_interrupt(), Progress(steps, stream=None if progress else io.StringIO()) as bar:
         try:
-            bg_file = _prepare_background(target, settings)
+            bg_file = _prepare_background(target, settings) if background_run is None else None
+            drop = drop_caches if background_run is None else functools.partial(drop_caches, sync=False)
             for k, arm in enumerate(arms if settings.warmup else ()):
                 bar.begin(f"warm-up launch ({label(k)})" if not settings.cold else
-                          f"warm-up launch ({arm.what.get('mode', 'launch')} cold, idle, not timed)")
+                          f"warm-up launch ({arm.what.get('mode', 'launch')} cold, "
+                          f"{'idle, ' if background_run is None else ''}not timed)")
                 if settings.cold:
-                    drop_caches()
+                    drop()
                     time.sleep(settings.settle_s)
                 arm.launcher.launch()
                 bar.end()
+            since = background_run.age_s() if background_run is not None else None
             for k in order:
                 bar.begin(f"launch {len(walls[k]) + 1}/{arms[k].repeats} ({label(k)})")
                 if settings.cold:
-                    drop_caches()
+                    drop()
                     time.sleep(settings.settle_s)
-                if engine is None or bg_file is None:
+                if background_run is not None:
+                    background_run.check()
+                    timed(k)
+                elif engine is None or bg_file is None:
                     timed(k)
                 else:
                     jobs = background.jobset(settings.background, bg_file, settings.background_size)
@@ -335,12 +418,13 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *,
             "scheduler": device.get("scheduler"),
             "kernel": platform.release(),
             "host": platform.node(),
-            "fio_version": engine.version() if engine else None,
+            "fio_version": fio.version() if (fio := engine or (background_run and background_run.engine)) else None,
             "smartio_version": __version__,
             "command": arm.command,
             "started": started,
             "finished": finished,
-            "settings": dataclasses.replace(settings, repeats=arm.repeats).to_json(),
+            "settings": {**dataclasses.replace(settings, repeats=arm.repeats).to_json(),
+                         **({"background_running": {"since_s": round(since, 1)}} if since is not None else {})},
             "results": results,
         }
         if len(arms) > 1:
