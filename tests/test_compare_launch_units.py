@@ -485,6 +485,8 @@ def test_real_and_replay_cells_are_measured_together_unless_separate():
     assert [len(g) for _, g in half.groups()] == [1, 2, 2, 2] and half.groups()[0][1][0][1][3] == "replay"
     assert [s for _, g in half.groups() for s in g] == half.steps()
     assert la.LaunchPlan.from_json(p.to_json()).interleave
+    backwards = dataclasses.replace(p, modes=("replay", "real"))     # paired whatever the order of --modes
+    assert all([c[3] for _, c in g] == ["replay", "real"] for _, g in backwards.groups())
 
 
 def test_a_run_stored_before_interleaving_resumes_with_its_cells_apart(tmp_path, capsys):

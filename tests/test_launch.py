@@ -796,7 +796,7 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
     real, replay = me.measure_interleaved(target, me.Settings(cold=True, repeats=1), arms, progress=False)
     launches = [e for e in events if e != "drop"]
     assert launches == ["real", "replay", "real", "replay", "replay", "real", "real"]
-    assert events.count("drop") == len(launches)                     # every cold launch after its own drop
+    assert events == [x for e in launches for x in ("drop", e)]     # every cold launch right after its own drop
     assert real["results"]["wall_s"]["values"] == [12.0, 13.0, 14.0] and real["settings"]["repeats"] == 3
     assert replay["results"]["wall_s"]["values"] == [22.0, 23.0] and replay["settings"]["repeats"] == 2
     assert (real["mode"], real["command"], real["interleaved_with"]) == ("real", "c-real", ["replay"])
@@ -857,3 +857,70 @@ def test_launches_beside_a_background_that_keeps_running(tmp_path, monkeypatch):
     from smartio.errors import UsageError
     with pytest.raises(UsageError, match="--background"):
         me.RunningBackground(bg_target, "none", 1 << 20, head_s=0)
+
+
+def test_beside_a_running_background_cold_drops_do_not_sync_and_a_dead_writer_fails_the_cell(tmp_path, monkeypatch):
+    """With background_run, a cold launch's cache drop skips the sync (it would wait out a buffered writer's dirty
+    pages); the writer is checked before the warm-ups and around every launch, so a cell is never written as
+    measured beside a writer that had died; a writer of another workload than the settings' is refused."""
+    from smartio.experiments.target import open_target
+    from smartio.launch import measure as me
+
+    events: list[str] = []
+    monkeypatch.setattr(me, "drop_caches", lambda sync=True: events.append(f"drop sync={sync}"))
+    monkeypatch.setattr(me.time, "sleep", lambda s: None)
+    monkeypatch.setattr(me, "is_root", lambda: True)
+
+    class Writer:
+        name, engine = "seq-write", None
+        alive_for = 99
+
+        def check(self) -> None:
+            events.append("check")
+            self.alive_for -= 1
+            if self.alive_for < 0:
+                raise SmartioError("fio ended early (1) in background seq-write: gone")
+
+        def age_s(self) -> float:
+            return 31.0
+
+    class Launch:
+        def launch(self) -> float:
+            events.append("launch")
+            return 1.0
+
+    target = open_target(str(tmp_path), writes=True, destroy_data=False)
+    settings = me.Settings(cold=True, background="seq-write", repeats=2)
+    doc = me.measure_interleaved(target, settings, [me.Arm(Launch(), {"mode": "real"}, "t", 2)], progress=False,
+                                 background_run=Writer())[0]          # type: ignore[arg-type]
+    assert events == ["check", "drop sync=False", "launch"] + ["drop sync=False", "check", "launch", "check"] * 2
+    assert doc["settings"]["background_running"] == {"since_s": 31.0}
+    assert doc["settings"]["background_warmup_s"] is None and doc["settings"]["background_write_mib_s_from"] == "device"
+    assert doc["fio_version"] is None                                 # this fake has no engine
+    dying = Writer()
+    dying.alive_for = 4                                               # dies during the second timed launch
+    with pytest.raises(SmartioError, match="fio ended early"):
+        me.measure_interleaved(target, settings, [me.Arm(Launch(), {"mode": "real"}, "t", 2)], progress=False,
+                               background_run=dying)                  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_background_that_cannot_start_leaves_nothing_behind(tmp_path, monkeypatch):
+    from smartio.engine.fio import FioEngine
+    from smartio.experiments.target import open_target
+    from smartio.launch import measure as me
+
+    class Broken:
+        closed = False
+
+        def wait_started(self) -> None:
+            raise SmartioError("fio ended early (1) in background seq-write: no")
+
+        def close(self) -> None:
+            Broken.closed = True
+
+    monkeypatch.setattr(FioEngine, "start", lambda self, jobs, label: Broken())
+    bg = me.RunningBackground(open_target(str(tmp_path), writes=True, destroy_data=False), "seq-write", 1 << 20, 0)
+    with pytest.raises(SmartioError, match="fio ended early"):
+        bg.__enter__()
+    assert Broken.closed and list(tmp_path.iterdir()) == []

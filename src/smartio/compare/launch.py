@@ -130,13 +130,13 @@ class LaunchPlan(JsonPlan):
         return [(s, c) for s in self.schedulers for c in self.cells() if cell_id(s.label, *c) not in self.done]
 
     def groups(self) -> list[tuple[int, list[tuple[SchedulerSpec, tuple[str, str, str, str]]]]]:
-        """`steps()` as measured: (index of the first, the steps), a cell alone or, with `interleave`, a real cell
-        with the replay cell of the same scheduler, application, cache and background that follows it."""
+        """`steps()` as measured: (index of the first, the steps), a cell alone or, with `interleave`, the real and
+        the replay cell of the same scheduler, application, cache and background together (in --modes order)."""
         steps, out, i = self.steps(), [], 0
         while i < len(steps):
             spec, (app, cache, bg, mode) = steps[i]
-            n = 2 if (self.interleave and mode == "real" and i + 1 < len(steps)
-                      and steps[i + 1] == (spec, (app, cache, bg, "replay"))) else 1
+            n = 2 if (self.interleave and i + 1 < len(steps) and steps[i + 1][0] == spec
+                      and steps[i + 1][1][:3] == (app, cache, bg)) else 1
             out.append((i, steps[i:i + n]))
             i += n
         return out
@@ -182,6 +182,15 @@ def read_json(path: Path) -> dict[str, Any] | None:
 # --- guest -----------------------------------------------------------------------------------------------------
 
 def guest_main(argv: list[str]) -> int:
+    """The guest's side (see the module's docstring). SIGTERM is taken as Ctrl-C throughout, so that a background
+    workload that runs across cells is stopped and the device's scheduler restored."""
+    from smartio.signals import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return _guest_main(argv)
+
+
+def _guest_main(argv: list[str]) -> int:
     from smartio.blockdev import device_of_node
     from smartio.compare.guest import device_state, restore, say, scheduler_counters, switch, warm_up
     from smartio.compare.sqlite import make_fs
@@ -268,6 +277,25 @@ def guest_main(argv: list[str]) -> int:
                                  "readahead": trace.header["readahead"],
                                  "ops_by_kind": dict(collections.Counter(o.op for o in trace.ops))}
         warm_up(DEVICE)
+        calibrations: dict[tuple[str, str], dict[str, Any]] = {}    # (app, cache): under the current scheduler
+
+        def calibrated(name: str, cache: str) -> tuple[Any, dict[str, Any]]:
+            """A replayer of `name` for `cache` and its calibration: think times calibrated to the installed copy's
+            warm launch measured under this scheduler; a cold replay's to that plus what a cold launch's code
+            costs the emulator (cold_extra). Measured when asked (background_start "each-launch": before each replay
+            cell, idle), or taken from `calibrations` ("once": measured at the switch, before any background ran:
+            a writer that keeps running would be in the think times, and again in the replay's own launches)."""
+            trace, inst, layout, cwd, app_argv = installs[name]
+            replayer = Replayer(trace, layout)
+            if (name, cache) in calibrations:
+                cal = calibrations[(name, cache)]
+                replayer.scale = cal["think_scale"]
+                return replayer, cal
+            warm_now = warm_median(CommandLauncher(app_argv, cwd, root=str(inst.root)))
+            extra = cold_extra[name] if cache == "cold" else 0.0
+            cal = replayer.calibrate(wall=warm_now + extra, typical="median")   # W is a median too
+            return replayer, {**cal, "installed_warm_s": round(warm_now, 6), "cold_code_s": round(extra, 6)}
+
         for first, group in plan.groups():
             spec, (name, cache, bg, _) = group[0]
             new_spec = first == 0 or steps[first - 1][0] != spec
@@ -276,6 +304,15 @@ def guest_main(argv: list[str]) -> int:
                 running = None
             if new_spec:
                 switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
+                calibrations.clear()
+                if plan.background_start == "once":
+                    for a, c in dict.fromkeys((a, c) for s, (a, c, _, m) in steps[first:]
+                                              if s == spec and m == "replay"):
+                        say(f"{spec.label}: calibrating the replay of {a} ({c}), idle")
+                        try:
+                            calibrations[(a, c)] = calibrated(a, c)[1]
+                        except SmartioError as e:       # its replay cells calibrate for themselves, and say why
+                            say(f"{spec.label}: calibrating the replay of {a} ({c}) failed: {e}")
             modes = [c[3] for _, c in group]
             say(f"[{first + 1}{f'-{first + len(group)}' if len(group) > 1 else ''}/{len(steps)}] {spec.label}: "
                 f"{name} {cache} {' and '.join(modes)}{', interleaved' if len(group) > 1 else ''}, background {bg}")
@@ -286,11 +323,10 @@ def guest_main(argv: list[str]) -> int:
             runs: list[dict[str, Any]] = [{"scheduler": spec.label, "app": name, "cache": cache, "background": bg,
                                            "mode": m, "file": run_file(spec.label, name, cache, bg, m),
                                            "state": device_state(dev)} for m in modes]
+            if len(runs) > 1:
+                for run in runs:
+                    run["interleaved_with"] = [m for m in modes if m != run["mode"]]
             try:
-                if plan.background_start == "once" and bg != "none" and running is None:
-                    say(f"{spec.label}: background {bg} started, {BACKGROUND_HEAD_S:g} s before its first launch")
-                    running = RunningBackground(open_target(MOUNT, writes=True, destroy_data=False), bg,
-                                                plan.background_size, BACKGROUND_HEAD_S).__enter__()
                 arms = []
                 for mode in modes:
                     launcher: Any
@@ -298,16 +334,14 @@ def guest_main(argv: list[str]) -> int:
                     if mode == "real":
                         launcher, what = CommandLauncher(app_argv, cwd, root=str(inst.root)), {"app": name}
                     else:
-                        # Calibrated to the installed copy's warm launch measured now, under this scheduler; a cold
-                        # replay to that plus what a cold launch's code costs the emulator (cold_extra).
-                        launcher = Replayer(trace, layout)
-                        warm_now = warm_median(CommandLauncher(app_argv, cwd, root=str(inst.root)))
-                        extra = cold_extra[name] if cache == "cold" else 0.0
-                        cal = launcher.calibrate(wall=warm_now + extra, typical="median")   # W is a median too
-                        what = {"app": name, "calibration": {**cal, "installed_warm_s": round(warm_now, 6),
-                                                             "cold_code_s": round(extra, 6)}}
+                        launcher, cal = calibrated(name, cache)
+                        what = {"app": name, "calibration": cal}
                     arms.append(Arm(launcher, {"mode": mode, **what}, f"smartio compare --experiment launch "
                                     f"({name}, {cache}, {bg}, {mode})", plan.repeats_of(cache, bg, mode)))
+                if plan.background_start == "once" and bg != "none" and running is None:
+                    say(f"{spec.label}: background {bg} started, {BACKGROUND_HEAD_S:g} s before its first launch")
+                    running = RunningBackground(open_target(MOUNT, writes=True, destroy_data=False), bg,
+                                                plan.background_size, BACKGROUND_HEAD_S).__enter__()
                 docs = measure_interleaved(target, settings, arms, progress=False, background_run=running)
                 for run, doc in zip(runs, docs, strict=True):
                     write_whole(out / run["file"], json.dumps(doc, indent=1) + "\n")
@@ -321,7 +355,8 @@ def guest_main(argv: list[str]) -> int:
                 failed += len(runs)
                 say(f"{spec.label} {name} {cache} {bg} {' and '.join(modes)} failed: {e}")
             # Cumulative since the switch to this scheduler: a cell's own counts are the difference to the previous
-            # cell of the same scheduler. They say which rules fired (holds, slices, QASIO boosts) for a figure.
+            # cell of the same scheduler (cells measured together, interleaved_with, share theirs and their
+            # duration). They say which rules fired (holds, slices, QASIO boosts) for a figure.
             counters = scheduler_counters(dev)
             for run in runs:
                 run["duration_s"] = round(time.monotonic() - started, 1)

@@ -1,6 +1,8 @@
 """The timing loop of `smartio launch run` and `smartio launch replay`: one untimed warm-up launch (cold: idle, after
 its own cache drop), then one launch per repeat, each timed from its start to its end, cold (caches dropped before
-it) or warm, alone or beside a background fio workload that starts first and is stopped when the launch ends.
+it) or warm, alone or beside a background fio workload that starts first and is stopped when the launch ends. The
+launch comparison (`smartio compare --experiment launch`) takes a real launch and its replay in turn
+(`measure_interleaved`) and can keep one background running through many launches (`RunningBackground`).
 
     doc = measure(target, settings, launcher, what={...}, command="smartio launch run ...")
 
@@ -53,9 +55,11 @@ class Settings:
     # After a cold launch's cache drop, this long before the launch (or its background) starts. In a full launch
     # table in the testbed (36 idle cold cells of 3 launches: 6 schedulers, 3 applications, real and replay) the
     # first cold launch of a cell took 1.20 times (geometric mean) the mean of the other two, which agreed within
-    # 2 %; beside the writer, which starts after the drop and runs a second before the launch, 1.01.
+    # 2 %; beside the writer, which starts after the drop and runs a second before the launch, 1.01. (Beside a
+    # background that keeps running, measure_interleaved's background_run, it runs through the settle too.)
     settle_s: float = 1.0
-    # Cold: one untimed cold launch first, idle (after its own drop and settle). The first cold launch of a cell
+    # Cold: one untimed cold launch first, idle (after its own drop and settle; beside a background that keeps
+    # running, beside it). The first cold launch of a cell
     # pays for what came before it, the emulator's and the guest's: in a full launch table in the testbed (18 idle
     # cold cells of 8 real launches) the first took 1.17 times (geometric mean, up to 2.3) the median of the other 7;
     # beside the writer 1.01. Warm always has its untimed launch: it fills the cache.
@@ -360,6 +364,8 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
         try:
             bg_file = _prepare_background(target, settings) if background_run is None else None
             drop = drop_caches if background_run is None else functools.partial(drop_caches, sync=False)
+            if background_run is not None:
+                background_run.check()
             for k, arm in enumerate(arms if settings.warmup else ()):
                 bar.begin(f"warm-up launch ({label(k)})" if not settings.cold else
                           f"warm-up launch ({arm.what.get('mode', 'launch')} cold, "
@@ -378,6 +384,7 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
                 if background_run is not None:
                     background_run.check()
                     timed(k)
+                    background_run.check()          # it ran through the launch
                 elif engine is None or bg_file is None:
                     timed(k)
                 else:
@@ -424,7 +431,12 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
             "started": started,
             "finished": finished,
             "settings": {**dataclasses.replace(settings, repeats=arm.repeats).to_json(),
-                         **({"background_running": {"since_s": round(since, 1)}} if since is not None else {})},
+                         # Beside a background that was running already: no per-launch head start; since when it
+                         # ran (at the first timed launch); and background_write_mib_s is the device's writes
+                         # during each launch (the launch's own too, and writeback of pages dirtied before it).
+                         **({"background_warmup_s": None, "background_running": {"since_s": round(since, 1)},
+                             "background_write_mib_s_from": "device"} if since is not None else
+                            {"background_write_mib_s_from": "fio"} if settings.background != "none" else {})},
             "results": results,
         }
         if len(arms) > 1:
