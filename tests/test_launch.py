@@ -768,10 +768,24 @@ def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monke
     assert events == ["launch"] * 3 and doc["results"]["wall_s"]["values"] == [1.0, 2.0]
 
 
+@pytest.mark.parametrize("repeats, order", [
+    ([2, 2], [0, 1, 1, 0]),
+    ([3, 3], [0, 1, 1, 0, 0, 1]),
+    ([3, 2], [0, 1, 0, 1, 0]),
+    ([8, 2], [0, 0, 1, 0, 0, 0, 0, 1, 0, 0]),
+    ([1, 1, 1], [0, 1, 2]),
+    ([4], [0, 0, 0, 0]),
+])
+def test_interleaving_spreads_unequal_series_evenly(repeats, order):
+    from smartio.launch.measure import interleaving
+
+    assert interleaving(repeats) == order
+
+
 def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
-    """measure_interleaved: each arm's untimed warm-up first, then launch i of every arm next to launch i of the
-    others, in arm order for even i and reversed for odd i, an arm with fewer repeats stopping early; one document
-    per arm, with its own launches, repeats and command, naming the arms it was interleaved with."""
+    """measure_interleaved: each arm's untimed warm-up first, then the arms' launches spread over each other
+    (interleaving); one document per arm, with its own launches, repeats and command, naming the arms it was
+    interleaved with."""
     from smartio.experiments.target import open_target
     from smartio.launch import measure as me
 
@@ -795,7 +809,7 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
             me.Arm(Named("replay", 20.0), {"mode": "replay", "app": "a"}, "c-replay", 2)]
     real, replay = me.measure_interleaved(target, me.Settings(cold=True, repeats=1), arms, progress=False)
     launches = [e for e in events if e != "drop"]
-    assert launches == ["real", "replay", "real", "replay", "replay", "real", "real"]
+    assert launches == ["real", "replay", "real", "replay", "real", "replay", "real"]   # warm-ups, then spread
     assert events == [x for e in launches for x in ("drop", e)]     # every cold launch right after its own drop
     assert real["results"]["wall_s"]["values"] == [12.0, 13.0, 14.0] and real["settings"]["repeats"] == 3
     assert replay["results"]["wall_s"]["values"] == [22.0, 23.0] and replay["settings"]["repeats"] == 2

@@ -309,16 +309,23 @@ class Arm:
     repeats: int
 
 
+def interleaving(repeats: list[int]) -> list[int]:
+    """The order in which measure_interleaved takes its arms' launches (arm indices): launch j of an arm of n sits
+    at (j + 1/2) / n of the series, so arms of unequal repeats are spread over each other evenly; arms at the same
+    place go in arm order for even j, reversed for odd j (equal repeats: A B B A A B ...)."""
+    keys = [((j + 0.5) / n, k if j % 2 == 0 else -k, k) for k, n in enumerate(repeats) for j in range(n)]
+    return [k for *_, k in sorted(keys)]
+
+
 def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, progress: bool = True,
                         background_run: RunningBackground | None = None) -> list[dict[str, Any]]:
     """Several launch series under the same settings (cache, background), their launches taken in turn, and one
-    result document per arm, as `measure` writes it. Launch i of each arm runs next to launch i of the others, in
-    arm order for even i and reversed for odd i (A B B A ...), an arm with fewer repeats stopping early; each arm's
-    untimed warm-up launch comes first. So a slow drift of the machine, or a state a scheduler keeps from one
-    launch to the next (kyber's write depth, bfq's weight raising of the background writer), falls on every arm
-    alike: measured one series after the other, the first replay of vim beside a writer under kyber took as long
-    as its real launches (7.5 s against 6.9-7.6 s) and the next four twice that, kyber's write depth having grown
-    from 1 to 2 in between and stayed there.
+    result document per arm, as `measure` writes it. The launches are spread over each other (`interleaving`:
+    A B B A ... for equal repeats); each arm's untimed warm-up launch comes first. So a slow drift of the machine,
+    or a state a scheduler keeps from one launch to the next (kyber's write depth), falls on every arm alike:
+    measured one series after the other, the first replay of vim beside a writer under kyber took as long as its
+    real launches (7.5 s against 6.9-7.6 s) and the next four twice that, kyber's write depth having grown from 1
+    to 2 in between and stayed there.
 
     `background_run`: the settings' background workload, already running (RunningBackground), which the launches
     then run beside instead of starting it for each; caches are dropped without a sync (see drop_caches), and a
@@ -335,9 +342,7 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
     bg_mib_s: list[list[float]] = [[] for _ in arms]
     reads: list[list[tuple[int, int]]] = [[] for _ in arms]   # per launch: read requests, sectors (disk_reads)
     spent: list[list[dict[str, float]]] = [[] for _ in arms]  # per launch, where its time went (last_breakdown)
-    rounds = max(a.repeats for a in arms)
-    order = [k for i in range(rounds) for k in (range(len(arms)) if i % 2 == 0 else reversed(range(len(arms))))
-             if i < arms[k].repeats]
+    order = interleaving([a.repeats for a in arms])
     steps = len(order) + (len(arms) if settings.warmup else 0)
     cache = "cold" if settings.cold else "warm"
 
