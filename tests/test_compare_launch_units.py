@@ -504,7 +504,10 @@ def test_a_run_stored_before_interleaving_resumes_with_its_cells_apart(tmp_path,
     doc = {"plan": old, "profile": {"name": "s5-emmc", "queue_depth": 2, "time_scale": 10.0}, "cells": {},
            "headline": {}, "missing": []}
     assert "measured one cell after the other" in la.render(doc)
-    assert "taken in turn (interleaved)" in la.render({**doc, "plan": json.loads(plan.to_json())})
+    assert "started anew a second before every launch" in la.render(doc)
+    text = la.render({**doc, "plan": json.loads(plan.to_json())})
+    assert "taken in turn (interleaved)" in text and "started once per scheduler, 30 s before" in text
+    assert "background workloads" not in la.render({**doc, "plan": {**old, "backgrounds": ["none"]}})
     # A new run interleaves unless --separate.
     from smartio.cli import build_parser
     from smartio.cli.compare import launch_plan_from_args

@@ -652,6 +652,10 @@ def render(doc: dict[str, Any]) -> str:
     if {"real", "replay"} <= set(plan["modes"]):
         lines.append("  real and replay launches of a cell " + ("taken in turn (interleaved)" if plan.get("interleave")
                                                                else "measured one cell after the other"))
+    if any(b != "none" for b in plan["backgrounds"]):
+        lines.append(f"  background workloads started once per scheduler, {BACKGROUND_HEAD_S:g} s before the first "
+                     "launch beside them, running through their cells" if plan.get("background_start") == "once" else
+                     "  background workloads started anew a second before every launch")
     if sessions := doc.get("sessions"):
         lines.append("  resumed: " + "; ".join(f"{s['artifacts']} started {s.get('started') or '?'}, "
                                                f"{s['cells']} cells" for s in sessions))
