@@ -336,6 +336,9 @@ def test_launch_analyze_of_a_directory_without_a_run_says_so(tmp_path: Path) -> 
     # bfq's 1.00 is below smartio's 1.08 (no none: no percentage).
     ("running-writer-20261127", None,
      "smartio_cold_bg_over_idle=1.082 best_other_cold_bg_over_idle=0.998 smartio_vs_none_pct=n/a"),
+    # smartio and bfq alone, 8 launches per cell: a tie over idle.
+    ("running-writer-20261127b", None,
+     "smartio_cold_bg_over_idle=1.026 best_other_cold_bg_over_idle=1.008 smartio_vs_none_pct=n/a"),
 ])
 def test_launch_runs_with_a_running_writer_reprint(run: str, replay_line: str | None, last: str) -> None:
     # The table says how it was measured, and bench/launch's last line is the recorded run's.
