@@ -733,7 +733,7 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
     assert r["breakdown_s"]["fault"]["values"] == [0.002, 0.003] and r["breakdown_s"]["cpu"]["mean"] == 0.005
     assert "  in fault (ms)" in text and "CPU time of the launch (ms)" in text
     target.device = Device("gone", "gone", 1 << 30, "254:1")
-    assert me.disk_reads(target) is None
+    assert me.disk_io(target) is None
 
 
 def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monkeypatch):

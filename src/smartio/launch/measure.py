@@ -182,26 +182,16 @@ def drop_caches(sync: bool = True) -> None:
         raise NeedsRootError("--cold (dropping the page cache)") from e
 
 
-def disk_reads(target: Target) -> tuple[int, int] | None:
-    """(read requests completed, sectors read) of the target's block device so far (/sys/class/block/NAME/stat),
-    or None when the target is on no block device. Per launch, the difference tells how many requests of what
-    size its reads made, which is how a replay's I/O is compared with the real launch's (the background workload
-    only writes)."""
+def disk_io(target: Target) -> tuple[int, int, int] | None:
+    """(read requests completed, sectors read, sectors written) of the target's block device so far
+    (/sys/class/block/NAME/stat), or None when the target is on no block device. Per launch, the difference tells
+    how many requests of what size its reads made, which is how a replay's I/O is compared with the real launch's
+    (the background workload only writes), and, beside a background that keeps running, what the device wrote."""
     if target.device is None:
         return None
     try:
         fields = (SYS_BLOCK / target.device.name / "stat").read_text().split()
-        return int(fields[0]), int(fields[2])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def disk_writes(target: Target) -> int | None:
-    """Sectors the target's block device has written so far (its sysfs stat), or None when there is no device."""
-    if target.device is None:
-        return None
-    try:
-        return int((SYS_BLOCK / target.device.name / "stat").read_text().split()[6])
+        return int(fields[0]), int(fields[2]), int(fields[6])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -335,12 +325,14 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
         raise ValueError("measure_interleaved: at least one arm, each with at least one launch")
     if background_run is not None and background_run.name != settings.background:
         raise ValueError(f"measure_interleaved: background {settings.background!r}, running {background_run.name!r}")
-    engine = FioEngine() if settings.background != "none" and background_run is None else None
+    # The engine that runs the background: the running one's, else a new one for each launch's.
+    engine = background_run.engine if background_run is not None else \
+        FioEngine() if settings.background != "none" else None
     device = device_info(target)
     started = _now()
     walls: list[list[float]] = [[] for _ in arms]
     bg_mib_s: list[list[float]] = [[] for _ in arms]
-    reads: list[list[tuple[int, int]]] = [[] for _ in arms]   # per launch: read requests, sectors (disk_reads)
+    reads: list[list[tuple[int, int]]] = [[] for _ in arms]   # per launch: read requests, sectors (disk_io)
     spent: list[list[dict[str, float]]] = [[] for _ in arms]  # per launch, where its time went (last_breakdown)
     order = interleaving([a.repeats for a in arms])
     steps = len(order) + (len(arms) if settings.warmup else 0)
@@ -354,16 +346,15 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
         """One timed launch of arm k, and the disk reads made while it ran (and, beside a running background, the
         megabytes per second the device wrote)."""
         launcher = arms[k].launcher
-        written = disk_writes(target) if background_run is not None else None
-        before = disk_reads(target)
+        before = disk_io(target)
         walls[k].append(launcher.launch())
-        after = disk_reads(target)
-        if written is not None and (now := disk_writes(target)) is not None and walls[k][-1] > 0:
-            bg_mib_s[k].append((now - written) * 512 / (1 << 20) / walls[k][-1])
+        after = disk_io(target)
         if (breakdown := getattr(launcher, "last_breakdown", None)) is not None:
             spent[k].append(breakdown)
         if before is not None and after is not None:
             reads[k].append((after[0] - before[0], after[1] - before[1]))
+            if background_run is not None and walls[k][-1] > 0:
+                bg_mib_s[k].append((after[2] - before[2]) * 512 / (1 << 20) / walls[k][-1])
 
     with sigterm_as_interrupt(), Progress(steps, stream=None if progress else io.StringIO()) as bar:
         try:
@@ -430,7 +421,7 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
             "scheduler": device.get("scheduler"),
             "kernel": platform.release(),
             "host": platform.node(),
-            "fio_version": fio.version() if (fio := engine or (background_run and background_run.engine)) else None,
+            "fio_version": engine.version() if engine else None,
             "smartio_version": __version__,
             "command": arm.command,
             "started": started,
