@@ -221,6 +221,13 @@ def _guest_main(argv: list[str]) -> int:
     subprocess.run(["mount", "-t", "ext4", "-o", ",".join(opts), DEVICE, MOUNT], check=True)
     failed = 0
     running: RunningBackground | None = None     # background_start "once": the one running, if any
+
+    def stop_background() -> None:
+        nonlocal running
+        if running is not None:
+            bg_run, running = running, None
+            bg_run.__exit__()
+
     try:
         target = open_target(MOUNT, writes=True, destroy_data=False)
         installs: dict[str, tuple[Trace, Installed, Layout, str, list[str]]] = {}
@@ -300,8 +307,7 @@ def _guest_main(argv: list[str]) -> int:
             spec, (name, cache, bg, _) = group[0]
             new_spec = first == 0 or steps[first - 1][0] != spec
             if running is not None and (new_spec or running.name != bg):
-                running.__exit__()
-                running = None
+                stop_background()
             if new_spec:
                 switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
                 calibrations.clear()
@@ -348,8 +354,7 @@ def _guest_main(argv: list[str]) -> int:
                     run["rc"] = 0
             except SmartioError as e:
                 if running is not None and not running.run.running():    # fio ended: the next cell starts it again
-                    running.__exit__()
-                    running = None
+                    stop_background()
                 for run in runs:
                     run.update(rc=e.exit_code, error=str(e))
                 failed += len(runs)
@@ -364,8 +369,7 @@ def _guest_main(argv: list[str]) -> int:
                 rec["runs"].append(run)
             save()
     finally:
-        if running is not None:
-            running.__exit__()
+        stop_background()
         restore(dev, rec["before"])
         rec["after"] = device_state(dev)
         save()
