@@ -141,3 +141,19 @@ def test_ratio_interval_is_welchs_on_the_logs():
     lo2, hi2 = ci2
     assert lo2 < math.sqrt(gm * math.exp(np.mean(np.log([6.0, 6.2, 5.9])) - np.mean(np.log([3.0, 3.05, 2.95])))) < hi2
     assert log_ratio_ci([(a, [3.0])]) is None and log_ratio_ci([(a, [3.0, 0.0])]) is None and log_ratio_ci([]) is None
+
+
+def test_log_quotient_ci_is_log_ratio_ci_with_more_samples_a_side():
+    # One sample a side: log_ratio_ci. A ratio of two ratios, (a/b)/(c/d) = (a*d)/(b*c): centred on the quotient of
+    # the geometric means (four samples' variances add, whatever their sign), and
+    # None when a sample cannot give an interval.
+    from smartio.experiments.stats import log_quotient_ci, log_ratio_ci
+
+    a, b, c, d = [2.0, 2.1, 1.9], [1.0, 1.02, 0.98], [3.0, 3.3, 2.7], [1.5, 1.6, 1.4]
+    assert log_quotient_ci([((a,), (b,))]) == pytest.approx(log_ratio_ci([(a, b)]))
+    lo, hi = log_quotient_ci([((a, d), (b, c))])
+    g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))  # noqa: E731
+    centre = g(a) * g(d) / (g(b) * g(c))
+    assert lo < centre < hi and math.sqrt(lo * hi) == pytest.approx(centre)
+    assert log_quotient_ci([((b, c), (a, d))]) == pytest.approx((1 / hi, 1 / lo))    # upside down: 1 / it
+    assert log_quotient_ci([((a, d), (b, [3.0]))]) is None and log_quotient_ci([]) is None

@@ -146,6 +146,49 @@ def test_plot_draws_what_the_run_has(tmp_path):
     assert la.plot(empty, tmp_path / "c.png").stat().st_size > 10000
 
 
+def _write_values(out: Path, label: str, app: str, bg: str, values: list[float]) -> None:
+    f = out / la.run_file(label, app, "cold", bg, "real")
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({"results": {"wall_s": Stat.of(values).to_json()}}))
+
+
+def test_targets_have_verdicts_from_intervals(tmp_path):
+    # Issue 14's three targets, each decided by its 95 % interval: "the lowest" from smartio's ratio over each
+    # other scheduler's (Welch on the logs of the four cells per application), so two ratios whose own intervals
+    # overlap can still differ, and two that differ by less than the scatter tie (undecided).
+    plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("none,kyber,bfq,smartio"))
+    spread = [0.97, 0.99, 1.0, 1.01, 1.03, 0.98, 1.02, 1.0]
+    slows = {"none": 3.0, "bfq": 1.10, "kyber": 1.04, "smartio": 1.03}
+    for label, slow in slows.items():
+        for app, idle in (("python-stdlib", 5.0), ("sqlite", 3.0)):
+            _write_values(tmp_path, label, app, "none", [idle * x for x in spread])
+            _write_values(tmp_path, label, app, "seq-write", [idle * slow * x for x in reversed(spread)])
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    lo, hi = la.versus(doc, "smartio", "bfq")
+    assert lo < 1.03 / 1.10 < hi < 1.0           # decided lower, though the ratios' own intervals overlap
+    lo, hi = la.versus(doc, "smartio", "kyber")
+    assert lo < 1.0 < hi
+    lines = la.target_lines(doc)
+    text = "\n".join(lines)
+    assert "at most 1.15: 1.030" in lines[1] and lines[1].endswith(": met")
+    assert "bfq [" in lines[2] and "] lower" in lines[2] and "kyber [" in lines[2] and "] tie" in lines[2]
+    assert lines[2].endswith(": undecided")
+    assert lines[3].endswith(": met") and lines[-1] == "  targets met 2/3, undecided 1"
+    assert text in la.render(doc)
+    # Higher than one other, decided: not the lowest.
+    for app, idle in (("python-stdlib", 5.0), ("sqlite", 3.0)):
+        _write_values(tmp_path, "kyber", app, "seq-write", [idle * 0.9 * x for x in spread])
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    lines = la.target_lines(doc)
+    assert "kyber [" in lines[2] and "] higher" in lines[2] and lines[2].endswith(": NOT met")
+    # Without none in the run the third target is not measured, and no smartio, no targets.
+    plan2 = dataclasses.replace(plan, schedulers=tuple(s for s in plan.schedulers if s.label != "none"))
+    doc = la.assemble(plan2, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert la.target_lines(doc)[-1] == "  targets met 1/3, undecided 0, not measured 1"
+    doc["headline"].pop("smartio")
+    assert la.target_lines(doc) == []
+
+
 def test_missing_runs_are_listed(tmp_path):
     plan = _plan()
     _write(tmp_path, "none", "sqlite", "none", 10)

@@ -29,7 +29,7 @@ from typing import IO, Any, Literal
 
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
-from smartio.experiments.stats import log_ratio_ci
+from smartio.experiments.stats import log_quotient_ci, log_ratio_ci
 from smartio.flashdev.profiles import device_line
 from smartio.outputs import write_whole
 from smartio.testbed import hostload
@@ -513,6 +513,69 @@ def interval_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+MAX_OVER_IDLE = 1.15       # issue 14: smartio's cold launch beside the writer at most 1.15 x its idle one
+MIN_FASTER_THAN_NONE = 0.20    # ... and at least 20 % faster than none's
+
+
+def versus(doc: dict[str, Any], a: str, b: str) -> tuple[float, float] | None:
+    """95 % interval of scheduler `a`'s cold launch beside the writer over idle, over scheduler `b`'s (geometric
+    mean over the applications, Welch on the logs of all four cells' launches): below 1, `a`'s launches suffer
+    less from the writer. None unless both have all their headline cells."""
+    ca, cb = doc["cells"].get(a, {}), doc["cells"].get(b, {})
+    groups = []
+    for app in doc["plan"]["apps"]:
+        busy, idle = headline_key(app, HEADLINE_BG), headline_key(app, "none")
+        if not all(k in c for c in (ca, cb) for k in (busy, idle)):
+            return None
+        groups.append(((ca[busy]["wall_s"].get("values", ()), cb[idle]["wall_s"].get("values", ())),
+                       (ca[idle]["wall_s"].get("values", ()), cb[busy]["wall_s"].get("values", ()))))
+    return log_quotient_ci(groups) if groups else None
+
+
+def _verdict(ci: tuple[float, float] | list[float] | None, bound: float) -> str:
+    """Is the quantity at most `bound`: met (its whole interval is), NOT met (none of it), else undecided."""
+    if not ci:
+        return "undecided"
+    return "met" if ci[1] <= bound else "NOT met" if ci[0] > bound else "undecided"
+
+
+def target_lines(doc: dict[str, Any]) -> list[str]:
+    """Issue 14's three targets for `smartio`, each with its 95 % interval and a verdict (met: the whole interval
+    on the right side; NOT met: the whole interval on the wrong side; else undecided): beside the writer within
+    1.15 x idle; the lowest of the stock schedulers over idle (smartio's ratio over each one's, `versus`); at least
+    20 % faster than none beside the writer."""
+    h = (doc["headline"].get("smartio") or {})
+    if not h.get("cold_bg_over_idle"):
+        return []
+    ci = h.get("cold_bg_over_idle_ci95")
+    verdicts = [_verdict(ci, MAX_OVER_IDLE)]
+    lines = ["Issue 14's targets for smartio (95 % intervals; met: the whole interval on the right side)",
+             f"  beside {HEADLINE_BG} over idle at most {MAX_OVER_IDLE:g}: {h['cold_bg_over_idle']:.3f}"
+             + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f": {verdicts[0]}"]
+    parts, each = [], []
+    for label in doc["plan"]["schedulers"]:
+        if label.startswith("smartio") or label not in doc["headline"]:
+            continue
+        v = versus(doc, "smartio", label)
+        each.append("undecided" if not v else "met" if v[1] < 1 else "NOT met" if v[0] > 1 else "undecided")
+        parts.append(f"{label} " + (f"[{v[0]:.3f}, {v[1]:.3f}] "
+                                    f"{dict(met='lower', undecided='tie').get(each[-1], 'higher')}" if v else "n/a"))
+    lowest = ("met" if each and all(e == "met" for e in each) else "NOT met" if "NOT met" in each else "undecided")
+    verdicts.append(lowest)
+    lines.append(f"  the lowest over idle (smartio's over each one's): {'; '.join(parts) or 'no other scheduler'}: "
+                 f"{lowest}")
+    cn = h.get("cold_bg_over_none_ci95")
+    faster = None if not cn else (1 - cn[1], 1 - cn[0])
+    v3 = ("not measured" if not faster else "met" if faster[0] >= MIN_FASTER_THAN_NONE
+          else "NOT met" if faster[1] < MIN_FASTER_THAN_NONE else "undecided")
+    verdicts.append(v3)
+    lines.append(f"  at least {MIN_FASTER_THAN_NONE * 100:g} % faster than none beside {HEADLINE_BG}: "
+                 + (f"[{faster[0] * 100:.1f}, {faster[1] * 100:.1f}] %" if faster else "n/a") + f": {v3}")
+    lines.append(f"  targets met {verdicts.count('met')}/3, undecided {verdicts.count('undecided')}"
+                 + (f", not measured {n}" if (n := verdicts.count("not measured")) else ""))
+    return lines
+
+
 REPLAY_TOLERANCE = 0.15        # issue 14: a replay within 15 % of the real launch's time
 
 
@@ -679,7 +742,7 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(grid(["cell", *plan["schedulers"]], t_rows))
     lines += background_lines(doc)
     lines += fidelity_lines(doc)
-    lines += ["", *interval_lines(doc), "  " + headline_line(doc)]
+    lines += ["", *target_lines(doc), *interval_lines(doc), "  " + headline_line(doc)]
     if host := hostload.note(doc.get("host_load")):
         lines.append(f"  {host}")
     lines += missing_lines(doc["missing"], plan["schedulers"])

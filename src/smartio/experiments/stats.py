@@ -88,19 +88,31 @@ def log_ratio_ci(pairs: Iterable[tuple[Iterable[float], Iterable[float]]]) -> tu
     difference of the mean logs averaged over the pairs, its variance sum(s²/n) / k², and the degrees of freedom
     of Welch-Satterthwaite. It is centred on the ratio of geometric means. None when a sample has fewer than 2
     values or a value is not positive."""
-    parts: list[tuple[float, float, int]] = []      # (mean log, s²/n, n) of every sample, numerators then signs
+    return log_quotient_ci([((num,), (den,)) for num, den in pairs])
+
+
+def log_quotient_ci(groups: Iterable[tuple[Iterable[Iterable[float]], Iterable[Iterable[float]]]]
+                    ) -> tuple[float, float] | None:
+    """95 % interval of a product of measured quantities over a product of others, or of the geometric mean of
+    several such quotients (one per group `(numerator samples, denominator samples)`, every sample independent):
+    log_ratio_ci with more than one sample on a side. A ratio of two ratios, e.g. one scheduler's launch beside a
+    writer over its idle one against another scheduler's, is `((busy_a, idle_b), (idle_a, busy_b))`; the sum of
+    the mean logs' variances does not care for their signs. None when a sample has fewer than 2 values or a value
+    is not positive."""
+    parts: list[tuple[float, float, int]] = []      # (mean log, s²/n, n) of every sample
     diffs = []
-    for num, den in pairs:
-        stats = []
-        for sample in (tuple(num), tuple(den)):
-            if len(sample) < 2 or any(x <= 0 for x in sample):
-                return None
-            logs = [math.log(x) for x in sample]
-            m = math.fsum(logs) / len(logs)
-            var = math.fsum((x - m) ** 2 for x in logs) / (len(logs) - 1)
-            stats.append((m, var / len(logs), len(logs)))
-        diffs.append(stats[0][0] - stats[1][0])
-        parts += stats
+    for nums, dens in groups:
+        diff = 0.0
+        for sign, samples in ((1, nums), (-1, dens)):
+            for sample in map(tuple, samples):
+                if len(sample) < 2 or any(x <= 0 for x in sample):
+                    return None
+                logs = [math.log(x) for x in sample]
+                m = math.fsum(logs) / len(logs)
+                var = math.fsum((x - m) ** 2 for x in logs) / (len(logs) - 1)
+                parts.append((m, var / len(logs), len(logs)))
+                diff += sign * m
+        diffs.append(diff)
     if not diffs:
         return None
     k = len(diffs)
