@@ -157,3 +157,9 @@ def test_log_quotient_ci_is_log_ratio_ci_with_more_samples_a_side():
     assert lo < centre < hi and math.sqrt(lo * hi) == pytest.approx(centre)
     assert log_quotient_ci([((b, c), (a, d))]) == pytest.approx((1 / hi, 1 / lo))    # upside down: 1 / it
     assert log_quotient_ci([((a, d), (b, [3.0]))]) is None and log_quotient_ci([]) is None
+    assert log_quotient_ci([((a,), ())]) is None
+    # Width and degrees of freedom: one ratio's interval is Welch's interval of the difference of the mean logs.
+    from scipy.stats import ttest_ind
+
+    w = ttest_ind([math.log(x) for x in c], [math.log(x) for x in b], equal_var=False).confidence_interval(0.95)
+    assert log_ratio_ci([(c, b)]) == pytest.approx((math.exp(w.low), math.exp(w.high)))

@@ -97,11 +97,14 @@ def log_quotient_ci(groups: Iterable[tuple[Iterable[Iterable[float]], Iterable[I
     several such quotients (one per group `(numerator samples, denominator samples)`, every sample independent):
     log_ratio_ci with more than one sample on a side. A ratio of two ratios, e.g. one scheduler's launch beside a
     writer over its idle one against another scheduler's, is `((busy_a, idle_b), (idle_a, busy_b))`; the sum of
-    the mean logs' variances does not care for their signs. None when a sample has fewer than 2 values or a value
-    is not positive."""
+    the mean logs' variances does not care for their signs. None when a side has no sample, a sample has fewer than
+    2 values or a value is not positive."""
     parts: list[tuple[float, float, int]] = []      # (mean log, s²/n, n) of every sample
     diffs = []
     for nums, dens in groups:
+        nums, dens = tuple(nums), tuple(dens)
+        if not nums or not dens:
+            return None
         diff = 0.0
         for sign, samples in ((1, nums), (-1, dens)):
             for sample in map(tuple, samples):
