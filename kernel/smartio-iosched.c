@@ -8,10 +8,10 @@
  *
  *  1. I/O priority class first (RT > BE > IDLE); a request of a lower class
  *     that has waited prio_aging_ms is served anyway.
- *  2. Within a class, reads before writes; among writes, sync writes before
- *     boosted async writes before other async writes. FIFO inside a group.
- *     A request that carries a sync bio (6.1 merges sync and async writes
- *     into one request) counts as sync.
+ *  2. Within a class, reads before writes; among writes, boosted writes
+ *     (5: a task waits on them) before sync writes before other async
+ *     writes. FIFO inside a group. A request that carries a sync bio (6.1
+ *     merges sync and async writes into one request) counts as sync.
  *  3. A write never waits more than write_slice_ms behind reads (a random
  *     one write_slice_rand_ms, if set). When that
  *     slice expires the writes get the device for a slice of their own,
@@ -31,11 +31,17 @@
  *  5. QASIO: kprobes on the kernel's wait points tell the scheduler which
  *     write a task now waits on (D_meta: __lock_buffer and __wait_on_buffer
  *     on a buffer under write; D_sync and D_data: folio_wait_writeback from
- *     an integrity sync, or from anywhere else). A queued async write there
- *     moves above the other async writes, never above sync I/O; a write not
- *     queued yet (still in a plug) is caught when it is inserted. ext4 on 6.1
- *     issues discards from a worker with submit_bio_wait(), which marks them
- *     REQ_SYNC, so the paper's D_discard case is sync I/O here.
+ *     an integrity sync, or from anywhere else). A queued write there is
+ *     boosted: it goes right after the class's reads, and nothing holds it
+ *     (6, 7, 10); a write not queued yet (still in a plug) is caught when it
+ *     is inserted. A sync write is boosted too: jbd2's commit blocks and
+ *     other metadata are sync writes, and a task that waits on one (a
+ *     launch reading an inode while its buffer is written) is blocked, so
+ *     holding the write for that task's next read would hold the task:
+ *     beside a writer it waited up to an anticipation window each time.
+ *     ext4 on 6.1 issues discards from a worker with submit_bio_wait(),
+ *     which marks them REQ_SYNC, so the paper's D_discard case is sync I/O
+ *     here.
  *  6. Anticipation: after a read completes, writes are held for up to
  *     read_anticipation_us so that a synchronous reader's next read does not
  *     queue behind a write it could not see (the write slice still bounds
@@ -188,7 +194,7 @@ enum sio_dir {
 	SIO_NR_DIRS,
 };
 
-/* Dispatch order inside a class: the lowest value goes first. */
+/* A class's FIFOs; sio_group_rank() gives their dispatch order. */
 enum sio_group {
 	SIO_G_READ,
 	SIO_G_SYNC_WRITE,
@@ -282,7 +288,7 @@ struct sio_dep_stats {
 	u64 found_queued;	/* a queued write held the range (now or on retry) */
 	u64 found_dispatched;	/* the write was already on the device */
 	u64 not_found;		/* no write of ours came for it in time */
-	u64 boosted;		/* async writes moved up for it */
+	u64 boosted;		/* queued writes boosted for it */
 };
 
 /* A sector range some task waits on that no queued write held yet. */
@@ -519,16 +525,33 @@ static bool sio_rq_has_sync_bio(struct request *rq)
 	return false;
 }
 
-/* The group a request belongs to, from its direction, bios and boost. */
+/* The group a request belongs to, from its direction, boost and bios. */
 static enum sio_group sio_rq_pick_group(struct request *rq)
 {
 	if (sio_rq_dir(rq) == SIO_READ)
 		return SIO_G_READ;
+	if (sio_rq_flags(rq) & SIO_RQ_BOOSTED)	/* a requeued one a task awaits */
+		return SIO_G_BOOSTED_WRITE;
 	if (sio_rq_has_sync_bio(rq))
 		return SIO_G_SYNC_WRITE;
-	if (sio_rq_flags(rq) & SIO_RQ_BOOSTED)
-		return SIO_G_BOOSTED_WRITE;
 	return SIO_G_ASYNC_WRITE;
+}
+
+/*
+ * How urgent a group is, the lowest first: reads, then boosted writes (a
+ * task waits on them, and sio_class_step() sends them before anything is
+ * held), sync writes, async writes. A merge keeps the more urgent group.
+ */
+static int sio_group_rank(enum sio_group g)
+{
+	switch (g) {
+	case SIO_G_BOOSTED_WRITE:
+		return 1;
+	case SIO_G_SYNC_WRITE:
+		return 2;
+	default:
+		return g;	/* SIO_G_READ 0, SIO_G_ASYNC_WRITE 3 */
+	}
 }
 
 /* The first request in @root (by start) that overlaps [start, end), or NULL. */
@@ -1311,7 +1334,7 @@ static bool sio_write_out_find(struct sio_data *sd, sector_t start, sector_t end
 	return false;
 }
 
-/* Move queued async write @rq to the boosted group, for dependency @dep. */
+/* Move queued write @rq to the boosted group, for dependency @dep. */
 static void sio_boost_rq(struct sio_data *sd, struct request *rq,
 			 enum sio_dep dep)
 {
@@ -1325,8 +1348,7 @@ static void sio_boost_rq(struct sio_data *sd, struct request *rq,
 
 /*
  * Boost the queued writes overlapping [start, end) for a task waiting on
- * them; async ones move to the boosted group. Returns whether any queued
- * write held the range.
+ * them, sync and async. Returns whether any queued write held the range.
  */
 static bool sio_boost_range(struct sio_data *sd, sector_t start, sector_t end,
 			    enum sio_dep dep)
@@ -1343,7 +1365,7 @@ static bool sio_boost_range(struct sio_data *sd, sector_t start, sector_t end,
 		for (; rq && blk_rq_pos(rq) < end; rq = elv_rb_latter_request(sd->q, rq)) {
 			found = true;
 			if (!(sio_rq_flags(rq) & SIO_RQ_QUEUED) ||
-			    sio_rq_group(rq) != SIO_G_ASYNC_WRITE)
+			    sio_rq_group(rq) == SIO_G_BOOSTED_WRITE)
 				continue;
 			sio_boost_rq(sd, rq, dep);
 		}
@@ -1454,7 +1476,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 /*
  * A task waits on [start, end) of @sd's device (a kprobe, task context,
  * preemption off): boost the write that holds it, or keep the range for a
- * retry. Returns whether an async write was boosted, so that the caller
+ * retry. Returns whether a write was boosted, so that the caller
  * reruns the queue.
  */
 static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
@@ -2075,9 +2097,10 @@ static void sio_requests_merged(struct request_queue *q, struct request *rq,
 		sio_rq_stats(sd, next)->merged++;
 
 	if (rflags & SIO_RQ_QUEUED) {
-		if (ng < rg || (ng == rg && (nflags & SIO_RQ_QUEUED) &&
-				next->fifo_time < rq->fifo_time)) {
-			if (ng < rg && ng == SIO_G_SYNC_WRITE)
+		if (sio_group_rank(ng) < sio_group_rank(rg) ||
+		    (ng == rg && (nflags & SIO_RQ_QUEUED) &&
+		     next->fifo_time < rq->fifo_time)) {
+			if (ng == SIO_G_SYNC_WRITE && rg == SIO_G_ASYNC_WRITE)
 				sd->sync_promoted++;
 			if (nflags & SIO_RQ_QUEUED)
 				list_move(&rq->queuelist, &next->queuelist);
@@ -2116,7 +2139,7 @@ static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 		rq = write ? sio_rb_first_overlap(&sd->cls[c].sort[SIO_WRITE],
 						  start, end) : NULL;
 		if (rq && sync && (sio_rq_flags(rq) & SIO_RQ_QUEUED) &&
-		    sio_rq_group(rq) > SIO_G_SYNC_WRITE) {
+		    sio_rq_group(rq) == SIO_G_ASYNC_WRITE) {
 			sio_move_to_group(sd, rq, SIO_G_SYNC_WRITE);
 			sd->sync_promoted++;
 		}

@@ -291,3 +291,79 @@ def test_issue12_a_wait_on_one_page_boosts_the_files_other_writes(tmp_path: Path
     with_file = st.rows["qasio_file"]["boosted_with_file"]
     # The file's 4 writes went up with the wait on its first page (the final sync's waits boost more files' writes).
     assert data["detected"] >= 1 and data["boosted"] >= 2 and with_file >= 2, (data, with_file)
+
+
+AWAITED_FIO = """[global]
+directory=/mnt/t
+time_based=1
+runtime=8
+[reader]
+rw=randread
+bs=4k
+size=8m
+direct=1
+ioengine=psync
+thinktime=1000
+[syncer]
+rw=randwrite
+bs=4k
+size=1m
+ioengine=psync
+fsync=1
+"""
+
+AWAITED_GUEST = """
+use smartio
+mkfs.ext4 -q -F -N 64 -E lazy_itable_init=0,nodiscard /dev/vda    # no lazy-init thread writing beside the test
+mkdir -p /mnt/t
+mount /dev/vda /mnt/t
+fio --create_only=1 {fio} > /dev/null || fail "fio layout"
+sync
+for boost in 1 0; do
+  use none
+  use smartio                                   # fresh counters
+  echo 64 > $Q/nr_requests
+  echo 20000 > $Q/iosched/read_anticipation_us  # the reader's gaps (1 ms, and TCG's) stay inside the window
+  echo $boost > $Q/iosched/qasio_boost
+  fio --output-format=json --output=$SMARTIO_OUT/fio-$boost.json {fio} || fail "fio (qasio_boost $boost)"
+  snap boost-$boost
+  cat $D/qasio_log > $SMARTIO_OUT/qasio_log-$boost
+done
+umount /mnt/t
+use none
+"""
+
+
+def test_issue14_a_sync_write_a_task_waits_on_is_not_held_for_a_reader(tmp_path: Path,
+                                                                       module_ko: ModuleBuild) -> None:  # noqa: F811
+    """Anticipation holds writes for a reader's next read. A sync write that another task waits on (fsync's data
+    write, waited in folio_wait_writeback; jbd2's journal blocks, in __wait_on_buffer) holds that task: QASIO boosts
+    it like an async one, and a boosted write is never held. Beside a reader that thinks 1 ms between its reads,
+    an fsync loop's writes then go in the reader's gaps; with qasio_boost=0 each waits out its write slice (100 ms:
+    `write_slice_expired` once per fsync or more). (The fsyncs themselves take about as long either way at s5-emmc's
+    time scale of 100: the commit's cache flush dominates.) A cold launch beside a writer waited so on
+    inode-table blocks under write, up to an anticipation window each time."""
+    (tmp_path / "awaited.fio").write_text(AWAITED_FIO)
+    (tmp_path / "guest.sh").write_text(PRELUDE + AWAITED_GUEST.format(fio=tmp_path / "awaited.fio"))
+    r = vm.run(["sh", str(tmp_path / "guest.sh")], profile="s5-emmc", disks=1, disk_size=64 << 20,
+               modules=[module_ko.ko], kernel_args=KERNEL_ARGS, timeout=420 * module_ko.slowdown,
+               artifacts=tmp_path / "art", stream=None, cwd=tmp_path, flavour=module_ko.flavour)
+    assert r.failure is None, r.failure
+    assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
+    on, off = Stats.load(r.out_dir, "boost-1"), Stats.load(r.out_dir, "boost-0")
+    fsyncs = {}
+    for boost, st in (("1", on), ("0", off)):
+        st.assert_balanced(min_dispatched=20)
+        jobs = {j["jobname"]: j for j in json.loads((r.out_dir / f"fio-{boost}.json").read_text())["jobs"]}
+        fsyncs[boost] = jobs["syncer"]["write"]["total_ios"]
+        assert jobs["reader"]["read"]["total_ios"] >= 20 and fsyncs[boost] >= 5, (boost, fsyncs, st.rows["events"])
+    rows = qasio_rows(on)
+    expired_on, expired_off = on.rows["events"]["write_slice_expired"], off.rows["events"]["write_slice_expired"]
+    # Each fsync waits on its data write (D_sync) and jbd2 on the journal's (D_meta), both sync: every one found
+    # queued is boosted (unless the reader's gap let it go first, when it is found dispatched).
+    for dep in ("sync", "meta"):
+        assert rows[dep]["boosted"] >= rows[dep]["found_queued"] >= fsyncs["1"] // 2, (dep, fsyncs, rows)
+    assert expired_off >= fsyncs["0"], (fsyncs, expired_off, off.rows["anticipation"])
+    # What still waits out a slice is written by nobody's wait (metadata written back after a commit).
+    assert expired_on * 2 < expired_off, (fsyncs, expired_on, expired_off, rows)
+    assert sum(r["boosted"] for r in qasio_rows(off).values()) == 0
