@@ -151,7 +151,9 @@ def test_log_quotient_ci_is_log_ratio_ci_with_more_samples_a_side():
 
     a, b, c, d = [2.0, 2.1, 1.9], [1.0, 1.02, 0.98], [3.0, 3.3, 2.7], [1.5, 1.6, 1.4]
     assert log_quotient_ci([((a,), (b,))]) == pytest.approx(log_ratio_ci([(a, b)]))
-    lo, hi = log_quotient_ci([((a, d), (b, c))])
+    ci = log_quotient_ci([((a, d), (b, c))])
+    assert ci is not None
+    lo, hi = ci
     g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))  # noqa: E731
     centre = g(a) * g(d) / (g(b) * g(c))
     assert lo < centre < hi and math.sqrt(lo * hi) == pytest.approx(centre)
