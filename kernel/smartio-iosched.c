@@ -34,11 +34,13 @@
  *     an integrity sync, or from anywhere else). A queued write there is
  *     boosted: it goes right after the class's reads, and nothing holds it
  *     (6, 7, 10); a write not queued yet (still in a plug) is caught when it
- *     is inserted. A sync write is boosted too: jbd2's commit blocks and
- *     other metadata are sync writes, and a task that waits on one (a
- *     launch reading an inode while its buffer is written) is blocked, so
- *     holding the write for that task's next read would hold the task:
- *     beside a writer it waited up to an anticipation window each time.
+ *     is inserted. A sync write another task submitted is boosted too:
+ *     jbd2's commit blocks and other metadata are sync writes, and a task
+ *     that waits on one (a launch reading an inode while its buffer is
+ *     written) is blocked by a write it did not choose; held for a reader
+ *     it waited up to an anticipation window or a write slice each time.
+ *     A task's wait on its own sync write (fsync, jbd2's commit) boosts
+ *     nothing: that write is served as any sync write.
  *     ext4 on 6.1 issues discards from a worker with submit_bio_wait(),
  *     which marks them REQ_SYNC, so the paper's D_discard case is sync I/O
  *     here.
@@ -168,7 +170,7 @@ static const int sio_default_write_pace_us;	/* writes spaced by a reader, us; 0 
 static const int sio_default_read_hold_us;	/* reads wait after a write, us; 0 = off */
 static const int sio_default_write_merge_max_kb;	/* write merges beside a reader; 0 = no limit */
 static const int sio_default_single_write_ms = 100;	/* one write at a time this long after a read, ms; 0 = off */
-static const int sio_default_qasio_boost = 1;		/* 1 = boost async writes a task awaits */
+static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
 static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) only reads may take */
@@ -230,7 +232,7 @@ enum sio_phase {
 enum sio_pick_mode {
 	SIO_PICK_READ,		/* the oldest read */
 	SIO_PICK_BOOSTED,	/* the oldest boosted write */
-	SIO_PICK_WRITES,	/* sync, boosted, async writes, in that order */
+	SIO_PICK_WRITES,	/* boosted, sync, async writes, in that order */
 	SIO_PICK_WINDOW,	/* a boosted write, else the oldest write */
 	SIO_PICK_STARVED,	/* as WINDOW, ignoring the dispatch limits */
 };
@@ -296,6 +298,7 @@ struct sio_hint {
 	sector_t start, end;	/* end == 0: free slot */
 	u64 expires_ns;
 	enum sio_dep dep;
+	pid_t waiter;
 };
 
 /*
@@ -317,6 +320,7 @@ struct sio_nmi_hint {
 	sector_t start, end;
 	enum sio_dep dep;
 	const void *owner;		/* a key, never dereferenced */
+	pid_t waiter;
 };
 
 /* Per CPU; written only by kprobe handlers, which never nest on a CPU. */
@@ -745,8 +749,12 @@ static bool sio_may_dispatch(struct sio_data *sd, struct request *rq)
 static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
 				enum sio_pick_mode mode, unsigned int *limited)
 {
+	static const enum sio_group sio_write_order[] = {
+		SIO_G_BOOSTED_WRITE, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE,
+	};
 	struct request *rq;
 	enum sio_group g;
+	unsigned int i;
 
 	lockdep_assert_held(&sd->lock);
 
@@ -762,7 +770,8 @@ static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
 		 * of Algorithm 6.2, so not counted in *limited. Windows,
 		 * boosted and starved writes never come this way held.
 		 */
-		for (g = SIO_G_SYNC_WRITE; g < SIO_NR_GROUPS; g++) {
+		for (i = 0; i < ARRAY_SIZE(sio_write_order); i++) {
+			g = sio_write_order[i];
 			rq = sio_group_head(cq, g);
 			if (!rq)
 				continue;
@@ -1347,11 +1356,14 @@ static void sio_boost_rq(struct sio_data *sd, struct request *rq,
 }
 
 /*
- * Boost the queued writes overlapping [start, end) for a task waiting on
- * them, sync and async. Returns whether any queued write held the range.
+ * Boost the queued writes overlapping [start, end) for task @waiter waiting
+ * on them: async ones, and sync ones another task submitted (a task that
+ * waits on its own sync write, fsync or jbd2, chose to write, and its write
+ * is served as any sync write). Returns whether any queued write held the
+ * range.
  */
 static bool sio_boost_range(struct sio_data *sd, sector_t start, sector_t end,
-			    enum sio_dep dep)
+			    enum sio_dep dep, pid_t waiter)
 {
 	bool found = false;
 	enum sio_class c;
@@ -1365,7 +1377,9 @@ static bool sio_boost_range(struct sio_data *sd, sector_t start, sector_t end,
 		for (; rq && blk_rq_pos(rq) < end; rq = elv_rb_latter_request(sd->q, rq)) {
 			found = true;
 			if (!(sio_rq_flags(rq) & SIO_RQ_QUEUED) ||
-			    sio_rq_group(rq) == SIO_G_BOOSTED_WRITE)
+			    sio_rq_group(rq) == SIO_G_BOOSTED_WRITE ||
+			    (sio_rq_group(rq) == SIO_G_SYNC_WRITE &&
+			     sio_rq_pid(rq) == waiter))
 				continue;
 			sio_boost_rq(sd, rq, dep);
 		}
@@ -1421,7 +1435,7 @@ static void sio_hints_expire(struct sio_data *sd, u64 now)
 
 /* Keep a range no write held yet, to retry it when writes are inserted. */
 static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
-			  enum sio_dep dep, u64 now)
+			  enum sio_dep dep, pid_t waiter, u64 now)
 {
 	struct sio_hint *slot = NULL;
 	int i;
@@ -1444,6 +1458,7 @@ static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
 	slot->start = start;
 	slot->end = end;
 	slot->dep = dep;
+	slot->waiter = waiter;
 	slot->expires_ns = now + SIO_HINT_TTL_NS;
 }
 
@@ -1463,7 +1478,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 		if (now >= h->expires_ns) {
 			sd->dep_stats[h->dep].not_found++;
 			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, now);
-		} else if (sio_boost_range(sd, h->start, h->end, h->dep)) {
+		} else if (sio_boost_range(sd, h->start, h->end, h->dep, h->waiter)) {
 			sd->dep_stats[h->dep].found_queued++;
 			sio_qlog_add(sd, 'R', h->start, h->end, h->dep, now);
 		} else {
@@ -1480,7 +1495,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
  * reruns the queue.
  */
 static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
-			 enum sio_dep dep, const void *owner)
+			 enum sio_dep dep, const void *owner, pid_t waiter)
 {
 	struct sio_dep_stats *st = &sd->dep_stats[dep];
 	unsigned long irqflags;
@@ -1502,14 +1517,14 @@ static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
 	}
 	st->detected++;
 	sio_boost_owner(sd, owner, dep);
-	if (sio_boost_range(sd, start, end, dep)) {
+	if (sio_boost_range(sd, start, end, dep, waiter)) {
 		st->found_queued++;
 		sio_qlog_add(sd, 'Q', start, end, dep, now);
 	} else if (sio_write_out_find(sd, start, end)) {
 		st->found_dispatched++;
 		sio_qlog_add(sd, 'D', start, end, dep, now);
 	} else {
-		sio_hint_park(sd, start, end, dep, now);
+		sio_hint_park(sd, start, end, dep, waiter, now);
 		sio_qlog_add(sd, 'P', start, end, dep, now);
 	}
 unlock:
@@ -1520,7 +1535,8 @@ unlock:
 
 /* Report [start, end) of @q to the smartio queue that serves it, if any. */
 static void sio_hint_queue(struct request_queue *q, sector_t start,
-			   sector_t end, enum sio_dep dep, const void *owner)
+			   sector_t end, enum sio_dep dep, const void *owner,
+			   pid_t waiter)
 {
 	struct sio_data *sd;
 
@@ -1529,7 +1545,7 @@ static void sio_hint_queue(struct request_queue *q, sector_t start,
 		if (sd->q != q)
 			continue;
 		if (READ_ONCE(sd->qasio_boost) && READ_ONCE(sd->qasio_dep[dep]) &&
-		    sio_hint_one(sd, start, end, dep, owner))
+		    sio_hint_one(sd, start, end, dep, owner, waiter))
 			blk_mq_run_hw_queues(q, true);
 		break;
 	}
@@ -1544,7 +1560,7 @@ static void sio_nmi_work_fn(struct irq_work *work)
 
 	for (i = 0; i < n; i++)
 		sio_hint_queue(buf->h[i].q, buf->h[i].start, buf->h[i].end,
-			       buf->h[i].dep, buf->h[i].owner);
+			       buf->h[i].dep, buf->h[i].owner, buf->h[i].waiter);
 	WRITE_ONCE(buf->n, 0);
 }
 
@@ -1558,7 +1574,8 @@ static void sio_hint(struct block_device *bdev, sector_t sector,
 	unsigned int n;
 
 	if (!in_nmi()) {
-		sio_hint_queue(q, start, start + nr_sectors, dep, owner);
+		sio_hint_queue(q, start, start + nr_sectors, dep, owner,
+			       current->pid);
 		return;
 	}
 	/*
@@ -1572,7 +1589,8 @@ static void sio_hint(struct block_device *bdev, sector_t sector,
 		atomic_long_inc(&sio_nmi_dropped);
 		return;
 	}
-	buf->h[n] = (struct sio_nmi_hint){ q, start, start + nr_sectors, dep, owner };
+	buf->h[n] = (struct sio_nmi_hint){ q, start, start + nr_sectors, dep, owner,
+					   current->pid };
 	WRITE_ONCE(buf->n, n + 1);
 	atomic_long_inc(&sio_nmi_deferred);
 	irq_work_queue(&buf->work);

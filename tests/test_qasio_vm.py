@@ -305,11 +305,22 @@ direct=1
 ioengine=psync
 thinktime=1000
 [syncer]
+filename=shared
 rw=randwrite
 bs=4k
 size=1m
 ioengine=psync
-fsync=1
+fdatasync=1
+"""
+
+# Another task waiting on the syncer's writes: fdatasync() of the same file writes nothing (its pages are clean or
+# under writeback) and waits in folio_wait_writeback on whatever the syncer has under writeback.
+AWAITED_WAITER = """
+import os, sys, time
+fd, end = os.open(sys.argv[1], os.O_RDONLY), time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    os.fdatasync(fd)
+    time.sleep(0.002)
 """
 
 AWAITED_GUEST = """
@@ -319,51 +330,65 @@ mkdir -p /mnt/t
 mount /dev/vda /mnt/t
 fio --create_only=1 {fio} > /dev/null || fail "fio layout"
 sync
-for boost in 1 0; do
+for phase in cross own off; do
   use none
   use smartio                                   # fresh counters
   echo 64 > $Q/nr_requests
   echo 20000 > $Q/iosched/read_anticipation_us  # the reader's gaps (1 ms, and TCG's) stay inside the window
-  echo $boost > $Q/iosched/qasio_boost
-  fio --output-format=json --output=$SMARTIO_OUT/fio-$boost.json {fio} || fail "fio (qasio_boost $boost)"
-  snap boost-$boost
-  cat $D/qasio_log > $SMARTIO_OUT/qasio_log-$boost
+  [ $phase = off ] && echo 0 > $Q/iosched/qasio_boost
+  [ $phase = own ] || python3 {waiter} /mnt/t/shared 9 &
+  fio --output-format=json --output=$SMARTIO_OUT/fio-$phase.json {fio} || fail "fio ($phase)"
+  wait
+  snap $phase
+  cat $D/qasio_log > $SMARTIO_OUT/qasio_log-$phase
 done
 umount /mnt/t
 use none
 """
 
 
-def test_issue14_a_sync_write_a_task_waits_on_is_not_held_for_a_reader(tmp_path: Path,
-                                                                       module_ko: ModuleBuild) -> None:  # noqa: F811
-    """Anticipation holds writes for a reader's next read. A sync write that another task waits on (fsync's data
-    write, waited in folio_wait_writeback; jbd2's journal blocks, in __wait_on_buffer) holds that task: QASIO boosts
-    it like an async one, and a boosted write is never held. Beside a reader that thinks 1 ms between its reads,
-    an fsync loop's writes then go in the reader's gaps; with qasio_boost=0 each waits out its write slice (100 ms:
-    `write_slice_expired` once per fsync or more). (The fsyncs themselves take about as long either way at s5-emmc's
-    time scale of 100: the commit's cache flush dominates.) A cold launch beside a writer waited so on
-    inode-table blocks under write, up to an anticipation window each time."""
+def test_issue14_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp_path: Path,
+                                                                             module_ko: ModuleBuild) -> None:  # noqa: F811
+    """Anticipation holds writes for a reader's next read. A sync write that another task waits on holds that task
+    by a write it did not choose (a launch reading an inode whose buffer jbd2 is writing): QASIO boosts it like an
+    async one, and a boosted write is never held. Here a syncer overwrites a file with fdatasync() after every write
+    beside a reader that thinks 1 ms between its reads, and a third task fdatasync()s the same file, so it waits on
+    the syncer's writes. Boosted, they go at once, in the reader's gaps; with qasio_boost=0 each waits out its write
+    slice (100 ms: `write_slice_expired` once per fdatasync or more). The syncer alone boosts none of its own writes:
+    a task that waits on its own sync write is served as any sync writer. (jbd2's commit after each fdatasync is
+    such a write, waited on by jbd2 itself: it still waits out a slice, boosted or not.)"""
     (tmp_path / "awaited.fio").write_text(AWAITED_FIO)
-    (tmp_path / "guest.sh").write_text(PRELUDE + AWAITED_GUEST.format(fio=tmp_path / "awaited.fio"))
+    (tmp_path / "waiter.py").write_text(AWAITED_WAITER)
+    (tmp_path / "guest.sh").write_text(PRELUDE + AWAITED_GUEST.format(fio=tmp_path / "awaited.fio",
+                                                                      waiter=tmp_path / "waiter.py"))
     r = vm.run(["sh", str(tmp_path / "guest.sh")], profile="s5-emmc", disks=1, disk_size=64 << 20,
-               modules=[module_ko.ko], kernel_args=KERNEL_ARGS, timeout=420 * module_ko.slowdown,
+               modules=[module_ko.ko], kernel_args=KERNEL_ARGS, timeout=480 * module_ko.slowdown,
                artifacts=tmp_path / "art", stream=None, cwd=tmp_path, flavour=module_ko.flavour)
     assert r.failure is None, r.failure
     assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
-    on, off = Stats.load(r.out_dir, "boost-1"), Stats.load(r.out_dir, "boost-0")
-    fsyncs = {}
-    for boost, st in (("1", on), ("0", off)):
-        st.assert_balanced(min_dispatched=20)
-        jobs = {j["jobname"]: j for j in json.loads((r.out_dir / f"fio-{boost}.json").read_text())["jobs"]}
-        fsyncs[boost] = jobs["syncer"]["write"]["total_ios"]
-        assert jobs["reader"]["read"]["total_ios"] >= 20 and fsyncs[boost] >= 5, (boost, fsyncs, st.rows["events"])
-    rows = qasio_rows(on)
-    expired_on, expired_off = on.rows["events"]["write_slice_expired"], off.rows["events"]["write_slice_expired"]
-    # Each fsync waits on its data write (D_sync) and jbd2 on the journal's (D_meta), both sync: every one found
-    # queued is boosted (unless the reader's gap let it go first, when it is found dispatched).
-    for dep in ("sync", "meta"):
-        assert rows[dep]["boosted"] >= rows[dep]["found_queued"] >= fsyncs["1"] // 2, (dep, fsyncs, rows)
-    assert expired_off >= fsyncs["0"], (fsyncs, expired_off, off.rows["anticipation"])
-    # What still waits out a slice is written by nobody's wait (metadata written back after a commit).
-    assert expired_on * 2 < expired_off, (fsyncs, expired_on, expired_off, rows)
-    assert sum(r["boosted"] for r in qasio_rows(off).values()) == 0
+    st = {p: Stats.load(r.out_dir, p) for p in ("cross", "own", "off")}
+    syncs, rows = {}, {}
+    for phase, s in st.items():
+        s.assert_balanced(min_dispatched=20)
+        jobs = {j["jobname"]: j for j in json.loads((r.out_dir / f"fio-{phase}.json").read_text())["jobs"]}
+        syncs[phase] = jobs["syncer"]["write"]["total_ios"]
+        rows[phase] = qasio_rows(s)
+        assert jobs["reader"]["read"]["total_ios"] >= 20 and syncs[phase] >= 5, (phase, syncs, s.rows["events"])
+    expired = {p: s.rows["events"]["write_slice_expired"] for p, s in st.items()}
+    # The waiter found the syncer's writes queued and boosted them, and a boosted write went at once: from the wait
+    # that found it ('Q', 'R') to its dispatch ('d') well inside the 20 ms anticipation window that held it before
+    # (unboosted, with qasio_boost=0, the syncer's writes wait out their slices: once per fdatasync or more).
+    assert rows["cross"]["sync"]["boosted"] >= syncs["cross"] // 2, (syncs, rows["cross"])
+    log = parse_qasio_log((r.out_dir / "qasio_log-cross").read_text())
+    found: dict[int, float] = {}
+    delays = []
+    for e in log:
+        if e["what"] in "QR" and e["dep"] == "sync":
+            found.setdefault(e["start"], e["t"])
+        elif e["what"] == "d" and e["start"] in found:
+            delays.append(e["t"] - found.pop(e["start"]))
+    assert len(delays) >= syncs["cross"] // 2 and sorted(delays)[len(delays) // 2] < 0.010, delays
+    assert expired["off"] >= syncs["off"], (syncs, expired, st["off"].rows["anticipation"])
+    # Alone, the syncer waited on its own writes (found queued) and boosted none of them.
+    assert rows["own"]["sync"]["found_queued"] > 0 and rows["own"]["sync"]["boosted"] == 0, rows["own"]
+    assert sum(x["boosted"] for x in rows["off"].values()) == 0
