@@ -328,7 +328,7 @@ use smartio
 mkfs.ext4 -q -F -N 64 -E lazy_itable_init=0,nodiscard /dev/vda    # no lazy-init thread writing beside the test
 mkdir -p /mnt/t
 mount /dev/vda /mnt/t
-fio --create_only=1 {fio} > /dev/null || fail "fio layout"
+fio --create_only=1 $(dirname {load})/awaited.fio > /dev/null || fail "fio layout"
 sync
 for phase in cross own off; do
   use none
@@ -336,8 +336,8 @@ for phase in cross own off; do
   echo 64 > $Q/nr_requests
   echo 20000 > $Q/iosched/read_anticipation_us  # the reader's gaps (1 ms, and TCG's) stay inside the window
   [ $phase = off ] && echo 0 > $Q/iosched/qasio_boost
-  [ $phase = own ] || python3 {waiter} /mnt/t/shared 9 &
-  fio --output-format=json --output=$SMARTIO_OUT/fio-$phase.json {fio} || fail "fio ($phase)"
+  [ $phase = own ] || python3 {load} /mnt/t/shared 9 &
+  fio --output-format=json --output=$SMARTIO_OUT/fio-$phase.json $(dirname {load})/awaited.fio || fail "fio ($phase)"
   wait
   snap $phase
   cat $D/qasio_log > $SMARTIO_OUT/qasio_log-$phase
@@ -358,19 +358,12 @@ def test_issue14_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp
     a task that waits on its own sync write is served as any sync writer. (jbd2's commit after each fdatasync is
     such a write, waited on by jbd2 itself: it still waits out a slice, boosted or not.)"""
     (tmp_path / "awaited.fio").write_text(AWAITED_FIO)
-    (tmp_path / "waiter.py").write_text(AWAITED_WAITER)
-    (tmp_path / "guest.sh").write_text(PRELUDE + AWAITED_GUEST.format(fio=tmp_path / "awaited.fio",
-                                                                      waiter=tmp_path / "waiter.py"))
-    r = vm.run(["sh", str(tmp_path / "guest.sh")], profile="s5-emmc", disks=1, disk_size=64 << 20,
-               modules=[module_ko.ko], kernel_args=KERNEL_ARGS, timeout=480 * module_ko.slowdown,
-               artifacts=tmp_path / "art", stream=None, cwd=tmp_path, flavour=module_ko.flavour)
-    assert r.failure is None, r.failure
-    assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
-    st = {p: Stats.load(r.out_dir, p) for p in ("cross", "own", "off")}
+    out = run_load(tmp_path, AWAITED_WAITER, AWAITED_GUEST, module_ko, disk_mb=64, timeout_s=480)
+    st = {p: Stats.load(out, p) for p in ("cross", "own", "off")}
     syncs, rows = {}, {}
     for phase, s in st.items():
         s.assert_balanced(min_dispatched=20)
-        jobs = {j["jobname"]: j for j in json.loads((r.out_dir / f"fio-{phase}.json").read_text())["jobs"]}
+        jobs = {j["jobname"]: j for j in json.loads((out / f"fio-{phase}.json").read_text())["jobs"]}
         syncs[phase] = jobs["syncer"]["write"]["total_ios"]
         rows[phase] = qasio_rows(s)
         assert jobs["reader"]["read"]["total_ios"] >= 20 and syncs[phase] >= 5, (phase, syncs, s.rows["events"])
@@ -379,7 +372,7 @@ def test_issue14_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp
     # that found it ('Q', 'R') to its dispatch ('d') well inside the 20 ms anticipation window that held it before
     # (unboosted, with qasio_boost=0, the syncer's writes wait out their slices: once per fdatasync or more).
     assert rows["cross"]["sync"]["boosted"] >= syncs["cross"] // 2, (syncs, rows["cross"])
-    log = parse_qasio_log((r.out_dir / "qasio_log-cross").read_text())
+    log = parse_qasio_log((out / "qasio_log-cross").read_text())
     found: dict[int, float] = {}
     delays = []
     for e in log:

@@ -416,6 +416,15 @@ def over_idle(cells: dict[str, Any], apps: list[str] | tuple[str, ...], bg: str)
     return _gmean(ratios), log_ratio_ci(pairs) if pairs and len(pairs) == len(apps) else None
 
 
+def over_none(cells: dict[str, Any], none: dict[str, Any], apps: list[str] | tuple[str, ...]
+              ) -> tuple[float, float] | None:
+    """95 % interval of one scheduler's cold real launch beside the writer over none's (geometric mean over the
+    applications, Welch on the logs), when every application has both cells."""
+    pairs = [(cells[k]["wall_s"].get("values", ()), none[k]["wall_s"].get("values", ()))
+             for a in apps if (k := headline_key(a, HEADLINE_BG)) in cells and k in none]
+    return log_ratio_ci(pairs) if pairs and len(pairs) == len(apps) else None
+
+
 def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, command: str, started: str,
              vm_result: Any | None) -> dict[str, Any]:
     """One document from the guest's run files (pure: tests feed it recorded ones). `guest_out`: the guest's output
@@ -435,13 +444,9 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
     none = cells.get("none", {})
     for spec in plan.schedulers:
         c = cells.get(spec.label, {})
-        vs_none = []
-        for app in plan.apps:
-            if (busy := c.get(headline_key(app, HEADLINE_BG))) and (other := none.get(headline_key(app, HEADLINE_BG))):
-                vs_none.append((busy["wall_s"].get("values", ()), other["wall_s"].get("values", ())))
         busy_ms = _gmean([b["wall_s"]["mean"] * 1e3 for a in plan.apps if (b := c.get(headline_key(a, HEADLINE_BG)))])
         ratio, ci = over_idle(c, plan.apps, HEADLINE_BG)
-        ci_none = log_ratio_ci(vs_none) if len(vs_none) == len(plan.apps) else None
+        ci_none = over_none(c, none, plan.apps)
         complete = all(c.get(headline_key(a, bg)) for a in plan.apps for bg in ("none", HEADLINE_BG))
         headline[spec.label] = {"cold_bg_over_idle": ratio, "cold_bg_ms": busy_ms, "complete": complete,
                                 "cold_bg_over_idle_ci95": ci and [round(x, 4) for x in ci],
@@ -569,10 +574,7 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
               else "undecided" if "undecided" in each else "not measured")
     verdicts.append(lowest)
     lines.append(f"  the lowest over idle (smartio's over each one's): {'; '.join(parts)}: {lowest}")
-    none = doc["cells"].get("none", {})
-    pairs = [(cells[k]["wall_s"].get("values", ()), none[k]["wall_s"].get("values", ()))
-             for a in apps if (k := headline_key(a, HEADLINE_BG)) in cells and k in none]
-    cn = log_ratio_ci(pairs) if pairs and len(pairs) == len(apps) else None
+    cn = over_none(cells, doc["cells"].get("none", {}), apps)
     faster = None if not cn else (1 - cn[1], 1 - cn[0])
     verdicts.append(_verdict(faster, MIN_FASTER_THAN_NONE, at_least=True))
     lines.append(f"  at least {MIN_FASTER_THAN_NONE * 100:g} % faster than none beside {HEADLINE_BG}: "
