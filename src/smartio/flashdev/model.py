@@ -432,17 +432,22 @@ def slowdown(dev: Device, mode: str, policy: Policy = Policy(), streams: int = 1
 
 def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: float, ios: int = 1500) -> dict:
     """Searches the read-first policy (write pacing x read hold after a write) for the point that meets both bounds
-    with the most margin (or, if none does, comes nearest). Returns every point tried, the best and `feasible`."""
+    with the most margin (or, if none does, comes nearest). Returns every point tried, the best, `feasible`, the
+    most efficient point and the efficiency the bounds need together (1/read bound + 1/write bound): a point that
+    meets both has at least that, so a family whose most efficient point falls short cannot meet them at any split.
+    The write slowdown follows the pace (about pace / write alone), so paces up to 2.5 x are there for that bound."""
     w = "seq_write" if mode == "seq" else "rand_write"
     w_alone, page = solo(dev, w), dev.page[w]
     points = []
-    for pace in (w_alone * f for f in (1.4, 1.45, 1.5, 1.55, 1.6, 1.7)):
-        for hold in (0.0, page * 0.8, page * 0.9, page * 1.0):
+    for pace in (w_alone * f for f in (1.4, 1.45, 1.5, 1.55, 1.6, 1.7, 1.8, 2.0, 2.2, 2.5)):
+        for hold in (0.0, page * 0.5, page * 0.8, page * 0.9, page * 1.0):
             r, wr = slowdown(dev, mode, Policy("read_first", pace, hold), ios=ios)
             points.append({"pace_us": round(pace, 1), "hold_us": round(hold, 1), "read": r, "write": wr,
                            "efficiency": 1 / r + 1 / wr, "margin": min(read_bound / r, write_bound / wr)})
     best = max(points, key=lambda p: p["margin"])
-    return {"points": points, "best": best, "feasible": best["margin"] >= 1.0}
+    return {"points": points, "best": best, "feasible": best["margin"] >= 1.0,
+            "most_efficient": max(points, key=lambda p: p["efficiency"]),
+            "needed_efficiency": 1 / read_bound + 1 / write_bound}
 
 
 def mixed_kinds(mode: str, read_pct: float, ios: int, seed: int = 1) -> list[str]:
