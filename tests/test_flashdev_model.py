@@ -61,15 +61,15 @@ def test_issue10_a_read_first_schedule_reaches_figure_11a(dev: Device, mode: str
 @pytest.mark.timeout(120)
 def test_issue11_1r1w_seq_bounds_need_more_efficiency_than_any_read_first_point(dev: Device) -> None:
     """Issue 11 asks 1R1W seq for reads <= 1.5 and writes <= 1.51: that needs an efficiency of 1/1.5 + 1/1.51, and
-    the read-first family's most efficient point falls short of it, while the phone's own point (1.72 / 1.51) is
-    inside the family (the test above)."""
+    the read-first grid's most efficient point falls short of it, while the phone's own point (1.72 / 1.51) is
+    inside the grid (the test above)."""
     found = best_read_first(dev, "seq", 1.5, 1.51)
     assert not found["feasible"]
     assert found["needed_efficiency"] == pytest.approx(1 / 1.5 + 1 / 1.51)
     assert found["most_efficient"]["efficiency"] < found["needed_efficiency"]
-    assert all(p["efficiency"] <= found["most_efficient"]["efficiency"] for p in found["points"])
     # the write slowdown follows the pace, so the grid reaches both sides of the write bound
     assert min(p["write"] for p in found["points"]) < 1.51 < max(p["write"] for p in found["points"])
+
 
 def _device(**kw: object) -> Device:
     base = dict(cmd={c: 100.0 for c in CLASSES}, page={c: 1000.0 for c in CLASSES},

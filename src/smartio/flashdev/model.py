@@ -434,7 +434,7 @@ def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: floa
     """Searches the read-first policy (write pacing x read hold after a write) for the point that meets both bounds
     with the most margin (or, if none does, comes nearest). Returns every point tried, the best, `feasible`, the
     most efficient point and the efficiency the bounds need together (1/read bound + 1/write bound): a point that
-    meets both has at least that, so a family whose most efficient point falls short cannot meet them at any split.
+    meets both has at least that, so when the most efficient point falls short, no point of the grid meets both.
     The write slowdown follows the pace (about pace / write alone), so paces up to 2.5 x are there for that bound."""
     w = "seq_write" if mode == "seq" else "rand_write"
     w_alone, page = solo(dev, w), dev.page[w]
