@@ -207,6 +207,45 @@ def test_targets_have_verdicts_from_intervals(tmp_path):
     assert la.target_lines(doc) == []
 
 
+def test_off_the_cpu_takes_each_launchs_cpu_time_out(tmp_path):
+    # Off the CPU: each launch's time less its own CPU time. Two schedulers whose wall times differ only by CPU time
+    # that scatters (as under TCG) tie on the wall and are told apart off the CPU, where smartio waits 5 % more
+    # beside the writer than bfq; the table, the diagnostic line and the targets (still on the wall) say so.
+    plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("bfq,smartio"))
+    cpu = [0.5, 1.5, 0.8, 1.2, 0.6, 1.4, 0.9, 1.1]              # the same CPU scatter everywhere
+    wait = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.0]
+    for label, slow in (("bfq", 1.0), ("smartio", 1.05)):
+        for app, base in (("python-stdlib", 3.0), ("sqlite", 2.0)):
+            for bg, k in (("none", 1.0), ("seq-write", slow)):
+                cpus = cpu if bg == "none" else cpu[::-1]
+                walls = [base * k * w + c for w, c in zip(wait, cpus, strict=True)]
+                f = tmp_path / la.run_file(label, app, "cold", bg, "real")
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(json.dumps({"results": {"wall_s": Stat.of(walls).to_json(),
+                                                     "breakdown_s": {"cpu": Stat.of(cpus).to_json()}}}))
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    cell = doc["cells"]["smartio"][la.headline_key("sqlite", "seq-write")]
+    assert la.launch_values(cell, "off_cpu") == pytest.approx([2.0 * 1.05 * w for w in wait])
+    assert la.launch_values(cell) == cell["wall_s"]["values"]
+    ratio, ci = la.over_idle(doc["cells"]["smartio"], plan.apps, "seq-write", "off_cpu")
+    assert ratio == pytest.approx(1.05) and ci and ci[0] < 1.05 < ci[1] < 1.06
+    wall, off = la.versus(doc, "smartio", "bfq"), la.versus(doc, "smartio", "bfq", "off_cpu")
+    assert wall and off and wall[0] < 1 < wall[1] and 1 < off[0] < 1.05 < off[1]
+    text = la.render(doc)
+    assert "The same, off the CPU" in text and "1.05 [" in text
+    assert "off the CPU, smartio's over each one's (a diagnostic, not a target): bfq [" in text
+    assert text.count("] higher") == 1 and "] tie: " in text          # the target's line is on the wall: a tie
+    # A run that kept no CPU time per launch (or not one per launch) has nothing off the CPU, and says nothing.
+    for f in tmp_path.rglob("*.json"):
+        d = json.loads(f.read_text())
+        d["results"]["breakdown_s"]["cpu"]["values"] = d["results"]["breakdown_s"]["cpu"]["values"][:3]
+        f.write_text(json.dumps(d))
+    doc = la.assemble(plan, tmp_path, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert la.launch_values(doc["cells"]["bfq"][la.headline_key("sqlite", "none")], "off_cpu") is None
+    assert la.over_idle(doc["cells"]["bfq"], plan.apps, "seq-write", "off_cpu") == (None, None)
+    assert "off the CPU" not in la.render(doc)
+
+
 def test_missing_runs_are_listed(tmp_path):
     plan = _plan()
     _write(tmp_path, "none", "sqlite", "none", 10)

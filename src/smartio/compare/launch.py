@@ -403,17 +403,45 @@ def _gmean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def over_idle(cells: dict[str, Any], apps: list[str] | tuple[str, ...], bg: str) -> tuple[float | None,
-                                                                                      tuple[float, float] | None]:
-    """One scheduler's cold real launch beside background `bg` over its idle one: the geometric mean over the
-    applications that have both, and its 95 % interval (Welch on the logs) when every application has both."""
+Measure = Literal["wall", "off_cpu"]
+
+
+def launch_values(cell: dict[str, Any], measure: Measure = "wall") -> list[float] | None:
+    """A cell's launches in `measure`: "wall", each launch's time; "off_cpu", each launch's time off the CPU (its
+    time less its own CPU time, user and kernel, from wait4: what it spent waiting for I/O or for a CPU). Under
+    TCG a launch's CPU time varies between launches by far more than what a scheduler changes (python-stdlib's
+    kernel part 0.5 to 1.5 s across 12 cold launches beside the writer), and all of it lands in the wall time;
+    off the CPU it does not, while the scheduler's own CPU time, spent in the launch's context, drops out with
+    it. None when the cell kept no launch times (or, off the CPU, no CPU time per launch)."""
+    walls = cell["wall_s"].get("values")
+    if not walls:
+        return None
+    if measure == "wall":
+        return list(walls)
+    cpus = cell.get("breakdown_s", {}).get("cpu", {}).get("values")
+    if not cpus or len(cpus) != len(walls):
+        return None
+    return [w - c for w, c in zip(walls, cpus, strict=True)]
+
+
+def over_idle(cells: dict[str, Any], apps: list[str] | tuple[str, ...], bg: str, measure: Measure = "wall"
+              ) -> tuple[float | None, tuple[float, float] | None]:
+    """One scheduler's cold real launch beside background `bg` over its idle one, in `measure` (`launch_values`):
+    the geometric mean over the applications that have both, and its 95 % interval (Welch on the logs) when every
+    application has both."""
     ratios, pairs = [], []
     for app in apps:
         idle, busy = cells.get(headline_key(app, "none")), cells.get(headline_key(app, bg))
-        if idle and busy:
+        if not (idle and busy):
+            continue
+        if measure == "wall":
             ratios.append(busy["wall_s"]["mean"] / idle["wall_s"]["mean"])
             pairs.append((busy["wall_s"].get("values", ()), idle["wall_s"].get("values", ())))
-    return _gmean(ratios), log_ratio_ci(pairs) if pairs and len(pairs) == len(apps) else None
+        elif (b := launch_values(busy, measure)) and (i := launch_values(idle, measure)):
+            ratios.append(statistics.fmean(b) / statistics.fmean(i))
+            pairs.append((b, i))
+    complete = pairs and len(pairs) == len(apps)
+    return _gmean(ratios), log_ratio_ci(pairs) if complete else None
 
 
 def over_none(cells: dict[str, Any], none: dict[str, Any], apps: list[str] | tuple[str, ...]
@@ -522,18 +550,18 @@ MAX_OVER_IDLE = 1.15       # issue 14: smartio's cold launch beside the writer a
 MIN_FASTER_THAN_NONE = 0.20    # ... and at least 20 % faster than none's
 
 
-def versus(doc: dict[str, Any], a: str, b: str) -> tuple[float, float] | None:
-    """95 % interval of scheduler `a`'s cold launch beside the writer over idle, over scheduler `b`'s (geometric
-    mean over the applications, Welch on the logs of all four cells' launches): below 1, `a`'s launches suffer
-    less from the writer. None unless both have all their headline cells."""
+def versus(doc: dict[str, Any], a: str, b: str, measure: Measure = "wall") -> tuple[float, float] | None:
+    """95 % interval of scheduler `a`'s cold launch beside the writer over idle, over scheduler `b`'s, in `measure`
+    (`launch_values`; geometric mean over the applications, Welch on the logs of all four cells' launches): below
+    1, `a`'s launches suffer less from the writer. None unless both have all their headline cells."""
     ca, cb = doc["cells"].get(a, {}), doc["cells"].get(b, {})
     groups = []
     for app in doc["plan"]["apps"]:
         busy, idle = headline_key(app, HEADLINE_BG), headline_key(app, "none")
         if not all(k in c for c in (ca, cb) for k in (busy, idle)):
             return None
-        groups.append(((ca[busy]["wall_s"].get("values", ()), cb[idle]["wall_s"].get("values", ())),
-                       (ca[idle]["wall_s"].get("values", ()), cb[busy]["wall_s"].get("values", ()))))
+        v = [launch_values(c[k], measure) or () for c, k in ((ca, busy), (cb, idle), (ca, idle), (cb, busy))]
+        groups.append(((v[0], v[1]), (v[2], v[3])))
     return log_quotient_ci(groups) if groups else None
 
 
@@ -703,15 +731,36 @@ def background_lines(doc: dict[str, Any]) -> list[str]:
     if (not bgs or not labels or "none" not in plan["backgrounds"] or "cold" not in plan["caches"]
             or "real" not in plan["modes"]):
         return []
-    rows = []
-    for bg in bgs:
-        row = [bg]
-        for label in labels:
-            r, ci = over_idle(doc["cells"][label], plan["apps"], bg)
-            row.append("-" if r is None else f"{r:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
-        rows.append(row)
-    return ["", "Cold launch beside each background over idle (real launches, geometric mean over the applications, "
-            "95 % interval)", grid(["background", *labels], rows)]
+    def rows(measure: Measure) -> list[list[str]]:
+        out = []
+        for bg in bgs:
+            row = [bg]
+            for label in labels:
+                r, ci = over_idle(doc["cells"][label], plan["apps"], bg, measure)
+                row.append("-" if r is None else f"{r:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
+            out.append(row)
+        return out
+
+    lines = ["", "Cold launch beside each background over idle (real launches, geometric mean over the applications, "
+             "95 % interval)", grid(["background", *labels], rows("wall"))]
+    off = rows("off_cpu")
+    if any(x != "-" for row in off for x in row[1:]):
+        lines += ["", "The same, off the CPU (each launch's time less its own CPU time: what the scheduler decides, "
+                  "without TCG's scatter of CPU time; the schedulers' own CPU time drops out too)",
+                  grid(["background", *labels], off)]
+    return lines
+
+
+def off_cpu_lines(doc: dict[str, Any]) -> list[str]:
+    """smartio against each stock scheduler off the CPU (`versus` in "off_cpu"): a diagnostic beside the targets,
+    which are on the launch time."""
+    parts = []
+    for label in STOCK:
+        if label in doc["cells"] and (v := versus(doc, "smartio", label, "off_cpu")):
+            word = "lower" if v[1] < 1 else "higher" if v[0] > 1 else "tie"
+            parts.append(f"{label} [{v[0]:.3f}, {v[1]:.3f}] {word}")
+    return [f"  off the CPU, smartio's over each one's (a diagnostic, not a target): {'; '.join(parts)}"] \
+        if parts else []
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -751,7 +800,7 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(grid(["cell", *plan["schedulers"]], t_rows))
     lines += background_lines(doc)
     lines += fidelity_lines(doc)
-    lines += ["", *target_lines(doc), *interval_lines(doc), "  " + headline_line(doc)]
+    lines += ["", *target_lines(doc), *off_cpu_lines(doc), *interval_lines(doc), "  " + headline_line(doc)]
     if host := hostload.note(doc.get("host_load")):
         lines.append(f"  {host}")
     lines += missing_lines(doc["missing"], plan["schedulers"])
