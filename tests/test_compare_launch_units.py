@@ -246,6 +246,31 @@ def test_off_the_cpu_takes_each_launchs_cpu_time_out(tmp_path):
     assert "off the CPU" not in la.render(doc)
 
 
+def test_ratios_across_the_sessions_of_a_resumed_run_are_marked(tmp_path):
+    # A resumed run's ratio whose idle and busy launches come from different sessions (another boot, perhaps another
+    # machine) is not side by side: the table marks it and says why; the target line says so for the lowest.
+    plan = _plan()
+    first, second = tmp_path / "vm" / "out", tmp_path / "vm-2" / "out"
+    for label in ("none", "bfq", "smartio"):
+        for app in ("python-stdlib", "sqlite"):
+            _write_values(first, label, app, "none", [1.0, 1.1, 0.9])
+            _write_values(second if label == "bfq" else first, label, app, "seq-write", [1.5, 1.6, 1.4])
+    doc = la.assemble(plan, [first, second], profile=PROFILE, command="c", started="s", vm_result=None)
+    assert doc["cell_sessions"]["bfq"][la.headline_key("sqlite", "seq-write")] == "vm-2"
+    assert la.mixes_sessions(doc, la.headline_cells(plan.apps, ("bfq",), "seq-write"))
+    assert not la.mixes_sessions(doc, la.headline_cells(plan.apps, ("none", "smartio"), "seq-write"))
+    rows = {ln.split()[0]: ln for ln in la.background_lines(doc)[2].splitlines()[2:]}
+    assert rows["seq-write"].count(" *") == 1 and rows["seq-write"].rstrip().endswith("]")    # bfq's, not smartio's
+    assert "not measured side by side" in la.render(doc)
+    lowest = la.target_lines(doc)[2]
+    assert "bfq [" in lowest and "(from different sessions)" in lowest and "none [" in lowest
+    assert lowest.count("(from different sessions)") == 1
+    # One session: nothing to mark.
+    doc = la.assemble(plan, first, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert doc["cell_sessions"] is None and not la.mixes_sessions(doc, la.headline_cells(plan.apps, ("bfq",), "none"))
+    assert "side by side" not in la.render(doc)
+
+
 def test_missing_runs_are_listed(tmp_path):
     plan = _plan()
     _write(tmp_path, "none", "sqlite", "none", 10)

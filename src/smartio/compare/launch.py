@@ -459,15 +459,17 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
     directory, or those of every session of a resumed run, in order (a cell measured twice counts from the last)."""
     outs = guest_out if isinstance(guest_out, list) else [guest_out]
     cells: dict[str, dict[str, Any]] = {}
+    cell_sessions: dict[str, dict[str, str]] = {}     # label -> cell -> the session's artifacts ("vm", "vm-2", ...)
     missing = []
     for spec in plan.schedulers:
         for app, cache, bg, mode in plan.cells():
-            found = [f for o in outs if (f := o / run_file(spec.label, app, cache, bg, mode)).exists()]
+            found = [(o, f) for o in outs if (f := o / run_file(spec.label, app, cache, bg, mode)).exists()]
             if not found:
                 missing.append(f"{spec.label} {app} {cache} {bg} {mode}")
                 continue
-            d = json.loads(found[-1].read_text())
+            d = json.loads(found[-1][1].read_text())
             cells.setdefault(spec.label, {})[f"{app}.{cache}.{bg}.{mode}"] = d["results"]
+            cell_sessions.setdefault(spec.label, {})[f"{app}.{cache}.{bg}.{mode}"] = found[-1][0].parent.name
     headline: dict[str, Any] = {}
     none = cells.get("none", {})
     for spec in plan.schedulers:
@@ -500,7 +502,21 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
         "sessions": [_session(o, r, run) for o, r, run in zip(outs, records, runs, strict=True)]
         if len(outs) > 1 else None,
         "missing": missing, "headline": headline, "cells": cells,
+        "cell_sessions": cell_sessions if len(outs) > 1 else None,
     }
+
+
+def mixes_sessions(doc: dict[str, Any], cells: list[tuple[str, str]]) -> bool:
+    """Do these (scheduler, cell) come from more than one session of a resumed run? Their ratio then divides
+    launches measured in different VM boots, perhaps on different machines (a guest that runs half as fast makes
+    a cold launch take half as long again): not side by side."""
+    where = doc.get("cell_sessions") or {}
+    return len({where.get(label, {}).get(key) for label, key in cells} - {None}) > 1
+
+
+def headline_cells(apps: list[str] | tuple[str, ...], labels: tuple[str, ...], bg: str) -> list[tuple[str, str]]:
+    """The (scheduler, cell) pairs a ratio over idle beside `bg` divides, for every scheduler in `labels`."""
+    return [(label, headline_key(a, b)) for label in labels for a in apps for b in ("none", bg)]
 
 
 def _session(guest_out: Path, record: dict[str, Any] | None, run: dict[str, Any] | None) -> dict[str, Any]:
@@ -597,6 +613,8 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
         v = versus(doc, "smartio", label) if label in doc["cells"] else None
         each.append("not measured" if not v else "met" if v[1] < 1 else "NOT met" if v[0] > 1 else "undecided")
         word = {"met": "lower", "NOT met": "higher", "undecided": "tie", "not measured": "not measured"}[each[-1]]
+        if v and mixes_sessions(doc, headline_cells(apps, ("smartio", label), HEADLINE_BG)):
+            word += " (from different sessions)"
         parts.append(f"{label} " + (f"[{v[0]:.3f}, {v[1]:.3f}] " if v else "") + word)
     lowest = ("NOT met" if "NOT met" in each else "met" if all(e == "met" for e in each)
               else "undecided" if "undecided" in each else "not measured")
@@ -731,13 +749,19 @@ def background_lines(doc: dict[str, Any]) -> list[str]:
     if (not bgs or not labels or "none" not in plan["backgrounds"] or "cold" not in plan["caches"]
             or "real" not in plan["modes"]):
         return []
+    mixed = False
+
     def rows(measure: Measure) -> list[list[str]]:
+        nonlocal mixed
         out = []
         for bg in bgs:
             row = [bg]
             for label in labels:
                 r, ci = over_idle(doc["cells"][label], plan["apps"], bg, measure)
-                row.append("-" if r is None else f"{r:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
+                mark = " *" if r is not None and mixes_sessions(doc, headline_cells(plan["apps"], (label,), bg)) \
+                    else ""
+                mixed = mixed or bool(mark)
+                row.append("-" if r is None else f"{r:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + mark)
             out.append(row)
         return out
 
@@ -748,6 +772,9 @@ def background_lines(doc: dict[str, Any]) -> list[str]:
         lines += ["", "The same, off the CPU (each launch's time less its own CPU time: what the scheduler decides, "
                   "without TCG's scatter of CPU time; the schedulers' own CPU time drops out too)",
                   grid(["background", *labels], off)]
+    if mixed:
+        lines.append("  * idle and busy launches from different sessions of this resumed run (other VM boots, perhaps "
+                     "other machines): not measured side by side; doc[\"cell_sessions\"] says which")
     return lines
 
 
@@ -1049,7 +1076,9 @@ def current_document(out_dir: Path) -> tuple[dict[str, Any], str | None]:
             raise UsageError("--analyze", out_dir, f"cannot assemble its cell files: {e}") from e
         return kept, f"its cell files could not be assembled again ({e}): reprinted from {path}"
     if kept is not None and len(kept.get("missing", ())) <= len(doc["missing"]):
-        return kept, None                   # compare.json has every cell there is
+        # compare.json has every cell there is; what it was written without (cell_sessions, before 2026-11-28)
+        # comes from the cells.
+        return {**doc, **kept}, None
     since = (f"{len(kept.get('missing', ())) - len(doc['missing'])} cell(s) measured since {path} was written"
              if kept is not None else f"no {DOCUMENT} yet")
     return doc, f"{since} (a run still going, or stopped before it wrote it): reprinted from its cell files"
