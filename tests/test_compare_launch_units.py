@@ -262,9 +262,17 @@ def test_ratios_across_the_sessions_of_a_resumed_run_are_marked(tmp_path):
     rows = {ln.split()[0]: ln for ln in la.background_lines(doc)[2].splitlines()[2:]}
     assert rows["seq-write"].count(" *") == 1 and rows["seq-write"].rstrip().endswith("]")    # bfq's, not smartio's
     assert "not measured side by side" in la.render(doc)
-    lowest = la.target_lines(doc)[2]
-    assert "bfq [" in lowest and "(from different sessions)" in lowest and "none [" in lowest
-    assert lowest.count("(from different sessions)") == 1
+    lines = la.target_lines(doc)
+    assert "bfq [" in lines[2] and "(from different sessions)" in lines[2] and "none [" in lines[2]
+    assert lines[2].count("(from different sessions)") == 1
+    assert "sessions" not in lines[1] and "sessions" not in lines[3]
+    # smartio's own launches beside the writer from the second session: its ratio over idle and over none too.
+    for app in ("python-stdlib", "sqlite"):
+        (first / la.run_file("smartio", app, "cold", "seq-write", "real")).rename(
+            second / la.run_file("smartio", app, "cold", "seq-write", "real"))
+    doc = la.assemble(plan, [first, second], profile=PROFILE, command="c", started="s", vm_result=None)
+    lines = la.target_lines(doc)
+    assert lines[1].endswith("(from different sessions)") and lines[3].endswith("(from different sessions)")
     # One session: nothing to mark.
     doc = la.assemble(plan, first, profile=PROFILE, command="c", started="s", vm_result=None)
     assert doc["cell_sessions"] is None and not la.mixes_sessions(doc, la.headline_cells(plan.apps, ("bfq",), "none"))
@@ -561,6 +569,14 @@ def test_a_run_still_measuring_is_reprinted_from_its_cell_files(tmp_path, monkey
     (going / la.GUEST_FILE).write_text('{"kern')
     (out / "vm-2" / "run.json").write_text("")
     assert la.current_document(out)[0]["kernel"] == "6.1.0-first"
+    # A compare.json with every cell there is, written before cell_sessions existed: it stands, and which session
+    # measured each cell comes from the cells.
+    (out / "compare.json").write_text(json.dumps({k: v for k, v in doc.items() if k != "cell_sessions"}))
+    got, note = la.current_document(out)
+    assert note is None and got["run_uid"] == doc["run_uid"]
+    where = [got["cell_sessions"][spec.label][f"{app}.{cache}.{bg}.{mode}"]
+             for spec, (app, cache, bg, mode) in steps[:5]]
+    assert where == ["vm", "vm", "vm-2", "vm-2", "vm-2"]
     # Cells that cannot be assembled again: compare.json, said so.
     bad = going / la.run_file("none", "sqlite", "cold", "seq-write", "real")
     bad.write_text("{torn")
@@ -654,3 +670,75 @@ def test_a_background_started_once_runs_through_its_cells_in_a_row():
     assert [c[0] for c in dataclasses.replace(p, background_start="each-launch").cells()][:12] == ["editor"] * 12
     with pytest.raises(UsageError, match="--background-start"):
         dataclasses.replace(p, background_start="sometimes")
+
+
+def test_smartios_rules_per_launch_from_its_counters(tmp_path):
+    # bench/launch --analyze: what smartio's rules did per launch in each cell beside a background, from the
+    # cumulative counters the guest keeps after each cell (less the previous cell's, per scheduler and session).
+    plan = dataclasses.replace(_plan(), apps=("sqlite",), modes=("real", "replay"))
+
+    def stats(writes: int, slices: int, antic: int, boosted: int) -> dict:
+        return {"stats": f"be_read inserted=9 dispatched=9\nbe_write inserted={writes} merged=0 dispatched={writes}\n"
+                         f"rt_write dispatched=1\nevents requeued=0 write_slice_expired={slices}\n"
+                         f"anticipation holds=50 hits=40 expired={antic}\nsingle_write holds=7\n"
+                         f"qasio_meta detected=3 boosted={boosted}\nqasio_sync boosted=1\ndepth nr_requests=128",
+                "phase": "read"}
+
+    runs = []
+    for bg, counters in (("none", stats(10, 0, 0, 0)), ("seq-write", stats(130, 8, 20, 3))):
+        for mode in ("real", "replay"):     # cells measured together: one record per mode, the same counters
+            runs.append({"scheduler": "smartio", "app": "sqlite", "cache": "cold", "background": bg, "mode": mode,
+                         "interleaved_with": [m for m in ("real", "replay") if m != mode], "rc": 0,
+                         "counters": counters})
+        _write_values(tmp_path / "vm" / "out", "smartio", "sqlite", bg, [1.0, 1.1])
+    runs.append({"scheduler": "bfq", "app": "sqlite", "cache": "cold", "background": "seq-write", "mode": "real",
+                 "rc": 0, "counters": {}})
+    # the replay cells: two launches each, as the real ones
+    for bg in ("none", "seq-write"):
+        f = tmp_path / "vm" / "out" / la.run_file("smartio", "sqlite", "cold", bg, "replay")
+        f.write_text(json.dumps({"results": {"wall_s": Stat.of([1.0, 1.2]).to_json()}}))
+    (tmp_path / "vm" / "out" / la.GUEST_FILE).write_text(json.dumps({"runs": runs}))
+    doc = la.assemble(plan, tmp_path / "vm" / "out", profile=PROFILE, command="c", started="s", vm_result=None)
+    assert la.parse_stats("anticipation holds=5 expired=2 x=y\nphase read") == {"anticipation.holds": 5,
+                                                                                "anticipation.expired": 2}
+    rows = la.rule_counts(tmp_path, doc)
+    assert [(r["cell"], r["launches"]) for r in rows] == [("sqlite cold none real+replay", 4),
+                                                          ("sqlite cold seq-write real+replay", 4)]
+    busy = rows[1]      # less the idle cell's counters, over 4 launches (two real, two replay)
+    assert busy["writes"] == pytest.approx((131 - 11) / 4) and busy["slices expired"] == pytest.approx(2.0)
+    assert busy["anticipations ran out"] == pytest.approx(5.0) and busy["boosted"] == pytest.approx(0.75)
+    assert busy["single-write holds"] == 0
+    lines = la.rule_lines(tmp_path, doc)
+    assert len(lines[2].splitlines()) == 3 and "seq-write" in lines[2] and " none " not in lines[2]
+    # A run kept without its guest record (tests/data's compare.json alone) has nothing to say.
+    assert la.rule_lines(tmp_path / "elsewhere", doc) == []
+
+
+def test_rules_per_launch_of_cells_measured_apart_and_in_a_later_session(tmp_path):
+    # Cells measured one after the other (--separate) each have their own counters; a later session of a resumed
+    # run starts from a new switch, so its first cell counts from there and says so; counters that went back (the
+    # module reloaded) count from zero.
+    plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("smartio"), apps=("sqlite",),
+                               modes=("real", "replay"), backgrounds=("none", "seq-write", "rand-write"))
+
+    def run(bg: str, mode: str, writes: int) -> dict:
+        return {"scheduler": "smartio", "app": "sqlite", "cache": "cold", "background": bg, "mode": mode, "rc": 0,
+                "counters": {"stats": f"be_write inserted={writes} dispatched={writes}"}}
+
+    first, second = tmp_path / "vm" / "out", tmp_path / "vm-2" / "out"
+    for out, cells in ((first, [("none", "real", 10), ("none", "replay", 20), ("seq-write", "real", 120),
+                                ("seq-write", "replay", 320)]),
+                       (second, [("rand-write", "real", 1000), ("rand-write", "replay", 500)])):
+        for bg, mode, _ in cells:
+            f = out / la.run_file("smartio", "sqlite", "cold", bg, mode)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps({"results": {"wall_s": Stat.of([1.0, 1.1, 1.2, 1.3]).to_json()}}))
+        (out / la.GUEST_FILE).write_text(json.dumps({"runs": [run(*c) for c in cells]}))
+    doc = la.assemble(plan, [first, second], profile=PROFILE, command="c", started="s", vm_result=None)
+    rows = {(r["cell"], r["session"]): r for r in la.rule_counts(tmp_path, doc)}
+    assert [(r["writes"], r["since_switch"]) for r in rows.values()] == [
+        (2.5, True), (2.5, False), (25.0, False), (50.0, False), (250.0, True), (125.0, True)]
+    assert list(rows)[3] == ("sqlite cold seq-write replay", "vm")
+    text = "\n".join(la.rule_lines(tmp_path, doc))
+    assert "session" in text and "sqlite cold rand-write real +" in text and "counted from the switch" in text
+    assert "sqlite cold seq-write real +" not in text and " none " not in text

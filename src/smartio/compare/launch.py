@@ -411,8 +411,11 @@ def launch_values(cell: dict[str, Any], measure: Measure = "wall") -> list[float
     time less its own CPU time, user and kernel, from wait4: what it spent waiting for I/O or for a CPU). Under
     TCG a launch's CPU time varies between launches by far more than what a scheduler changes (python-stdlib's
     kernel part 0.5 to 1.5 s across 12 cold launches beside the writer), and all of it lands in the wall time;
-    off the CPU it does not, while the scheduler's own CPU time, spent in the launch's context, drops out with
-    it. None when the cell kept no launch times (or, off the CPU, no CPU time per launch)."""
+    off the CPU it does not. Two caveats: a scheduler's own CPU time, spent in the launch's context, drops out too
+    (a scheduler that costs CPU there looks better off the CPU than on the clock), and wait4 counts the child's
+    CPU time from fork, the clock from exec, so off the CPU is a little low (a warm launch of 0.1 s can come out
+    at zero or below). None when the cell kept no launch times, or, off the CPU, no CPU time per launch or a launch
+    not above zero."""
     walls = cell["wall_s"].get("values")
     if not walls:
         return None
@@ -421,7 +424,8 @@ def launch_values(cell: dict[str, Any], measure: Measure = "wall") -> list[float
     cpus = cell.get("breakdown_s", {}).get("cpu", {}).get("values")
     if not cpus or len(cpus) != len(walls):
         return None
-    return [w - c for w, c in zip(walls, cpus, strict=True)]
+    off = [w - c for w, c in zip(walls, cpus, strict=True)]
+    return off if min(off) > 0 else None
 
 
 def over_idle(cells: dict[str, Any], apps: list[str] | tuple[str, ...], bg: str, measure: Measure = "wall"
@@ -605,16 +609,18 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
     if ratio is None:
         return []
     verdicts = [_verdict(ci, MAX_OVER_IDLE)]
+    apart = " (from different sessions)"
     lines = ["Issue 14's targets for smartio (95 % intervals; met: the whole interval on the right side)",
              f"  beside {HEADLINE_BG} over idle at most {MAX_OVER_IDLE:g}: {ratio:.3f}"
-             + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f": {verdicts[0]}"]
+             + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f": {verdicts[0]}"
+             + (apart if mixes_sessions(doc, headline_cells(apps, ("smartio",), HEADLINE_BG)) else "")]
     parts, each = [], []
     for label in STOCK:
         v = versus(doc, "smartio", label) if label in doc["cells"] else None
         each.append("not measured" if not v else "met" if v[1] < 1 else "NOT met" if v[0] > 1 else "undecided")
         word = {"met": "lower", "NOT met": "higher", "undecided": "tie", "not measured": "not measured"}[each[-1]]
         if v and mixes_sessions(doc, headline_cells(apps, ("smartio", label), HEADLINE_BG)):
-            word += " (from different sessions)"
+            word += apart
         parts.append(f"{label} " + (f"[{v[0]:.3f}, {v[1]:.3f}] " if v else "") + word)
     lowest = ("NOT met" if "NOT met" in each else "met" if all(e == "met" for e in each)
               else "undecided" if "undecided" in each else "not measured")
@@ -624,7 +630,9 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
     faster = None if not cn else (1 - cn[1], 1 - cn[0])
     verdicts.append(_verdict(faster, MIN_FASTER_THAN_NONE, at_least=True))
     lines.append(f"  at least {MIN_FASTER_THAN_NONE * 100:g} % faster than none beside {HEADLINE_BG}: "
-                 + (f"[{faster[0] * 100:.1f}, {faster[1] * 100:.1f}] %: " if faster else "") + verdicts[-1])
+                 + (f"[{faster[0] * 100:.1f}, {faster[1] * 100:.1f}] %: " if faster else "") + verdicts[-1]
+                 + (apart if faster and mixes_sessions(doc, [(label, headline_key(a, HEADLINE_BG))
+                                                            for label in ("smartio", "none") for a in apps]) else ""))
     counts = collections.Counter(verdicts)
     lines.append(f"  targets met {counts['met']}/3, undecided {counts['undecided']}"
                  + (f", not measured {n}" if (n := counts["not measured"]) else ""))
@@ -788,6 +796,90 @@ def off_cpu_lines(doc: dict[str, Any]) -> list[str]:
             parts.append(f"{label} [{v[0]:.3f}, {v[1]:.3f}] {word}")
     return [f"  off the CPU, smartio's over each one's (a diagnostic, not a target): {'; '.join(parts)}"] \
         if parts else []
+
+
+def parse_stats(text: str) -> dict[str, int]:
+    """smartio's debugfs `stats` ("be_write inserted=3 dispatched=2 ...", a line per group) as {"be_write.dispatched":
+    2, ...}; other schedulers' counters, and anything not `name=integer`, give nothing."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        for field in rest.split():
+            k, _, v = field.partition("=")
+            if v.isdigit():
+                out[f"{name}.{k}"] = int(v)
+    return out
+
+
+# What bench/launch counts per launch, from smartio's counters: the writes that reached the device, and by which rule
+# a write went while a launch read (its slice ran out with reads queued; an anticipation ended, mostly in a gap
+# between reads, also by the reader's own write), or was held (one write at a time), or was boosted (QASIO).
+RULES = (("writes", lambda c: sum(v for k, v in c.items() if k.endswith("_write.dispatched"))),
+         ("slices expired", lambda c: c.get("events.write_slice_expired", 0)),
+         ("anticipations ran out", lambda c: c.get("anticipation.expired", 0)),
+         ("single-write holds", lambda c: c.get("single_write.holds", 0)),
+         ("boosted", lambda c: sum(v for k, v in c.items() if k.startswith("qasio_") and k.endswith(".boosted"))))
+
+
+def rule_counts(out_dir: Path, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per cell of every session in `out_dir` (a run directory), what smartio's rules did per launch: each cell's
+    counters less the previous cell's of the same scheduler and session (cells measured together share theirs),
+    over the timed launches of those cells (`doc`'s; the untimed launch of each cell and the time between launches
+    count too). A scheduler's first cell in a session counts from the switch to it (`since_switch`: set-up and
+    calibration included), as does a cell after the counters went back (the module reloaded). Schedulers without
+    counters, and runs kept without their guest records, give nothing."""
+    from smartio.compare.run import session_dirs
+
+    rows: list[dict[str, Any]] = []
+    for session in session_dirs(out_dir):
+        record = read_json(session / "out" / GUEST_FILE) or {}
+        prev: dict[str, dict[str, int]] = {}
+        seen: set[tuple[Any, ...]] = set()         # cells measured together are recorded once per mode
+        for run in record.get("runs", ()):
+            stats = parse_stats(((run.get("counters") or {}).get("stats")) or "")
+            label = run.get("scheduler")
+            modes = [run.get("mode"), *run.get("interleaved_with", ())]
+            key = (label, run.get("app"), run.get("cache"), run.get("background"), frozenset(modes))
+            if not stats or not label or key in seen:
+                continue
+            seen.add(key)
+            before = prev.get(label, {})
+            if any(v < before.get(k, 0) for k, v in stats.items()):
+                before = {}
+            prev[label] = stats
+            cells = doc["cells"].get(label, {})
+            keys = [f"{run['app']}.{run['cache']}.{run['background']}.{m}" for m in modes]
+            launches = sum(len(cells[k]["wall_s"].get("values") or ()) for k in keys if k in cells)
+            if not launches or run.get("rc"):
+                continue
+            delta = {k: v - before.get(k, 0) for k, v in stats.items()}
+            rows.append({"scheduler": label, "cell": f"{run['app']} {run['cache']} {run['background']} "
+                         + "+".join(modes), "background": run["background"], "launches": launches,
+                         "session": session.name, "since_switch": not before,
+                         **{name: f(delta) / launches for name, f in RULES}})
+    return rows
+
+
+def rule_lines(out_dir: Path, doc: dict[str, Any]) -> list[str]:
+    """`rule_counts` beside each background as a table (bench/launch --analyze), its cells from a later session of
+    a resumed run and those counted since the switch marked."""
+    from smartio.report.tables import grid
+
+    rows = [r for r in rule_counts(out_dir, doc) if r["background"] != "none"]
+    if not rows:
+        return []
+    sessions = len({r["session"] for r in rows}) > 1
+
+    def cell(r: dict[str, Any]) -> str:
+        return r["cell"] + (" +" if r["since_switch"] else "")
+
+    notes = ["  + counted from the switch to the scheduler (set-up, calibration and the idle cells included)"] \
+        if any(r["since_switch"] for r in rows) else []
+    return ["", "smartio's rules per launch beside each background (from its counters; the time between launches "
+            f"counts too, and in a scheduler's first cell beside a background its {BACKGROUND_HEAD_S:g} s head start)",
+            grid(["scheduler", "cell", *(["session"] if sessions else []), "launches", *(n for n, _ in RULES)],
+                 [[r["scheduler"], cell(r), *([r["session"]] if sessions else []), str(r["launches"]),
+                   *(f"{r[n]:.1f}" for n, _ in RULES)] for r in rows]), *notes]
 
 
 def render(doc: dict[str, Any]) -> str:
