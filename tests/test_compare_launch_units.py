@@ -273,6 +273,17 @@ def test_ratios_across_the_sessions_of_a_resumed_run_are_marked(tmp_path):
     doc = la.assemble(plan, [first, second], profile=PROFILE, command="c", started="s", vm_result=None)
     lines = la.target_lines(doc)
     assert lines[1].endswith("(from different sessions)") and lines[3].endswith("(from different sessions)")
+    import matplotlib.pyplot as plt
+
+    figs = []
+    monkey_close, plt.close = plt.close, lambda *a, **k: figs.append(plt.gcf())   # keep the figure to read it
+    try:
+        la.plot(doc, tmp_path / "m.png")
+    finally:
+        plt.close = monkey_close
+    labels = [ax.get_xlabel() for f in figs for ax in f.axes]
+    assert any(t.startswith("not side by side") and "bfq beside seq-write" in t and "smartio beside" in t
+               for t in labels)
     # One session: nothing to mark.
     doc = la.assemble(plan, first, profile=PROFILE, command="c", started="s", vm_result=None)
     assert doc["cell_sessions"] is None and not la.mixes_sessions(doc, la.headline_cells(plan.apps, ("bfq",), "none"))

@@ -969,6 +969,11 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
         ax.axhline(HEADLINE_TARGET, color="tab:red", ls="--", lw=0.8, label=f"target {HEADLINE_TARGET} ({HEADLINE_BG})")
     ax.legend(loc="upper right", fontsize=7)
     ax.set_title("Cold launch over idle (geometric mean over the applications)", fontsize=9)
+    apart = [f"{s} beside {bg}" for bg in bgs for s in labels
+             if mixes_sessions(doc, headline_cells(plan["apps"], (s,), bg))]
+    if apart:
+        ax.set_xlabel("not side by side (idle and busy launches from different sessions): " + "; ".join(apart),
+                      fontsize=6, color="tab:red", wrap=True)
     if not any(st["mean"] for stats in series.values() for st in stats):
         ax.text(0.5, 0.5, f"no headline: the run has no cold real launch\nboth idle and beside {HEADLINE_BG}",
                 transform=ax.transAxes, ha="center", va="center", color="dimgrey")
