@@ -588,6 +588,11 @@ def versus(doc: dict[str, Any], a: str, b: str, measure: Measure = "wall") -> tu
 STOCK = ("none", "mq-deadline", "kyber", "bfq")     # "the lowest of the five": smartio and these
 
 
+def _side(ci: tuple[float, float]) -> str:
+    """Where an interval of one scheduler's ratio over another's lies against 1: lower, higher or a tie."""
+    return "lower" if ci[1] < 1 else "higher" if ci[0] > 1 else "tie"
+
+
 def _verdict(ci: tuple[float, float] | None, bound: float, at_least: bool = False) -> str:
     """Is the quantity at most `bound` (at least, with `at_least`): met (its whole interval is), NOT met (none of
     it), undecided (the interval straddles the bound), or not measured (no interval: a cell lacking, or one launch)."""
@@ -618,7 +623,7 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
     for label in STOCK:
         v = versus(doc, "smartio", label) if label in doc["cells"] else None
         each.append("not measured" if not v else "met" if v[1] < 1 else "NOT met" if v[0] > 1 else "undecided")
-        word = {"met": "lower", "NOT met": "higher", "undecided": "tie", "not measured": "not measured"}[each[-1]]
+        word = _side(v) if v else "not measured"
         if v and mixes_sessions(doc, headline_cells(apps, ("smartio", label), HEADLINE_BG)):
             word += apart
         parts.append(f"{label} " + (f"[{v[0]:.3f}, {v[1]:.3f}] " if v else "") + word)
@@ -757,30 +762,25 @@ def background_lines(doc: dict[str, Any]) -> list[str]:
     if (not bgs or not labels or "none" not in plan["backgrounds"] or "cold" not in plan["caches"]
             or "real" not in plan["modes"]):
         return []
-    mixed = False
-
     def rows(measure: Measure) -> list[list[str]]:
-        nonlocal mixed
         out = []
         for bg in bgs:
             row = [bg]
             for label in labels:
                 r, ci = over_idle(doc["cells"][label], plan["apps"], bg, measure)
-                mark = " *" if r is not None and mixes_sessions(doc, headline_cells(plan["apps"], (label,), bg)) \
-                    else ""
-                mixed = mixed or bool(mark)
+                mark = " *" if mixes_sessions(doc, headline_cells(plan["apps"], (label,), bg)) else ""
                 row.append("-" if r is None else f"{r:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + mark)
             out.append(row)
         return out
 
     lines = ["", "Cold launch beside each background over idle (real launches, geometric mean over the applications, "
-             "95 % interval)", grid(["background", *labels], rows("wall"))]
+             "95 % interval)", grid(["background", *labels], wall := rows("wall"))]
     off = rows("off_cpu")
     if any(x != "-" for row in off for x in row[1:]):
         lines += ["", "The same, off the CPU (each launch's time less its own CPU time: what the scheduler decides, "
                   "without TCG's scatter of CPU time; the schedulers' own CPU time drops out too)",
                   grid(["background", *labels], off)]
-    if mixed:
+    if any(x.endswith(" *") for row in wall for x in row[1:]):
         lines.append("  * idle and busy launches from different sessions of this resumed run (other VM boots, perhaps "
                      "other machines): not measured side by side; doc[\"cell_sessions\"] says which")
     return lines
@@ -792,8 +792,7 @@ def off_cpu_lines(doc: dict[str, Any]) -> list[str]:
     parts = []
     for label in STOCK:
         if label in doc["cells"] and (v := versus(doc, "smartio", label, "off_cpu")):
-            word = "lower" if v[1] < 1 else "higher" if v[0] > 1 else "tie"
-            parts.append(f"{label} [{v[0]:.3f}, {v[1]:.3f}] {word}")
+            parts.append(f"{label} [{v[0]:.3f}, {v[1]:.3f}] {_side(v)}")
     return [f"  off the CPU, smartio's over each one's (a diagnostic, not a target): {'; '.join(parts)}"] \
         if parts else []
 
