@@ -34,7 +34,10 @@ D=/sys/kernel/debug/block/vda/sched
 fail() { echo "FAIL: $*" >&2; exit 1; }
 use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler ||
         fail "scheduler $1 not active: $(cat $Q/scheduler)"; }
-snap() { cat $D/stats > "$SMARTIO_OUT/stats-$1"; cat $D/inflight > "$SMARTIO_OUT/inflight-$1"; }
+# snap waits (up to 10 s) until nothing is queued or in flight: a write the filesystem sends by itself (a journal
+# commit) can still be on the device when the load ends, above all in a slow guest.
+snap() { i=0; while grep -qv "queued=0 inflight=0" $D/inflight && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+         cat $D/stats > "$SMARTIO_OUT/stats-$1"; cat $D/inflight > "$SMARTIO_OUT/inflight-$1"; }
 """
 
 
@@ -456,9 +459,14 @@ def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, mo
     script = f"""
 use smartio
 fio --output-format=json --output=$SMARTIO_OUT/fio.json {tmp_path}/antic.fio & fio=$!
-# Mid-run, the held RT writes (O_DIRECT: sync) show in the queue dumps.
-sleep 4
-for i in 1 2 3 4 5; do cat $D/rt_sync_write_fifo_list $D/phase; sleep 0.2; done > $SMARTIO_OUT/dumps
+# While it runs, the held RT writes (O_DIRECT: sync) show in the queue dumps: sample until one does (a guest on a
+# busy host may start its jobs late, and a few fixed samples can all fall between held writes).
+sleep 1
+while kill -0 $fio 2>/dev/null; do
+  cat $D/rt_sync_write_fifo_list $D/phase >> $SMARTIO_OUT/dumps
+  grep -q "group=sync_write" $SMARTIO_OUT/dumps && break
+  sleep 0.1
+done
 for f in $D/*_fifo_list $D/dispatch; do cat $f > /dev/null; done
 wait $fio || fail "fio failed"
 snap antic
@@ -469,7 +477,8 @@ use none
     st.assert_balanced(min_dispatched=500)
     assert st.rows["anticipation"]["holds"] > 0, st.rows["anticipation"]
     dumps = (r.out_dir / "dumps").read_text()
-    assert "group=sync_write" in dumps and " op=write sync " in dumps, f"no queued RT write in the dumps:\n{dumps}"
+    assert "group=sync_write" in dumps and " op=write sync " in dumps, \
+        f"no queued RT write in {dumps.count(chr(10))} lines of queue dumps:\n{dumps[-2000:]}"
     rt, be = fio_ios(r.out_dir / "fio.json", "rt-reader"), fio_ios(r.out_dir / "fio.json", "be-reader")
     # prio_aging_ms (10 s) is longer than the run: a BE read held behind RT's anticipation never got through.
     assert be >= 100 and be >= rt // 4, f"BE reader completed {be} reads beside the RT reader's {rt}"
@@ -559,8 +568,10 @@ rmmod smartio_iosched
     writes_alone = fio_ios(r.out_dir / "alone.json", "writer", "write")
     q = alone.rows["pacing"]
     new_unpaced = q["unpaced_writes"] - p["unpaced_writes"]
-    assert writes_alone >= 600, f"a writer alone did {writes_alone} writes in 3 s: paced ({q})"
+    # Alone, the writes go unpaced and undelayed; paced, 3 s would allow 150, so at least twice that (a slow guest on
+    # a busy host does ~500, a quiet one ~2000).
     assert new_unpaced >= writes_alone * 0.9 and q["delayed"] - p["delayed"] <= 2, (writes_alone, p, q)
+    assert writes_alone >= 300, f"a writer alone did {writes_alone} writes in 3 s: paced ({q})"
 
 
 def test_issue11_a_readers_own_writes_are_not_paced(tmp_path: Path, module_ko: ModuleBuild) -> None:

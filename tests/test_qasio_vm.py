@@ -268,7 +268,7 @@ use smartio
 echo 128 > $Q/nr_requests
 echo 120 > $Q/iosched/async_depth                   # a deep async queue: the file's writes queue behind others
 echo 0 > $Q/wbt_lat_usec
-mkfs.ext4 -q -F -E nodiscard /dev/vda
+mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard /dev/vda   # no lazy-init writes
 mkdir -p /mnt/t && mount /dev/vda /mnt/t
 python3 {load} /mnt/t $SMARTIO_OUT/file.json || fail "load failed"
 sync                                                # the background file's writes too: the counters balance
