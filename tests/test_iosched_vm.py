@@ -36,7 +36,9 @@ use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler ||
         fail "scheduler $1 not active: $(cat $Q/scheduler)"; }
 # snap waits (up to 10 s) until nothing is queued or in flight: a write the filesystem sends by itself (a journal
 # commit) can still be on the device when the load ends, above all in a slow guest.
-snap() { i=0; while grep -qv "queued=0 inflight=0" $D/inflight && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+# How long it waited (tenths of a second) goes to snapwait-<name>.
+snap() { _w=0; while grep -qv "queued=0 inflight=0$" $D/inflight && [ $_w -lt 100 ]; do sleep 0.1; _w=$((_w+1)); done
+         echo $_w > "$SMARTIO_OUT/snapwait-$1"
          cat $D/stats > "$SMARTIO_OUT/stats-$1"; cat $D/inflight > "$SMARTIO_OUT/inflight-$1"; }
 """
 
@@ -95,6 +97,7 @@ RAW_GLOBAL = "filename=/dev/vda\nioengine=libaio\nthread=0\ngroup_reporting=0"
 class Stats:
     rows: dict[str, dict[str, int]]
     inflight: dict[str, dict[str, int]]
+    note: str = ""     # how long snap waited for the queue to drain, for the messages
 
     @classmethod
     def load(cls, out_dir: Path, phase: str) -> Stats:
@@ -107,18 +110,21 @@ class Stats:
 
         stats_file, inflight_file = out_dir / f"stats-{phase}", out_dir / f"inflight-{phase}"
         assert stats_file.is_file(), f"the guest left no {stats_file.name}: the script stopped before it"
-        return cls(parse(stats_file.read_text()), parse(inflight_file.read_text()))
+        wait_file = out_dir / f"snapwait-{phase}"
+        waited = int(wait_file.read_text()) / 10 if wait_file.is_file() else None
+        note = f" (snap waited {waited:g} s for the queue to drain)" if waited is not None else ""
+        return cls(parse(stats_file.read_text()), parse(inflight_file.read_text()), note)
 
     def assert_balanced(self, min_dispatched: int) -> None:
         """inserted = merged + dispatched and dispatched = completed, per class and direction, nothing left."""
         for name, r in self.rows.items():
             if "inserted" not in r:
                 continue
-            assert r["inserted"] == r["merged"] + r["dispatched"], f"{name}: {r}"
-            assert r["dispatched"] == r["completed"], f"{name}: {r}"
+            assert r["inserted"] == r["merged"] + r["dispatched"], f"{name}: {r}{self.note}"
+            assert r["dispatched"] == r["completed"], f"{name}: {r}{self.note}"
         assert self.rows["events"]["dropped"] == 0, self.rows["events"]
         for kind, r in self.inflight.items():
-            assert r == {"queued": 0, "inflight": 0}, f"{kind} still held: {r}"
+            assert r == {"queued": 0, "inflight": 0}, f"{kind} still held: {r}{self.note}"
         total = self.rows["total"]["dispatched"]
         assert total >= min_dispatched, f"only {total} requests went through smartio; the test did not test it"
 
@@ -461,6 +467,7 @@ use smartio
 fio --output-format=json --output=$SMARTIO_OUT/fio.json {tmp_path}/antic.fio & fio=$!
 # While it runs, the held RT writes (O_DIRECT: sync) show in the queue dumps: sample until one does (a guest on a
 # busy host may start its jobs late, and a few fixed samples can all fall between held writes).
+: > $SMARTIO_OUT/dumps
 sleep 1
 while kill -0 $fio 2>/dev/null; do
   cat $D/rt_sync_write_fifo_list $D/phase >> $SMARTIO_OUT/dumps

@@ -14,6 +14,7 @@ costs 0.7 %, hence 95 % and 90 %.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from smartio.flashdev.replay import format_text
 from smartio.flashdev.replay_vm import Run, record_and_replay
 
-pytestmark = [pytest.mark.vm, pytest.mark.timeout(600), pytest.mark.usefixtures("testbed_ready")]
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(1000), pytest.mark.usefixtures("testbed_ready")]
 
 MIN_AGREEMENT = 0.95          # of all issues checked, per mode
 MIN_CONTESTED = 0.90          # of the issues where a read and a write were both queued
@@ -47,15 +48,18 @@ def test_issue11_model_replays_the_modules_dispatch_order(tmp_path: Path) -> Non
     (at stop 35's CI: 4 of 39 contested issues in one mode, all a hold judged on the other side of its end, with
     dispatch delays up to 28 ms). A real difference between the model and the module shows in both."""
     module = os.environ.get("SMARTIO_TEST_MODULE")
-    reports = []
+    reports: list[str] = []
     for attempt in (1, 2):
         r, runs = record_and_replay(tmp_path / f"run{attempt}", module=Path(module) if module else None)
-        assert r.failure is None, r.failure
-        assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
+        before = "".join(f"{x}\n" for x in reports)
+        assert r.failure is None, before + str(r.failure)
+        assert r.rc == 0, f"{before}guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
         report = "\n".join(f"== {run.mode}\n{format_text(run.result)}" for run in runs)
         (tmp_path / f"replay-{attempt}.txt").write_text(report + "\n")
         short = shortfalls(runs)
         reports.append(f"-- recording {attempt}: {'; '.join(short) or 'agrees'}\n{report}")
         if not short:
+            if attempt > 1:    # passed on the second recording: say what the first one showed
+                warnings.warn("the first recording fell short, the second agreed:\n" + reports[0], stacklevel=1)
             return
     pytest.fail("the model and the module disagree in two recordings:\n" + "\n".join(reports))
