@@ -246,7 +246,7 @@ def test_off_the_cpu_takes_each_launchs_cpu_time_out(tmp_path):
     assert "off the CPU" not in la.render(doc)
 
 
-def test_ratios_across_the_sessions_of_a_resumed_run_are_marked(tmp_path):
+def test_ratios_across_the_sessions_of_a_resumed_run_are_marked(tmp_path, monkeypatch):
     # A resumed run's ratio whose idle and busy launches come from different sessions (another boot, perhaps another
     # machine) is not side by side: the table marks it and says why; the target line says so for the lowest.
     plan = _plan()
@@ -276,11 +276,9 @@ def test_ratios_across_the_sessions_of_a_resumed_run_are_marked(tmp_path):
     import matplotlib.pyplot as plt
 
     figs = []
-    monkey_close, plt.close = plt.close, lambda *a, **k: figs.append(plt.gcf())   # keep the figure to read it
-    try:
-        la.plot(doc, tmp_path / "m.png")
-    finally:
-        plt.close = monkey_close
+    monkeypatch.setattr(plt, "close", lambda *a, **k: figs.append(plt.gcf()))   # keep the figure to read it
+    la.plot(doc, tmp_path / "m.png")
+    monkeypatch.undo()
     labels = [ax.get_xlabel() for f in figs for ax in f.axes]
     assert any(t.startswith("not side by side") and "bfq beside seq-write" in t and "smartio beside" in t
                for t in labels)

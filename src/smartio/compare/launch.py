@@ -622,8 +622,8 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
     parts, each = [], []
     for label in STOCK:
         v = versus(doc, "smartio", label) if label in doc["cells"] else None
-        each.append("not measured" if not v else "met" if v[1] < 1 else "NOT met" if v[0] > 1 else "undecided")
         word = _side(v) if v else "not measured"
+        each.append({"lower": "met", "higher": "NOT met", "tie": "undecided"}.get(word, word))
         if v and mixes_sessions(doc, headline_cells(apps, ("smartio", label), HEADLINE_BG)):
             word += apart
         parts.append(f"{label} " + (f"[{v[0]:.3f}, {v[1]:.3f}] " if v else "") + word)
