@@ -13,7 +13,8 @@
  *     writes. FIFO inside a group. A request that carries a sync bio (6.1
  *     merges sync and async writes into one request) counts as sync.
  *  3. A write never waits more than write_slice_ms behind reads (a random
- *     one write_slice_rand_ms, if set). When that
+ *     one write_slice_rand_ms, if set; a request larger than write_slice_kb
+ *     that slice per write_slice_kb of its size, sio_slice_ns()). When that
  *     slice expires the writes get the device for a slice of their own,
  *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
  *     until its time slice ends): writes go first and nothing is held for a
@@ -163,6 +164,7 @@
 
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
+static const int sio_default_write_slice_kb = 32;	/* ... per this much of its size, KiB; 0 = per write */
 static const int sio_default_write_window_ms;	/* then writes go first for this long, ms; 0 = one write */
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */
@@ -380,6 +382,7 @@ struct sio_data {
 
 	/* tunables */
 	int write_slice_ms;
+	int write_slice_kb;
 	int write_slice_rand_ms;
 	int write_window_ms;
 	int prio_aging_ms;
@@ -1107,14 +1110,29 @@ static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
  * device about twice a sequential one; with a slice of the same number of
  * its own write times, readers keep the same share of the device (the model's
  * 4R4W optimum, smartio.flashdev.model).
+ *
+ * A request larger than write_slice_kb waits that slice per write_slice_kb
+ * it carries (0 = per request, whatever its size): beside readers that never
+ * pause, writers get write_slice_kb per slice or one request per slice,
+ * whichever is more, instead of one request of any size. A 128 KiB write
+ * keeps an eMMC from reads for several 4 KiB writes' time, and one is what
+ * goes when a slice expires in the middle of an application's start-up.
  */
 static u64 sio_slice_ns(struct sio_data *sd, struct request *rq)
 {
 	int slice_rand = READ_ONCE(sd->write_slice_rand_ms);
+	u64 per_kb = (u64)READ_ONCE(sd->write_slice_kb) << 10;
+	u64 bytes = blk_rq_bytes(rq);
+	u64 slice_us;
 
 	if (slice_rand && !(sio_rq_flags(rq) & SIO_RQ_CONTIG))
-		return (u64)slice_rand * NSEC_PER_MSEC;
-	return (u64)READ_ONCE(sd->write_slice_ms) * NSEC_PER_MSEC;
+		slice_us = (u64)slice_rand * USEC_PER_MSEC;
+	else
+		slice_us = (u64)READ_ONCE(sd->write_slice_ms) * USEC_PER_MSEC;
+	/* <= 6e7 us x 4 GiB: no overflow */
+	if (per_kb && bytes > per_kb)
+		slice_us = div64_u64(slice_us * bytes, per_kb);
+	return slice_us * NSEC_PER_USEC;
 }
 
 /*
@@ -2277,6 +2295,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	sd->pace_timer.function = sio_pace_timer_fn;
 	sd->phase = SIO_PH_READ;
 	sd->write_slice_ms = sio_default_write_slice_ms;
+	sd->write_slice_kb = sio_default_write_slice_kb;
 	sd->write_slice_rand_ms = 0;
 	sd->write_window_ms = sio_default_write_window_ms;
 	sd->prio_aging_ms = sio_default_prio_aging_ms;
@@ -2379,6 +2398,7 @@ static ssize_t sio_##name##_store(struct elevator_queue *e,		\
 }
 
 SIO_TUNABLE(write_slice_ms, write_slice_ms, 1, 60000);
+SIO_TUNABLE(write_slice_kb, write_slice_kb, 0, 65536);
 SIO_TUNABLE(write_slice_rand_ms, write_slice_rand_ms, 0, 60000);
 SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
 SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
@@ -2427,6 +2447,7 @@ static ssize_t sio_async_depth_store(struct elevator_queue *e,
 
 static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(write_slice_ms),
+	SIO_ATTR(write_slice_kb),
 	SIO_ATTR(write_slice_rand_ms),
 	SIO_ATTR(write_window_ms),
 	SIO_ATTR(prio_aging_ms),

@@ -337,6 +337,7 @@ check write_window_ms 0                                               # one writ
 check write_pace_us 0                                                 # off until profiled
 check write_pace_rand_us 0
 check write_slice_rand_ms 0                                           # 0 = write_slice_ms for random writes too
+check write_slice_kb 32                                               # a slice per 32 KiB of a larger write
 check read_hold_us 0
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 99999999 > $T/write_pace_us; check write_pace_us 1000000
@@ -350,6 +351,8 @@ echo 65600 > $T/write_pace_rand_us; check write_pace_rand_us 65600
 echo 0 > $T/write_slice_ms; check write_slice_ms 1                     # clamped to the minimum
 echo 99999999 > $T/write_slice_rand_ms; check write_slice_rand_ms 60000
 echo 205 > $T/write_slice_rand_ms; check write_slice_rand_ms 205
+echo 99999999 > $T/write_slice_kb; check write_slice_kb 65536
+echo -1 > $T/write_slice_kb; check write_slice_kb 0
 echo 99999999 > $T/dispatch_limit_seq_read; check dispatch_limit_seq_read 4096
 echo -5 > $T/read_anticipation_us; check read_anticipation_us 0
 echo 30 > $T/write_window_ms; check write_window_ms 30                 # writes first for 30 ms after a slice
@@ -452,6 +455,38 @@ done
     assert rand.rows["events"]["write_slice_expired"] > 5, rand.rows["events"]
     # The sequential writer's first write continues no stream yet: it is the one random write that can expire.
     assert seq.rows["events"]["write_slice_expired"] <= 1, seq.rows["events"]
+
+
+def test_issue14_a_large_write_waits_its_slice_per_write_slice_kb(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Issue 14: `write_slice_kb`. Beside readers that keep reads queued, with a 50 ms slice per 4 KiB, a writer of
+    4 KiB requests gets one through every 50 ms by expired slices, a writer of 128 KiB requests one every 1.6 s."""
+    readers = FioJob("readers", "randread", 2, True, 0, 32, iodepth=8, verify=False,
+                     extra=("time_based=1", "runtime=6", "numjobs=2"))
+    for bs in ("4k", "128k"):
+        writer = FioJob("writer", "write", 2, True, 64, 32, bs=bs, verify=False, extra=("time_based=1", "runtime=6"))
+        (tmp_path / f"{bs}.fio").write_text(job_file(RAW_GLOBAL, [readers, writer]))
+    script = f"""
+for bs in 4k 128k; do
+    use smartio
+    echo 128 > $Q/nr_requests                  # s5-emmc's 4 tags would keep the reads above the scheduler
+    echo 50 > $Q/iosched/write_slice_ms
+    echo 4 > $Q/iosched/write_slice_kb
+    echo 0 > $Q/iosched/read_anticipation_us
+    fio --output-format=json --output=$SMARTIO_OUT/fio-$bs.json {tmp_path}/$bs.fio || fail "fio $bs"
+    snap $bs
+    use none
+done
+"""
+    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    small, large = Stats.load(r.out_dir, "4k"), Stats.load(r.out_dir, "128k")
+    small.assert_balanced(min_dispatched=200)
+    large.assert_balanced(min_dispatched=200)
+    small_writes = fio_ios(r.out_dir / "fio-4k.json", "writer", "write")
+    large_writes = fio_ios(r.out_dir / "fio-128k.json", "writer", "write")
+    assert small.rows["events"]["write_slice_expired"] > 30, (small.rows["events"], small_writes)
+    # 6 s at one request per 1.6 s: 3 or 4 by their slices, and the slice still bounds their wait.
+    assert 2 <= large.rows["events"]["write_slice_expired"] <= 6, (large.rows["events"], large_writes)
+    assert large_writes <= 8 < small_writes, (small_writes, large_writes)
 
 
 def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:

@@ -99,6 +99,23 @@ def test_a_random_write_waits_for_the_random_slice() -> None:
     assert decide(s, 1000, Tunables(write_slice_ms=1, read_anticipation_us=0)).pick == WRITE
 
 
+def test_a_large_write_waits_the_slice_per_write_slice_kb_of_its_size() -> None:
+    """write_slice_kb: a request larger than it waits write_slice_ms per write_slice_kb it carries (the random slice
+    too); one no larger waits one slice, and 0 makes every request wait one slice whatever its size."""
+    t = Tunables(write_slice_ms=1, write_slice_rand_ms=3, write_slice_kb=32, read_anticipation_us=0)
+    for w, expires in ((Queued(0, "seq_write", contig=True, size=128 << 10), 4000),
+                       (Queued(0, "seq_write", contig=True, size=48 << 10), 1500),
+                       (Queued(0, "seq_write", contig=True, size=32 << 10), 1000),
+                       (Queued(0, "seq_write", contig=True), 1000),
+                       (Queued(0, "rand_write", contig=False, size=64 << 10), 6000)):
+        s = State(reads=[R(0)], writes=[w], last_write=-5000.0)
+        assert decide(s, expires - 1, t).pick == READ, w
+        assert decide(s, expires, t).reason == "write slice expired", w
+    s = State(reads=[R(0)], writes=[Queued(0, "seq_write", contig=True, size=128 << 10)], last_write=-5000.0)
+    assert decide(s, 1000, dataclasses.replace(t, write_slice_kb=0)).reason == "write slice expired"
+    assert Tunables().write_slice_kb == 32 and Tunables.from_mapping({"write_slice_kb": "0"}).write_slice_kb == 0
+
+
 def test_without_pacing_writes_wait_for_an_anticipated_read() -> None:
     t = Tunables(read_anticipation_us=3000)
     d = decide(State(writes=[W(0)], inflight={"seq_read": 1}), 10, t)

@@ -24,7 +24,7 @@ def test_pacing_from_a_recorded_profile():
                    "read_hold_us": round(0.9 * lat_us / results["max_speedup"]["seq_write"]),
                    "write_slice_ms": max(1, round(4 * lat_us / 1000)),
                    "write_slice_rand_ms": max(1, round(5 * rand_ms)), "write_window_ms": 0,
-                   "write_merge_max_kb": 0}
+                   "write_merge_max_kb": 0, "write_slice_kb": 0}
 
 
 def test_pacing_without_writes_is_empty():

@@ -27,7 +27,7 @@ PROFILE_SKIPS = {"--streams", "--mixes", "--iodepth"}
 # The module's tunables that take the Concurrency Profiler's parameters (kernel/smartio-iosched.c).
 TUNABLE = {p: f"dispatch_limit_{p}" for p in PATTERNS}
 PACING_TUNABLES = ("write_pace_us", "write_pace_rand_us", "read_hold_us", "write_slice_ms", "write_slice_rand_ms",
-                   "write_window_ms", "write_merge_max_kb")
+                   "write_window_ms", "write_merge_max_kb", "write_slice_kb")
 
 
 def _add(parser: argparse.ArgumentParser, opt: Option) -> None:

@@ -5,9 +5,9 @@ at `now` with the queue in `state`: dispatch the oldest read, dispatch a write, 
 timer would run the queue again). It has the module's rules and the module's tunable names and units:
 
   1. a write window (after a slice expired) that is still open: writes first;
-  2. the oldest write waited write_slice_ms (a random write: write_slice_rand_ms, if set) since the later of its
-     arrival and the last write dispatch: it goes (ignoring the dispatch limits) and a window of write_window_ms
-     opens;
+  2. the oldest write waited write_slice_ms (a random write: write_slice_rand_ms, if set; per write_slice_kb of
+     its size, if it is larger) since the later of its arrival and the last write dispatch: it goes (ignoring the
+     dispatch limits) and a window of write_window_ms opens;
   3. reads first, unless the read hold holds them: with write_pace_us set, queued reads wait read_hold_us after
      a write completed, but no longer than read_hold_us from the oldest read's arrival;
   4. with write_pace_us set (pacing): a write goes at once when no reader is active (no read queued or in flight,
@@ -58,6 +58,7 @@ class Tunables:
     read_hold_us: float = 0.0
     read_anticipation_us: float = 3000.0
     write_slice_ms: float = 100.0
+    write_slice_kb: float = 32.0
     write_slice_rand_ms: float = 0.0
     write_window_ms: float = 0.0
     single_write_ms: float = 100.0
@@ -99,6 +100,7 @@ class Queued:
     tag: Any = None        # the caller's
     contig: bool | None = None   # starts exactly where a stream ended (the module's SIO_RQ_CONTIG); None: by kind
     task: Any = None       # writes: the task that queued it (None: not known, never a reader's own)
+    size: int = 4096       # bytes
 
 
 @dataclasses.dataclass
@@ -190,10 +192,12 @@ def read_hold_end(s: State, now: float, t: Tunables) -> float | None:
 
 def slice_us(q: Queued, t: Tunables) -> float:
     """sio_slice_ns(): how long write q may wait behind reads. Random = not starting exactly where a stream of
-    writes ended (q.contig), as the device tells sequential writes; without that, the request's kind."""
+    writes ended (q.contig), as the device tells sequential writes; without that, the request's kind. A request
+    larger than write_slice_kb waits the slice per write_slice_kb of its size."""
     rand = not q.contig if q.contig is not None else q.kind == "rand_write"
     ms = t.write_slice_rand_ms if rand and t.write_slice_rand_ms else t.write_slice_ms
-    return ms * 1000
+    per = t.write_slice_kb * 1024
+    return ms * 1000 * (q.size / per if per and q.size > per else 1)
 
 
 def _since(now: float, then: float) -> float:

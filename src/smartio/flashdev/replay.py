@@ -342,8 +342,9 @@ class _Replayer:
         ends = [(r.sector, r.sectors) for r in self.queued if r.write == e.write]
         seq, contig = self.streams[e.write].classify(e.sector, e.sectors, ends)
         kind = ("seq_" if seq else "rand_") + ("write" if e.write else "read")
-        self.queued.append(_Req(Queued(e.time, kind, sync=e.sync or not e.write, tag=e.sector, contig=contig,
-                                       task=e.pid if e.write else None), e.sector, e.sectors, e.write, e.pid))
+        q = Queued(e.time, kind, sync=e.sync or not e.write, tag=e.sector, contig=contig,
+                   task=e.pid if e.write else None, size=e.sectors << 9)
+        self.queued.append(_Req(q, e.sector, e.sectors, e.write, e.pid))
         if not e.write:
             reader_seen(self.st, e.pid, e.time)
             if self.st.phase == ANTICIPATING:
