@@ -13,8 +13,9 @@
  *     writes. FIFO inside a group. A request that carries a sync bio (6.1
  *     merges sync and async writes into one request) counts as sync.
  *  3. A write never waits more than write_slice_ms behind reads (a random
- *     one write_slice_rand_ms, if set; a request larger than write_slice_kb
- *     that slice per write_slice_kb of its size, sio_slice_ns()). When that
+ *     one write_slice_rand_ms, if set; a write request larger than
+ *     write_slice_kb that slice per write_slice_kb of its size at the time,
+ *     merges included, sio_slice_ns()). When that
  *     slice expires the writes get the device for a slice of their own,
  *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
  *     until its time slice ends): writes go first and nothing is held for a
@@ -221,7 +222,7 @@ enum sio_kind {
  * sio_class_step() (and a read's arrival or completion for ANTICIPATE):
  *   READ -> ANTICIPATE	a write could go but a reader is active
  *   ANTICIPATE -> READ	a read arrived (hit) or the reader stayed away
- *   READ/ANTICIPATE -> WINDOW	a write starved for write_slice_ms
+ *   READ/ANTICIPATE -> WINDOW	a write starved for its slice (sio_slice_ns)
  *   WINDOW -> READ	write_window_ms is over
  */
 enum sio_phase {
@@ -236,7 +237,6 @@ enum sio_pick_mode {
 	SIO_PICK_BOOSTED,	/* the oldest boosted write */
 	SIO_PICK_WRITES,	/* boosted, sync, async writes, in that order */
 	SIO_PICK_WINDOW,	/* a boosted write, else the oldest write */
-	SIO_PICK_STARVED,	/* as WINDOW, ignoring the dispatch limits */
 };
 
 /* QASIO dependency types (seed 001, section 3). */
@@ -746,7 +746,7 @@ static bool sio_may_dispatch(struct sio_data *sd, struct request *rq)
 
 /*
  * The picker: which request of @cq @mode allows, honouring the dispatch
- * limits (except SIO_PICK_STARVED). No side effects: *limited counts the
+ * limits. No side effects: *limited counts the
  * requests a limit kept back, for the caller to account.
  */
 static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
@@ -787,9 +787,6 @@ static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
 			(*limited)++;
 		}
 		return NULL;
-	case SIO_PICK_STARVED:
-		rq = sio_group_head(cq, SIO_G_BOOSTED_WRITE);
-		return rq ?: sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
 	case SIO_PICK_WINDOW:
 	default:
 		rq = sio_group_head(cq, SIO_G_BOOSTED_WRITE);
@@ -950,7 +947,7 @@ static bool sio_reader_active(struct sio_data *sd, u64 now)
 /*
  * Must write @rq wait for the write in the device (10)? Only beside a recent
  * reader, and never a reader's own, a boosted write, in a write window or
- * (through SIO_PICK_STARVED, which skips the limits) one whose slice
+ * (sio_starved_write(), dispatched past the limits) one whose slice
  * expired: a window is the writes' time, nothing is held for a reader. The
  * completion of the write in flight reruns the queue (sio_mark_restart()).
  */
@@ -1113,8 +1110,10 @@ static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
  *
  * A request larger than write_slice_kb waits that slice per write_slice_kb
  * it carries (0 = per request, whatever its size): beside readers that never
- * pause, writers get write_slice_kb per slice or one request per slice,
- * whichever is more, instead of one request of any size. A 128 KiB write
+ * pause, writers get one request per slice if it is no larger than
+ * write_slice_kb, else write_slice_kb per slice on average, instead of one
+ * request of any size. Discards and zeroing writes wait one slice: their
+ * size is a range, not data the device must program. A 128 KiB write
  * keeps an eMMC from reads for several 4 KiB writes' time, and one is what
  * goes when a slice expires in the middle of an application's start-up.
  */
@@ -1130,9 +1129,31 @@ static u64 sio_slice_ns(struct sio_data *sd, struct request *rq)
 	else
 		slice_us = (u64)READ_ONCE(sd->write_slice_ms) * USEC_PER_MSEC;
 	/* <= 6e7 us x 4 GiB: no overflow */
-	if (per_kb && bytes > per_kb)
+	if (per_kb && bytes > per_kb && req_op(rq) == REQ_OP_WRITE)
 		slice_us = div64_u64(slice_us * bytes, per_kb);
 	return slice_us * NSEC_PER_USEC;
+}
+
+/*
+ * A sync or async write whose slice has expired, the older group head first
+ * (a small sync write behind a large async one has the shorter slice), or
+ * NULL.
+ */
+static struct request *sio_starved_write(struct sio_data *sd,
+					 struct sio_class_queue *cq, u64 now)
+{
+	struct request *a = sio_group_head(cq, SIO_G_SYNC_WRITE);
+	struct request *b = sio_group_head(cq, SIO_G_ASYNC_WRITE);
+
+	if (a && b && b->fifo_time < a->fifo_time)
+		swap(a, b);
+	if (a && sio_since(now, max(a->fifo_time, sd->last_write_ns)) >=
+	    sio_slice_ns(sd, a))
+		return a;
+	if (b && sio_since(now, max(b->fifo_time, sd->last_write_ns)) >=
+	    sio_slice_ns(sd, b))
+		return b;
+	return NULL;
 }
 
 /*
@@ -1148,7 +1169,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 				      bool reads_held, bool *hold)
 {
 	u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
-	struct request *oldest_write, *rq = NULL;
+	struct request *oldest_write, *starved, *rq = NULL;
 	unsigned int limited = 0, picked_limited = 0;
 
 	lockdep_assert_held(&sd->lock);
@@ -1167,15 +1188,16 @@ static struct request *sio_class_step(struct sio_data *sd,
 		if (rq)
 			goto out;
 	}
-	if (sio_since(now, max(oldest_write->fifo_time, sd->last_write_ns)) >=
-	    sio_slice_ns(sd, oldest_write)) {
+	starved = sio_starved_write(sd, cq, now);
+	if (starved) {
 		sd->write_slice_expired++;
 		if (window) {
 			sio_set_phase(sd, SIO_PH_WINDOW);
 			sd->write_window_end_ns = now + window;
 			sd->write_windows++;
 		}
-		rq = sio_pick(sd, cq, SIO_PICK_STARVED, &limited);
+		/* Past the dispatch limits; a boosted write first. */
+		rq = sio_group_head(cq, SIO_G_BOOSTED_WRITE) ?: starved;
 		goto out;
 	}
 	if (!reads_held) {

@@ -116,6 +116,20 @@ def test_a_large_write_waits_the_slice_per_write_slice_kb_of_its_size() -> None:
     assert Tunables().write_slice_kb == 32 and Tunables.from_mapping({"write_slice_kb": "0"}).write_slice_kb == 0
 
 
+def test_a_small_sync_write_behind_a_large_async_one_goes_by_its_own_slice() -> None:
+    """sio_starved_write(): each write group's head by its own slice, the older first. A 4 KiB sync write queued
+    after a 128 KiB async one (a 4-slice wait) goes when its own slice is over, not the older write's."""
+    t = Tunables(write_slice_ms=1, write_slice_kb=32, read_anticipation_us=0)
+    big = Queued(0, "seq_write", sync=False, contig=True, size=128 << 10)
+    small = Queued(500, "seq_write", sync=True, contig=True)
+    s = State(reads=[R(0)], writes=[big, small], last_write=-5000.0)
+    assert decide(s, 1499, t).pick == READ
+    d = decide(s, 1500, t)
+    assert d.reason == "write slice expired" and d.request is small
+    d = decide(State(reads=[R(0)], writes=[big], last_write=-5000.0), 4000, t)
+    assert d.reason == "write slice expired" and d.request is big
+
+
 def test_without_pacing_writes_wait_for_an_anticipated_read() -> None:
     t = Tunables(read_anticipation_us=3000)
     d = decide(State(writes=[W(0)], inflight={"seq_read": 1}), 10, t)

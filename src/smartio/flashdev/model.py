@@ -264,6 +264,7 @@ class Policy:
 
 
 SECTORS_PER_PAGE = 8     # 4 KiB requests
+PAGE_BYTES = SECTORS_PER_PAGE * 512
 RAND_STRIDE = 64         # sectors between a random stream's requests: never contiguous, as the module sees them
 
 
@@ -546,10 +547,13 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
             if policy.name == "none":
                 q = waiting[0]
             else:
-                d = _decide(st, list(waiting), inflight, now, tun)
+                # Merged requests carry their size (the slice per write_slice_kb).
+                sized = [q if extent[q.tag][1] == 1 else dataclasses.replace(q, size=extent[q.tag][1] * PAGE_BYTES)
+                         for q in waiting]
+                d = _decide(st, sized, inflight, now, tun)
                 if d.request is None:
                     return NEVER if d.wait_until is None else max(d.wait_until, now + 1e-3)
-                q = d.request
+                q = next(w for w in waiting if w.tag == d.request.tag)
             waiting.remove(q)
             first, pages, count = extent.pop(q.tag)
             if not is_read(q.kind):

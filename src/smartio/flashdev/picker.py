@@ -5,9 +5,9 @@ at `now` with the queue in `state`: dispatch the oldest read, dispatch a write, 
 timer would run the queue again). It has the module's rules and the module's tunable names and units:
 
   1. a write window (after a slice expired) that is still open: writes first;
-  2. the oldest write waited write_slice_ms (a random write: write_slice_rand_ms, if set; per write_slice_kb of
-     its size, if it is larger) since the later of its arrival and the last write dispatch: it goes (ignoring the
-     dispatch limits) and a window of write_window_ms opens;
+  2. a write (the sync or the async group's head, the older first) waited write_slice_ms (a random write:
+     write_slice_rand_ms, if set; per write_slice_kb of its size, if it is larger) since the later of its arrival
+     and the last write dispatch: it goes (ignoring the dispatch limits) and a window of write_window_ms opens;
   3. reads first, unless the read hold holds them: with write_pace_us set, queued reads wait read_hold_us after
      a write completed, but no longer than read_hold_us from the oldest read's arrival;
   4. with write_pace_us set (pacing): a write goes at once when no reader is active (no read queued or in flight,
@@ -27,7 +27,9 @@ timer would run the queue again). It has the module's rules and the module's tun
      reader's own (rule 7), its slice expired or a write window is open (rule 2).
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
-writes, the at-head dispatch list. Writes are in two FIFO groups, sync before async, as in the module.
+writes, the at-head dispatch list; discards (the module gives them one slice whatever their size). A request's size
+is the caller's: a trace replay's is the size it was inserted with (merges after insertion are not seen). Writes
+are in two FIFO groups, sync before async, as in the module.
 
 Times are µs on the caller's clock (the guest's CLOCK_MONOTONIC for a trace replay, the device's phone µs in
 model.run_streams); the tunables are read in that clock, write_slice_ms and write_window_ms in ms of it.
@@ -69,7 +71,8 @@ class Tunables:
 
     # Tunables of the module that play no part in one class without QASIO: accepted, ignored. async_depth caps
     # the scheduler tags async (buffered) writes may hold; the replay and run_streams issue sync (O_DIRECT) writes.
-    # write_merge_max_kb limits merges, and the model's requests are single 4 KiB pages that never merge.
+    # write_merge_max_kb limits merges: run_streams' requests are single 4 KiB pages that never merge, and
+    # model.mixed_time merges by its own merge_kb.
     IGNORED = ("prio_aging_ms", "qasio_boost", "qasio_meta", "qasio_data", "qasio_sync", "async_depth",
                "write_merge_max_kb")
 
@@ -196,8 +199,8 @@ def slice_us(q: Queued, t: Tunables) -> float:
     larger than write_slice_kb waits the slice per write_slice_kb of its size."""
     rand = not q.contig if q.contig is not None else q.kind == "rand_write"
     ms = t.write_slice_rand_ms if rand and t.write_slice_rand_ms else t.write_slice_ms
-    per = t.write_slice_kb * 1024
-    return ms * 1000 * (q.size / per if per and q.size > per else 1)
+    per, us = int(t.write_slice_kb) * 1024, int(ms * 1000)
+    return us * q.size // per if per and q.size > per else us     # whole µs, as the module divides
 
 
 def _since(now: float, then: float) -> float:
@@ -241,6 +244,11 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
     def oldest_write() -> Queued:
         return min(group_heads(), key=lambda q: q.arrival)
 
+    def starved_write() -> Queued | None:    # sio_starved_write()
+        last = s.last_write if s.last_write is not None else -math.inf
+        return next((q for q in sorted(group_heads(), key=lambda q: q.arrival)
+                     if _since(now, max(q.arrival, last)) >= slice_us(q, t)), None)
+
     def go(pick: str, q: Queued, reason: str) -> Decision:
         return Decision(pick, q, reason, None, phase, window_end)
 
@@ -260,10 +268,10 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         if may_dispatch(q):
             return go(WRITE, q, "write window")
     last = s.last_write if s.last_write is not None else -math.inf
-    if _since(now, max(oldest_write().arrival, last)) >= slice_us(oldest_write(), t):
+    if (starved := starved_write()) is not None:
         if t.write_window_ms:
             phase, window_end = WINDOW, now + t.write_window_ms * 1000
-        return go(WRITE, oldest_write(), "write slice expired")
+        return go(WRITE, starved, "write slice expired")
     if hold_end is None:
         q = pick_read()
         if q:
