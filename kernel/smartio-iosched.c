@@ -165,7 +165,7 @@
 
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
-static const int sio_default_write_slice_kb = 32;	/* ... per this much of its size, KiB; 0 = per write */
+static const int sio_default_write_slice_kb;	/* ... per this much of its size, KiB; 0 = per write */
 static const int sio_default_write_window_ms;	/* then writes go first for this long, ms; 0 = one write */
 static const int sio_default_prio_aging_ms = 10000;	/* class waits <= this behind higher, ms */
 static const int sio_default_read_anticipation_us = 3000; /* idle for next read, us; 0 = off */

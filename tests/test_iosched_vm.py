@@ -337,7 +337,7 @@ check write_window_ms 0                                               # one writ
 check write_pace_us 0                                                 # off until profiled
 check write_pace_rand_us 0
 check write_slice_rand_ms 0                                           # 0 = write_slice_ms for random writes too
-check write_slice_kb 32                                               # a slice per 32 KiB of a larger write
+check write_slice_kb 0                                                # one slice per request, whatever its size
 check read_hold_us 0
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 99999999 > $T/write_pace_us; check write_pace_us 1000000

@@ -113,7 +113,7 @@ def test_a_large_write_waits_the_slice_per_write_slice_kb_of_its_size() -> None:
         assert decide(s, expires, t).reason == "write slice expired", w
     s = State(reads=[R(0)], writes=[Queued(0, "seq_write", contig=True, size=128 << 10)], last_write=-5000.0)
     assert decide(s, 1000, dataclasses.replace(t, write_slice_kb=0)).reason == "write slice expired"
-    assert Tunables().write_slice_kb == 32 and Tunables.from_mapping({"write_slice_kb": "0"}).write_slice_kb == 0
+    assert Tunables().write_slice_kb == 0 and Tunables.from_mapping({"write_slice_kb": "32"}).write_slice_kb == 32
 
 
 def test_a_small_sync_write_behind_a_large_async_one_goes_by_its_own_slice() -> None:

@@ -60,7 +60,7 @@ class Tunables:
     read_hold_us: float = 0.0
     read_anticipation_us: float = 3000.0
     write_slice_ms: float = 100.0
-    write_slice_kb: float = 32.0
+    write_slice_kb: float = 0.0
     write_slice_rand_ms: float = 0.0
     write_window_ms: float = 0.0
     single_write_ms: float = 100.0
