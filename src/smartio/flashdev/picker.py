@@ -244,8 +244,7 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
     def oldest_write() -> Queued:
         return min(group_heads(), key=lambda q: q.arrival)
 
-    def starved_write() -> Queued | None:    # sio_starved_write()
-        last = s.last_write if s.last_write is not None else -math.inf
+    def starved_write(last: float) -> Queued | None:    # sio_starved_write(); last: the last write dispatch
         return next((q for q in sorted(group_heads(), key=lambda q: q.arrival)
                      if _since(now, max(q.arrival, last)) >= slice_us(q, t)), None)
 
@@ -268,7 +267,7 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         if may_dispatch(q):
             return go(WRITE, q, "write window")
     last = s.last_write if s.last_write is not None else -math.inf
-    if (starved := starved_write()) is not None:
+    if (starved := starved_write(last)) is not None:
         if t.write_window_ms:
             phase, window_end = WINDOW, now + t.write_window_ms * 1000
         return go(WRITE, starved, "write slice expired")
