@@ -14,6 +14,7 @@ from smartio.compare.spec import parse_schedulers
 from smartio.errors import UsageError
 from smartio.experiments.stats import Stat
 from smartio.flashdev import load_profile
+from smartio.testbed import hostload
 from smartio.testbed.boot import Boot
 
 PROFILE = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
@@ -751,3 +752,60 @@ def test_rules_per_launch_of_cells_measured_apart_and_in_a_later_session(tmp_pat
     text = "\n".join(la.rule_lines(tmp_path, doc))
     assert "session" in text and "sqlite cold rand-write real +" in text and "counted from the switch" in text
     assert "sqlite cold seq-write real +" not in text and " none " not in text
+
+
+def test_launches_other_work_on_the_host_disturbed_are_marked_and_the_targets_checked_without_them(tmp_path):
+    # A burst of other work on the host (host-load.csv) during three of smartio's launches beside the writer makes
+    # them slow, and smartio ties bfq; the report marks those launches by the host's load alone and decides the
+    # targets again without them, where smartio is lower. The full figures stay the headline.
+    plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("bfq,smartio"))
+    out = tmp_path / "vm" / "out"
+    spread = [0.97, 0.99, 1.0, 1.01, 1.03, 0.98, 1.02, 1.0]
+    t = 1000.0
+    for label, slow in (("bfq", 1.06), ("smartio", 1.0)):
+        for app, idle in (("python-stdlib", 5.0), ("sqlite", 3.0)):
+            for bg, k in (("none", 1.0), ("seq-write", slow)):
+                walls = [idle * k * x for x in spread]
+                burst = label == "smartio" and app == "python-stdlib" and bg == "seq-write"
+                if burst:
+                    walls[:3] = [w * 1.6 for w in walls[:3]]
+                spans = []
+                for w in walls:
+                    spans.append([t, t + w])
+                    t += w + 1.0
+                f = out / la.run_file(label, app, "cold", bg, "real")
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(json.dumps({"results": {"wall_s": Stat.of(walls).to_json(), "launch_unix_s": spans}}))
+                if burst:
+                    hot = (spans[0][0], spans[2][1])
+    rows = []
+    for end in range(1005, int(t) + 10, 5):
+        rows.append(f"{end:.3f},5.000,1.5,1.0,{0.7 if end - 5 < hot[1] and end > hot[0] else 0.02:.3f}")
+    (tmp_path / "vm" / hostload.FILE).write_text(hostload.COLUMNS + "\n" + "\n".join(rows) + "\n")
+    doc = la.assemble(plan, out, profile=PROFILE, command="c", started="s", vm_result=None)
+    busy = doc["cells"]["smartio"][la.headline_key("python-stdlib", "seq-write")]
+    assert la.disturbed(busy) == [True] * 3 + [False] * 5 and busy["host_other_cpus"]["from"] == "launch"
+    assert not any(la.disturbed(doc["cells"]["bfq"][la.headline_key("python-stdlib", "seq-write")]))
+    full, check = la.versus(doc, "smartio", "bfq"), la.versus(la.without_disturbed(doc), "smartio", "bfq")
+    assert full and check and full[0] < 1 < full[1] and check[1] < 1
+    assert la.without_disturbed(doc)["cells"]["smartio"][la.headline_key("python-stdlib", "seq-write")][
+        "wall_s"]["values"] == busy["wall_s"]["values"][3:]
+    text = la.render(doc)
+    assert "host: 3 of 64 launches were taken while other processes used more than 0.25" in text
+    assert "in the headline cells: smartio python-stdlib seq-write 3/8" in text
+    after = text.split("the targets again without those launches")[1]
+    assert "bfq [" in after and "] lower" in after
+    assert "] tie" in text.split("the targets again without those launches")[0]
+    # A run file without its launches' times: the cell's start to its end for each launch.
+    f = out / la.run_file("smartio", "python-stdlib", "cold", "seq-write", "real")
+    d = json.loads(f.read_text())
+    del d["results"]["launch_unix_s"]
+    d |= {"started": "1970-01-01T00:16:40+00:00", "finished": "1970-01-01T00:30:00+00:00"}
+    f.write_text(json.dumps(d))
+    cell = la.assemble(plan, out, profile=PROFILE, command="c", started="s", vm_result=None)["cells"]["smartio"][
+        la.headline_key("python-stdlib", "seq-write")]
+    assert cell["host_other_cpus"]["from"] == "cell" and len(set(cell["host_other_cpus"]["values"])) == 1
+    # No host-load file (a run stored before it was kept): no marks, no lines.
+    (tmp_path / "vm" / hostload.FILE).unlink()
+    doc = la.assemble(plan, out, profile=PROFILE, command="c", started="s", vm_result=None)
+    assert la.disturbance_lines(doc) == [] and "host:" not in la.render(doc)

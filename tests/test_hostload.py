@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from smartio.compare import launch as launch_compare
 from smartio.testbed import hostload
 
@@ -105,3 +107,22 @@ def test_a_launch_table_ends_with_the_host_load_when_recorded():
     after = launch_compare.render(doc)
     assert after.startswith(before.rsplit("\n", 1)[0]) and "host: other processes took 0.31 of its 2 CPUs" in after
 
+
+
+def test_a_timing_gets_the_load_of_the_samples_it_overlaps(tmp_path):
+    """hostload.read / during: each row covers the interval_s before its time; an interval gets the samples' mean
+    weighted by overlap, an instant the sample it falls in, and nothing outside the samples; a row cut off by a run
+    killed mid-write is left out, as is a file that is not a host-load file."""
+    f = tmp_path / hostload.FILE
+    f.write_text(f"{hostload.COLUMNS}\n105.000,5.000,1.0,1.0,0.000\n110.000,5.000,1.8,1.0,0.800\n"
+                 "115.000,5.000,1.1,1.0,0.100\n120.0,5.0,1.")
+    samples = hostload.read(f)
+    assert samples == [(100.0, 105.0, 0.0), (105.0, 110.0, 0.8), (110.0, 115.0, 0.1)]
+    assert hostload.during(samples, 106, 109) == pytest.approx(0.8)
+    assert hostload.during(samples, 103, 107) == pytest.approx((2 * 0.0 + 2 * 0.8) / 4)
+    assert hostload.during(samples, 100, 115) == pytest.approx(0.3)
+    assert hostload.during(samples, 112, 112) == pytest.approx(0.1)
+    assert hostload.during(samples, 116, 120) is None and hostload.during([], 0, 1) is None
+    assert hostload.read(tmp_path / "absent.csv") == []
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    assert hostload.read(tmp_path / "other.csv") == []

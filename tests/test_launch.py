@@ -793,6 +793,8 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
     monkeypatch.setattr(me, "drop_caches", lambda: events.append("drop"))
     monkeypatch.setattr(me.time, "sleep", lambda s: None)
     monkeypatch.setattr(me, "is_root", lambda: True)
+    clock = iter(range(1000, 2000))
+    monkeypatch.setattr(me.time, "time", lambda: float(next(clock)))
 
     class Named:
         def __init__(self, name: str, base: float) -> None:
@@ -817,6 +819,10 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
     assert (replay["mode"], replay["command"], replay["interleaved_with"]) == ("replay", "c-replay", ["real"])
     assert replay["results"]["breakdown_s"]["cpu"]["values"] == [2.0, 2.0]
     assert real["started"] == replay["started"]
+    # When each timed launch ran (for the host's load during it): in turn, the arms' spread over each other.
+    spans = sorted([(*s, "real") for s in real["results"]["launch_unix_s"]]
+                   + [(*s, "replay") for s in replay["results"]["launch_unix_s"]])
+    assert [m for *_, m in spans] == launches[2:] and all(a <= b for a, b, _ in spans)
     # One arm is `measure`: no interleaved_with.
     doc = me.measure(target, me.Settings(repeats=2), Named("x", 1.0), what={"mode": "run"}, command="t",
                      progress=False)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import datetime
+import functools
 import json
 import math
 import os
@@ -462,6 +464,7 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
     """One document from the guest's run files (pure: tests feed it recorded ones). `guest_out`: the guest's output
     directory, or those of every session of a resumed run, in order (a cell measured twice counts from the last)."""
     outs = guest_out if isinstance(guest_out, list) else [guest_out]
+    samples = functools.cache(lambda o: hostload.read(o.parent / hostload.FILE))   # a session's host load
     cells: dict[str, dict[str, Any]] = {}
     cell_sessions: dict[str, dict[str, str]] = {}     # label -> cell -> the session's artifacts ("vm", "vm-2", ...)
     missing = []
@@ -472,6 +475,8 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
                 missing.append(f"{spec.label} {app} {cache} {bg} {mode}")
                 continue
             d = json.loads(found[-1][1].read_text())
+            if (host := host_during(d, samples(found[-1][0]))) is not None:
+                d["results"]["host_other_cpus"] = host
             cells.setdefault(spec.label, {})[f"{app}.{cache}.{bg}.{mode}"] = d["results"]
             cell_sessions.setdefault(spec.label, {})[f"{app}.{cache}.{bg}.{mode}"] = found[-1][0].parent.name
     headline: dict[str, Any] = {}
@@ -508,6 +513,85 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
         "missing": missing, "headline": headline, "cells": cells,
         "cell_sessions": cell_sessions if len(outs) > 1 else None,
     }
+
+
+def host_during(run: dict[str, Any], samples: list[hostload.Sample]) -> dict[str, Any] | None:
+    """Other work's share of the host's CPUs during each launch of a cell's run file (hostload.during): from the
+    launches' own times where the run file has them ("launch"), else the cell's start to its end for every launch
+    ("cell": run files from before 2026-11-28's second session). None without samples covering all of it."""
+    n = len(run["results"]["wall_s"].get("values") or ())
+    spans, source = run["results"].get("launch_unix_s"), "launch"
+    if not spans:
+        try:
+            cell = [datetime.datetime.fromisoformat(run[k]).timestamp() for k in ("started", "finished")]
+        except (KeyError, TypeError, ValueError):
+            return None
+        spans, source = [cell] * n, "cell"
+    values = [hostload.during(samples, a, b) for a, b in spans]
+    if not samples or len(values) != n or any(v is None for v in values):
+        return None
+    return {"values": [round(v, 3) for v in values if v is not None], "from": source}
+
+
+def disturbed(cell: dict[str, Any], limit: float = hostload.DISTURBED_CPUS) -> list[bool] | None:
+    """Which launches of a cell were taken while other work took more than `limit` of the host's CPUs; None when
+    the cell has no host load."""
+    host = cell.get("host_other_cpus")
+    return [v > limit for v in host["values"]] if host else None
+
+
+def without_disturbed(doc: dict[str, Any], limit: float = hostload.DISTURBED_CPUS) -> dict[str, Any]:
+    """`doc` with the launches `disturbed` marks left out of every cell (their wall times and CPU times); a cell left
+    with fewer than 2 launches is left out. Every scheduler is filtered by the same rule, which depends on the host
+    alone: a check on whether a verdict stands on other work's bursts, not a replacement for the full figures."""
+    cells: dict[str, dict[str, Any]] = {}
+    for label, per in doc["cells"].items():
+        for key, cell in per.items():
+            marks = disturbed(cell, limit)
+            if not marks or not any(marks):
+                cells.setdefault(label, {})[key] = cell
+                continue
+            keep = [not m for m in marks]
+            walls = [w for w, k in zip(cell["wall_s"]["values"], keep, strict=True) if k]
+            if len(walls) < 2:
+                continue
+            new = {**cell, "wall_s": {**cell["wall_s"], "mean": statistics.fmean(walls), "n": len(walls),
+                                      "values": walls}}
+            if (spent := cell.get("breakdown_s")) and all(len(s.get("values") or ()) == len(keep)
+                                                          for s in spent.values()):
+                new["breakdown_s"] = {name: {"values": [v for v, k in zip(s["values"], keep, strict=True) if k]}
+                                      for name, s in spent.items()}
+            else:
+                new.pop("breakdown_s", None)
+            cells.setdefault(label, {})[key] = new
+    return {**doc, "cells": cells}
+
+
+def disturbance_lines(doc: dict[str, Any]) -> list[str]:
+    """How many launches other work on the host disturbed (`disturbed`), which headline cells they fell in, and
+    issue 14's targets again without them (`without_disturbed`) when any did. Nothing for a document without the
+    host's load per cell."""
+    marks = {(label, key): m for label, per in doc["cells"].items() for key, cell in per.items()
+             if (m := disturbed(cell)) is not None}
+    if not marks:
+        return []
+    hit = sum(sum(m) for m in marks.values())
+    total = sum(len(m) for m in marks.values())
+    per_launch = all(cell.get("host_other_cpus", {}).get("from") == "launch" for per in doc["cells"].values()
+                     for cell in per.values() if "host_other_cpus" in cell)
+    head = (f"  host: {hit} of {total} launches were taken while other processes used more than "
+            f"{hostload.DISTURBED_CPUS:g} of the host's CPUs ({hostload.FILE}, {hostload.INTERVAL_S:g} s samples"
+            + ("" if per_launch else "; runs without per-launch times: over the whole cell") + ")")
+    if not hit:
+        return [head]
+    headline = [f"{label} {key.split('.')[0]} {key.split('.')[2]} {sum(m)}/{len(m)}"
+                for (label, key), m in marks.items() if any(m) and is_headline_cell(*key.split(".")[1:])]
+    lines = [head + (f"; in the headline cells: {', '.join(headline)}" if headline else "")]
+    if headline:
+        lines.append("  the targets again without those launches (the same rule for every scheduler; a check on "
+                     "the figures above, not a replacement):")
+        lines += ["  " + t for t in target_lines(without_disturbed(doc))[1:]]
+    return lines
 
 
 def mixes_sessions(doc: dict[str, Any], cells: list[tuple[str, str]]) -> bool:
@@ -918,7 +1002,8 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(grid(["cell", *plan["schedulers"]], t_rows))
     lines += background_lines(doc)
     lines += fidelity_lines(doc)
-    lines += ["", *target_lines(doc), *off_cpu_lines(doc), *interval_lines(doc), "  " + headline_line(doc)]
+    lines += ["", *target_lines(doc), *off_cpu_lines(doc), *interval_lines(doc), *disturbance_lines(doc),
+              "  " + headline_line(doc)]
     if host := hostload.note(doc.get("host_load")):
         lines.append(f"  {host}")
     lines += missing_lines(doc["missing"], plan["schedulers"])
@@ -1172,9 +1257,11 @@ def current_document(out_dir: Path) -> tuple[dict[str, Any], str | None]:
             raise UsageError("--analyze", out_dir, f"cannot assemble its cell files: {e}") from e
         return kept, f"its cell files could not be assembled again ({e}): reprinted from {path}"
     if kept is not None and len(kept.get("missing", ())) <= len(doc["missing"]):
-        # compare.json has every cell there is; what it was written without (cell_sessions, before 2026-11-28)
-        # comes from the cells.
-        return {**doc, **kept}, None
+        # compare.json has every cell there is; what it was written without (cell_sessions, before 2026-11-28;
+        # the host's load per launch, before its second session) comes from the cells.
+        cells = {label: {key: {**doc["cells"].get(label, {}).get(key, {}), **cell} for key, cell in per.items()}
+                 for label, per in kept["cells"].items()}
+        return {**doc, **kept, "cells": cells}, None
     since = (f"{len(kept.get('missing', ())) - len(doc['missing'])} cell(s) measured since {path} was written"
              if kept is not None else f"no {DOCUMENT} yet")
     return doc, f"{since} (a run still going, or stopped before it wrote it): reprinted from its cell files"

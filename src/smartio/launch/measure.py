@@ -334,6 +334,7 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
     bg_mib_s: list[list[float]] = [[] for _ in arms]
     reads: list[list[tuple[int, int]]] = [[] for _ in arms]   # per launch: read requests, sectors (disk_io)
     spent: list[list[dict[str, float]]] = [[] for _ in arms]  # per launch, where its time went (last_breakdown)
+    spans: list[list[tuple[float, float]]] = [[] for _ in arms]   # per launch: when it ran (unix s, this clock)
     order = interleaving([a.repeats for a in arms])
     steps = len(order) + (len(arms) if settings.warmup else 0)
     cache = "cold" if settings.cold else "warm"
@@ -347,7 +348,9 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
         megabytes per second the device wrote)."""
         launcher = arms[k].launcher
         before = disk_io(target)
+        at = time.time()
         walls[k].append(launcher.launch())
+        spans[k].append((at, time.time()))
         after = disk_io(target)
         if (breakdown := getattr(launcher, "last_breakdown", None)) is not None:
             spent[k].append(breakdown)
@@ -405,6 +408,9 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
             "wall_s": Stat.of(walls[k]).to_json(),
             "min_s": round(min(walls[k]), 6),
             "max_s": round(max(walls[k]), 6),
+            # When each launch ran, on the clock of the machine that ran it, for a match with the host's load
+            # (hostload.during): under the testbed the guest's clock is the host's, set at boot.
+            "launch_unix_s": [[round(a, 3), round(b, 3)] for a, b in spans[k]],
         }
         if bg_mib_s[k]:
             results["background_write_mib_s"] = Stat.of(bg_mib_s[k]).to_json()

@@ -26,8 +26,13 @@ INTERVAL_S = 5.0
 HZ = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
 COLUMNS = "unix_time,interval_s,busy_cpus,ours_cpus,other_cpus"
+FILE = "host-load.csv"      # the name a testbed run's artifacts keep it under
 MIN_SAMPLE_S = 0.2    # a last sample shorter than this (the run ended right after one) is left out
 WARN_CPUS = 0.1       # other work above this many CPUs on average is worth a warning
+# A timing taken while other work used more than this many of the host's CPUs is marked as disturbed (`during`).
+# On the 2-CPU hosts here, 0.57 to 0.82 CPUs of other work for 30 s tripled the CPU time of 8 cold editor launches
+# in a row (0.5 s to 1.1-1.5 s; launch run slicekb-20261128); outside such bursts other work stays below 0.1.
+DISTURBED_CPUS = 0.25
 
 
 def busy_jiffies(stat_text: str) -> int:
@@ -114,6 +119,39 @@ class HostLoad:
                 "other_cpus_mean": None if mean is None else round(mean, 3),
                 "other_cpus_max": round(max(other), 3) if other else None,
                 "file": self.path.name}
+
+
+Sample = tuple[float, float, float]       # (start, end, other CPUs): one row, unix seconds
+
+
+def read(path: Path) -> list[Sample]:
+    """The samples of a host-load file (COLUMNS), each covering the `interval_s` before its `unix_time`; [] when it
+    is missing or unreadable (runs older than it), rows that do not parse left out (a file cut off mid-line)."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    out = []
+    for line in lines[1:] if lines and lines[0] == COLUMNS else []:
+        try:
+            t, dt, _, _, other = (float(x) for x in line.split(","))
+        except ValueError:
+            continue
+        out.append((t - dt, t, other))
+    return out
+
+
+def during(samples: list[Sample], start: float, end: float) -> float | None:
+    """Other work's CPUs over [start, end] (unix seconds): the samples' mean weighted by how much of each falls in
+    it; None when no sample overlaps it. An interval shorter than a sample gets that sample's mean, which may hide
+    a short burst in it or blame a burst next to it: a sample is INTERVAL_S long."""
+    weight = total = 0.0
+    for s, e, other in samples:
+        overlap = min(e, end) - max(s, start)
+        if overlap > 0 or (start == end and s <= start <= e):
+            w = max(overlap, 1e-9)
+            weight, total = weight + w, total + w * other
+    return total / weight if weight else None
 
 
 def note(summary: dict[str, Any] | None) -> str | None:

@@ -56,7 +56,7 @@ KERNEL_PROBLEM_RE = re.compile(
     r"|WARNING: \S+-(?:safe|unsafe|irq-safe|irq-unsafe) -> )[^\n]*")
 TASK_DUMP_START = "smartio-init: the command is still running"  # PID 1's task list near the timeout
 TASK_DUMP_HINT = f" (\"{TASK_DUMP_START}\": the tasks still running, with kernel stacks)"
-HOST_LOAD = "host-load.csv"      # other work's share of the host's CPUs while the VM ran (smartio.testbed.hostload)
+HOST_LOAD = hostload.FILE      # other work's share of the host's CPUs while the VM ran (smartio.testbed.hostload)
 HOST_TASKS = "host-tasks.txt"     # the host's side at the timeout: QEMU, nbdfuse, nbdkit, threads with kernel stacks
 MARKER_RE = re.compile(rb"\r?\nVMTEST_([A-Z_]+)=([^\r\n]*) ([0-9a-f]{16})\r?\n")
 # A vCPU that QEMU's TCG stopped running (emulator_stall): the NMI backtraces of RCU stall reports.
