@@ -785,7 +785,7 @@ def test_launches_other_work_on_the_host_disturbed_are_marked_and_the_targets_ch
     doc = la.assemble(plan, out, profile=PROFILE, command="c", started="s", vm_result=None)
     busy = doc["cells"]["smartio"][la.headline_key("python-stdlib", "seq-write")]
     assert la.disturbed(busy) == [True] * 3 + [False] * 5 and busy["host_other_cpus"]["from"] == "launch"
-    assert not any(la.disturbed(doc["cells"]["bfq"][la.headline_key("python-stdlib", "seq-write")]))
+    assert la.disturbed(doc["cells"]["bfq"][la.headline_key("python-stdlib", "seq-write")]) == [False] * 8
     full, check = la.versus(doc, "smartio", "bfq"), la.versus(la.without_disturbed(doc), "smartio", "bfq")
     assert full and check and full[0] < 1 < full[1] and check[1] < 1
     assert la.without_disturbed(doc)["cells"]["smartio"][la.headline_key("python-stdlib", "seq-write")][

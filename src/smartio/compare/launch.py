@@ -1259,9 +1259,9 @@ def current_document(out_dir: Path) -> tuple[dict[str, Any], str | None]:
     if kept is not None and len(kept.get("missing", ())) <= len(doc["missing"]):
         # compare.json has every cell there is; what it was written without (cell_sessions, before 2026-11-28;
         # the host's load per launch, before its second session) comes from the cells.
-        cells = {label: {key: {**doc["cells"].get(label, {}).get(key, {}), **cell} for key, cell in per.items()}
+        merged = {label: {key: {**doc["cells"].get(label, {}).get(key, {}), **cell} for key, cell in per.items()}
                  for label, per in kept["cells"].items()}
-        return {**doc, **kept, "cells": cells}, None
+        return {**doc, **kept, "cells": merged}, None
     since = (f"{len(kept.get('missing', ())) - len(doc['missing'])} cell(s) measured since {path} was written"
              if kept is not None else f"no {DOCUMENT} yet")
     return doc, f"{since} (a run still going, or stopped before it wrote it): reprinted from its cell files"
