@@ -199,7 +199,10 @@ enum sio_dir {
 	SIO_NR_DIRS,
 };
 
-/* A class's FIFOs; sio_group_rank() gives their dispatch order. */
+/*
+ * A class's FIFOs; sio_urgency[] gives their dispatch order. The writes are
+ * the range SIO_G_SYNC_WRITE..SIO_G_ASYNC_WRITE (sio_oldest()).
+ */
 enum sio_group {
 	SIO_G_READ,
 	SIO_G_SYNC_WRITE,
@@ -545,20 +548,24 @@ static enum sio_group sio_rq_pick_group(struct request *rq)
 }
 
 /*
- * How urgent a group is, the lowest first: reads, then boosted writes (a
- * task waits on them, and sio_class_step() sends them before anything is
- * held), sync writes, async writes. A merge keeps the more urgent group.
+ * The groups, the most urgent first: reads, then boosted writes (a task
+ * waits on them, and sio_class_step() sends them before anything is held),
+ * sync writes, async writes. sio_pick() takes writes in this order, and a
+ * merge keeps the more urgent group (sio_group_rank()).
  */
+static const enum sio_group sio_urgency[SIO_NR_GROUPS] = {
+	SIO_G_READ, SIO_G_BOOSTED_WRITE, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE,
+};
+
+/* Where @g stands in sio_urgency[], 0 the most urgent. */
 static int sio_group_rank(enum sio_group g)
 {
-	switch (g) {
-	case SIO_G_BOOSTED_WRITE:
-		return 1;
-	case SIO_G_SYNC_WRITE:
-		return 2;
-	default:
-		return g;	/* SIO_G_READ 0, SIO_G_ASYNC_WRITE 3 */
-	}
+	int i;
+
+	for (i = 0; i < SIO_NR_GROUPS - 1; i++)
+		if (sio_urgency[i] == g)
+			break;
+	return i;
 }
 
 /* The first request in @root (by start) that overlaps [start, end), or NULL. */
@@ -752,9 +759,6 @@ static bool sio_may_dispatch(struct sio_data *sd, struct request *rq)
 static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
 				enum sio_pick_mode mode, unsigned int *limited)
 {
-	static const enum sio_group sio_write_order[] = {
-		SIO_G_BOOSTED_WRITE, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE,
-	};
 	struct request *rq;
 	enum sio_group g;
 	unsigned int i;
@@ -773,8 +777,8 @@ static struct request *sio_pick(struct sio_data *sd, struct sio_class_queue *cq,
 		 * of Algorithm 6.2, so not counted in *limited. Windows,
 		 * boosted and starved writes never come this way held.
 		 */
-		for (i = 0; i < ARRAY_SIZE(sio_write_order); i++) {
-			g = sio_write_order[i];
+		for (i = 1; i < SIO_NR_GROUPS; i++) {	/* the writes */
+			g = sio_urgency[i];
 			rq = sio_group_head(cq, g);
 			if (!rq)
 				continue;
@@ -1135,6 +1139,16 @@ static u64 sio_slice_ns(struct sio_data *sd, struct request *rq)
 }
 
 /*
+ * Has @rq waited its slice? Its clock starts at the later of its arrival and
+ * the last write dispatch.
+ */
+static bool sio_slice_over(struct sio_data *sd, struct request *rq, u64 now)
+{
+	return sio_since(now, max(rq->fifo_time, sd->last_write_ns)) >=
+	       sio_slice_ns(sd, rq);
+}
+
+/*
  * A sync or async write whose slice has expired, the older group head first
  * (a small sync write behind a large async one has the shorter slice), or
  * NULL.
@@ -1147,11 +1161,9 @@ static struct request *sio_starved_write(struct sio_data *sd,
 
 	if (a && b && b->fifo_time < a->fifo_time)
 		swap(a, b);
-	if (a && sio_since(now, max(a->fifo_time, sd->last_write_ns)) >=
-	    sio_slice_ns(sd, a))
+	if (a && sio_slice_over(sd, a, now))
 		return a;
-	if (b && sio_since(now, max(b->fifo_time, sd->last_write_ns)) >=
-	    sio_slice_ns(sd, b))
+	if (b && sio_slice_over(sd, b, now))
 		return b;
 	return NULL;
 }
@@ -1169,7 +1181,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 				      bool reads_held, bool *hold)
 {
 	u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
-	struct request *oldest_write, *starved, *rq = NULL;
+	struct request *starved, *rq = NULL;
 	unsigned int limited = 0, picked_limited = 0;
 
 	lockdep_assert_held(&sd->lock);
@@ -1177,8 +1189,9 @@ static struct request *sio_class_step(struct sio_data *sd,
 	if (sd->phase == SIO_PH_WINDOW && now >= sd->write_window_end_ns)
 		sio_set_phase(sd, SIO_PH_READ);
 
-	oldest_write = sio_oldest(cq, SIO_G_SYNC_WRITE, SIO_G_ASYNC_WRITE);
-	if (!oldest_write) {
+	if (!sio_group_head(cq, SIO_G_SYNC_WRITE) &&
+	    !sio_group_head(cq, SIO_G_BOOSTED_WRITE) &&
+	    !sio_group_head(cq, SIO_G_ASYNC_WRITE)) {
 		if (!reads_held)
 			rq = sio_pick(sd, cq, SIO_PICK_READ, &limited);
 		goto out;

@@ -426,29 +426,39 @@ use none
     assert ev["write_slice_expired"] == 0 and ev["prio_aged"] == 0, f"events that cannot have happened: {ev}"
 
 
+# Readers that keep reads queued for 6 s (with nr_requests raised: s5-emmc's 4 tags would keep them above the
+# scheduler), beside which a writer gets writes through only by expired slices.
+QUEUED_READERS = FioJob("readers", "randread", 2, True, 0, 32, iodepth=8, verify=False,
+                        extra=("time_based=1", "runtime=6", "numjobs=2"))
+
+
+def beside_queued_readers(tmp_path: Path, module_ko: ModuleBuild, writers: dict[str, FioJob],
+                          tunables: dict[str, int]) -> vm.VmResult:
+    """Each of `writers` in turn beside QUEUED_READERS, under smartio with `tunables` on s5-emmc: its counters
+    snapped under its name, fio's JSON in fio-NAME.json."""
+    for name, writer in writers.items():
+        (tmp_path / f"{name}.fio").write_text(job_file(RAW_GLOBAL, [QUEUED_READERS, writer]))
+    sets = "".join(f"    echo {v} > $Q/iosched/{k}\n" for k, v in tunables.items())
+    script = f"""
+for name in {' '.join(writers)}; do
+    use smartio
+    echo 128 > $Q/nr_requests
+{sets}    fio --output-format=json --output=$SMARTIO_OUT/fio-$name.json {tmp_path}/$name.fio || fail "fio $name"
+    snap $name
+    use none
+done
+"""
+    return run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+
+
 def test_issue11_random_writes_have_their_own_slice(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 11, 4R4W: `write_slice_rand_ms` is the slice of a write that does not continue a stream exactly (the
     device's random write). Beside readers that keep reads queued, with a 60 s write_slice_ms and a 50 ms random
     slice, a random writer gets writes through by expired slices and a sequential writer does not."""
-    readers = FioJob("readers", "randread", 2, True, 0, 32, iodepth=8, verify=False,
-                     extra=("time_based=1", "runtime=6", "numjobs=2"))
-    for rw in ("randwrite", "write"):
-        writer = FioJob("writer", rw, 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=6"))
-        (tmp_path / f"{rw}.fio").write_text(job_file(RAW_GLOBAL, [readers, writer]))
-    script = f"""
-for rw in randwrite write; do
-    use smartio
-    echo 128 > $Q/nr_requests                  # s5-emmc's 4 tags would keep the reads above the scheduler
-    echo 60000 > $Q/iosched/write_slice_ms
-    echo 50 > $Q/iosched/write_slice_rand_ms
-    echo 0 > $Q/iosched/write_window_ms
-    echo 0 > $Q/iosched/read_anticipation_us
-    fio --output=$SMARTIO_OUT/fio-$rw.txt {tmp_path}/$rw.fio || fail "fio $rw: $(tail -20 $SMARTIO_OUT/fio-$rw.txt)"
-    snap $rw
-    use none
-done
-"""
-    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    writers = {rw: FioJob("writer", rw, 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=6"))
+               for rw in ("randwrite", "write")}
+    r = beside_queued_readers(tmp_path, module_ko, writers, {"write_slice_ms": 60000, "write_slice_rand_ms": 50,
+                                                             "write_window_ms": 0, "read_anticipation_us": 0})
     rand, seq = Stats.load(r.out_dir, "randwrite"), Stats.load(r.out_dir, "write")
     rand.assert_balanced(min_dispatched=200)
     seq.assert_balanced(min_dispatched=200)
@@ -460,24 +470,10 @@ done
 def test_issue14_a_large_write_waits_its_slice_per_write_slice_kb(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Issue 14: `write_slice_kb`. Beside readers that keep reads queued, with a 50 ms slice per 4 KiB, a writer of
     4 KiB requests gets one through every 50 ms by expired slices, a writer of 128 KiB requests one every 1.6 s."""
-    readers = FioJob("readers", "randread", 2, True, 0, 32, iodepth=8, verify=False,
-                     extra=("time_based=1", "runtime=6", "numjobs=2"))
-    for bs in ("4k", "128k"):
-        writer = FioJob("writer", "write", 2, True, 64, 32, bs=bs, verify=False, extra=("time_based=1", "runtime=6"))
-        (tmp_path / f"{bs}.fio").write_text(job_file(RAW_GLOBAL, [readers, writer]))
-    script = f"""
-for bs in 4k 128k; do
-    use smartio
-    echo 128 > $Q/nr_requests                  # s5-emmc's 4 tags would keep the reads above the scheduler
-    echo 50 > $Q/iosched/write_slice_ms
-    echo 4 > $Q/iosched/write_slice_kb
-    echo 0 > $Q/iosched/read_anticipation_us
-    fio --output-format=json --output=$SMARTIO_OUT/fio-$bs.json {tmp_path}/$bs.fio || fail "fio $bs"
-    snap $bs
-    use none
-done
-"""
-    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    writers = {bs: FioJob("writer", "write", 2, True, 64, 32, bs=bs, verify=False,
+                          extra=("time_based=1", "runtime=6")) for bs in ("4k", "128k")}
+    r = beside_queued_readers(tmp_path, module_ko, writers, {"write_slice_ms": 50, "write_slice_kb": 4,
+                                                             "read_anticipation_us": 0})
     small, large = Stats.load(r.out_dir, "4k"), Stats.load(r.out_dir, "128k")
     small.assert_balanced(min_dispatched=200)
     large.assert_balanced(min_dispatched=200)
