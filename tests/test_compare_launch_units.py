@@ -793,9 +793,21 @@ def test_launches_other_work_on_the_host_disturbed_are_marked_and_the_targets_ch
     text = la.render(doc)
     assert "host: 3 of 64 launches were taken while other processes used more than 0.25" in text
     assert "in the headline cells: smartio python-stdlib seq-write 3/8" in text
+    # Every per-launch figure of a filtered cell is recomputed from the launches kept; filtering twice changes
+    # nothing more.
+    check_doc = la.without_disturbed(doc)
+    kept = check_doc["cells"]["smartio"][la.headline_key("python-stdlib", "seq-write")]
+    assert kept["wall_s"] == Stat.of(busy["wall_s"]["values"][3:]).to_json()
+    assert kept["min_s"] == min(busy["wall_s"]["values"][3:]) and len(kept["launch_unix_s"]) == 5
+    assert la.disturbed(kept) == [False] * 5 and la.without_disturbed(check_doc) == check_doc
     after = text.split("the targets again without those launches")[1]
     assert "bfq [" in after and "] lower" in after
     assert "] tie" in text.split("the targets again without those launches")[0]
+    # Host values that are not one per launch (a cell measured again) mark nothing, and do not break the report.
+    odd = {**busy, "host_other_cpus": {"values": [0.9, 0.9], "from": "launch"}}
+    assert la.disturbed(odd) is None
+    la.render({**doc, "cells": {**doc["cells"], "smartio": {**doc["cells"]["smartio"],
+                                                            la.headline_key("python-stdlib", "seq-write"): odd}}})
     # A run file without its launches' times: the cell's start to its end for each launch.
     f = out / la.run_file("smartio", "python-stdlib", "cold", "seq-write", "real")
     d = json.loads(f.read_text())
@@ -809,3 +821,13 @@ def test_launches_other_work_on_the_host_disturbed_are_marked_and_the_targets_ch
     (tmp_path / "vm" / hostload.FILE).unlink()
     doc = la.assemble(plan, out, profile=PROFILE, command="c", started="s", vm_result=None)
     assert la.disturbance_lines(doc) == [] and "host:" not in la.render(doc)
+
+
+def test_a_stored_cell_takes_the_host_load_of_its_run_file_only_for_the_same_launches():
+    # compare.json written before cells carried the host's load: the run file's is added when it holds the same
+    # launches, not when a resumed session measured the cell again since.
+    stored = {"wall_s": {"values": [1.0, 2.0]}}
+    again = {"wall_s": {"values": [1.0, 2.0]}, "host_other_cpus": {"values": [0.0, 0.5], "from": "launch"}}
+    assert la._with_host_load(stored, again)["host_other_cpus"] == again["host_other_cpus"]
+    other = {**again, "wall_s": {"values": [1.5, 2.5, 3.0]}}
+    assert la._with_host_load(stored, other) == stored and la._with_host_load(stored, None) == stored

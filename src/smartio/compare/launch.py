@@ -518,7 +518,8 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
 def host_during(run: dict[str, Any], samples: list[hostload.Sample]) -> dict[str, Any] | None:
     """Other work's share of the host's CPUs during each launch of a cell's run file (hostload.during): from the
     launches' own times where the run file has them ("launch"), else the cell's start to its end for every launch
-    ("cell": run files from before 2026-11-28's second session). None without samples covering all of it."""
+    ("cell": run files from before 2026-11-28's second session). None without launches, or without samples
+    covering all of them."""
     n = len(run["results"]["wall_s"].get("values") or ())
     spans, source = run["results"].get("launch_unix_s"), "launch"
     if not spans:
@@ -528,22 +529,39 @@ def host_during(run: dict[str, Any], samples: list[hostload.Sample]) -> dict[str
             return None
         spans, source = [cell] * n, "cell"
     values = [hostload.during(samples, a, b) for a, b in spans]
-    if not samples or len(values) != n or any(v is None for v in values):
+    if not n or not samples or len(values) != n or any(v is None for v in values):
         return None
     return {"values": [round(v, 3) for v in values if v is not None], "from": source}
 
 
 def disturbed(cell: dict[str, Any], limit: float = hostload.DISTURBED_CPUS) -> list[bool] | None:
     """Which launches of a cell were taken while other work took more than `limit` of the host's CPUs; None when
-    the cell has no host load."""
+    the cell has no host load, or not one value per launch."""
     host = cell.get("host_other_cpus")
-    return [v > limit for v in host["values"]] if host else None
+    if not host or len(host["values"]) != len(cell["wall_s"].get("values") or ()):
+        return None
+    return [v > limit for v in host["values"]]
+
+
+# A cell's per-launch figures: a Stat each, one value per launch (others, such as a background's throughput where
+# a launch had no reading, are dropped when filtered).
+PER_LAUNCH_STATS = ("wall_s", "background_write_mib_s", "disk_read_requests", "disk_read_kib")
+
+
+def _kept(values: Any, keep: list[bool]) -> list[Any] | None:
+    """The values `keep` keeps, if `values` is a list of one per launch; else None."""
+    if not isinstance(values, list) or len(values) != len(keep):
+        return None
+    return [v for v, k in zip(values, keep, strict=True) if k]
 
 
 def without_disturbed(doc: dict[str, Any], limit: float = hostload.DISTURBED_CPUS) -> dict[str, Any]:
-    """`doc` with the launches `disturbed` marks left out of every cell (their wall times and CPU times); a cell left
-    with fewer than 2 launches is left out. Every scheduler is filtered by the same rule, which depends on the host
-    alone: a check on whether a verdict stands on other work's bursts, not a replacement for the full figures."""
+    """`doc` with the launches `disturbed` marks left out of every cell: each per-launch figure recomputed from the
+    launches kept (a figure without one value per launch is dropped); a cell left with fewer than 2 launches is left
+    out. Every scheduler is filtered by the same rule, which depends on the host alone: a check on whether a
+    verdict stands on other work's bursts, not a replacement for the full figures."""
+    from smartio.experiments.stats import Stat
+
     cells: dict[str, dict[str, Any]] = {}
     for label, per in doc["cells"].items():
         for key, cell in per.items():
@@ -552,17 +570,25 @@ def without_disturbed(doc: dict[str, Any], limit: float = hostload.DISTURBED_CPU
                 cells.setdefault(label, {})[key] = cell
                 continue
             keep = [not m for m in marks]
-            walls = [w for w, k in zip(cell["wall_s"]["values"], keep, strict=True) if k]
-            if len(walls) < 2:
+            kept = functools.partial(_kept, keep=keep)
+            if sum(keep) < 2:
                 continue
-            new = {**cell, "wall_s": {**cell["wall_s"], "mean": statistics.fmean(walls), "n": len(walls),
-                                      "values": walls}}
-            if (spent := cell.get("breakdown_s")) and all(len(s.get("values") or ()) == len(keep)
-                                                          for s in spent.values()):
-                new["breakdown_s"] = {name: {"values": [v for v, k in zip(s["values"], keep, strict=True) if k]}
-                                      for name, s in spent.items()}
-            else:
-                new.pop("breakdown_s", None)
+
+            new = {k: v for k, v in cell.items() if k not in (*PER_LAUNCH_STATS, "breakdown_s", "min_s", "max_s",
+                                                              "launch_unix_s", "host_other_cpus")}
+            for name in PER_LAUNCH_STATS:
+                if (values := kept((cell.get(name) or {}).get("values"))) is not None:
+                    new[name] = Stat.of(values).to_json()
+            walls = new["wall_s"]["values"]
+            new |= {"min_s": min(walls), "max_s": max(walls)}
+            spent = {name: kept(st.get("values")) for name, st in (cell.get("breakdown_s") or {}).items()}
+            if spent and all(v is not None for v in spent.values()):
+                new["breakdown_s"] = {name: Stat.of(v).to_json() for name, v in spent.items() if v is not None}
+            for name in ("launch_unix_s",):
+                if (values := kept(cell.get(name))) is not None:
+                    new[name] = values
+            if (values := kept(cell["host_other_cpus"]["values"])) is not None:
+                new["host_other_cpus"] = {**cell["host_other_cpus"], "values": values}
             cells.setdefault(label, {})[key] = new
     return {**doc, "cells": cells}
 
@@ -587,10 +613,10 @@ def disturbance_lines(doc: dict[str, Any]) -> list[str]:
     headline = [f"{label} {key.split('.')[0]} {key.split('.')[2]} {sum(m)}/{len(m)}"
                 for (label, key), m in marks.items() if any(m) and is_headline_cell(*key.split(".")[1:])]
     lines = [head + (f"; in the headline cells: {', '.join(headline)}" if headline else "")]
-    if headline:
+    if headline and (targets := target_lines(without_disturbed(doc))):
         lines.append("  the targets again without those launches (the same rule for every scheduler; a check on "
                      "the figures above, not a replacement):")
-        lines += ["  " + t for t in target_lines(without_disturbed(doc))[1:]]
+        lines += ["  " + t for t in targets[1:]]
     return lines
 
 
@@ -1227,6 +1253,16 @@ def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | No
                      f"{DOCUMENT})")
 
 
+def _with_host_load(kept: dict[str, Any], cell: dict[str, Any] | None) -> dict[str, Any]:
+    """A cell of a compare.json written before cells carried the host's load, with that of the same cell
+    assembled again from its run file: only when both hold the same launches (a resumed run may have measured the
+    cell again since)."""
+    if (cell and "host_other_cpus" in cell and "host_other_cpus" not in kept
+            and cell["wall_s"].get("values") == kept["wall_s"].get("values")):
+        return {**kept, "host_other_cpus": cell["host_other_cpus"]}
+    return kept
+
+
 def current_document(out_dir: Path) -> tuple[dict[str, Any], str | None]:
     """The document of the run in `out_dir` as it stands, and a note when it is not its compare.json: a run still
     measuring, or one killed before it wrote compare.json, is assembled from its sessions' cell files; a run kept
@@ -1259,8 +1295,8 @@ def current_document(out_dir: Path) -> tuple[dict[str, Any], str | None]:
     if kept is not None and len(kept.get("missing", ())) <= len(doc["missing"]):
         # compare.json has every cell there is; what it was written without (cell_sessions, before 2026-11-28;
         # the host's load per launch, before its second session) comes from the cells.
-        merged = {label: {key: {**doc["cells"].get(label, {}).get(key, {}), **cell} for key, cell in per.items()}
-                 for label, per in kept["cells"].items()}
+        merged = {label: {key: _with_host_load(cell, doc["cells"].get(label, {}).get(key)) for key, cell in
+                          per.items()} for label, per in kept["cells"].items()}
         return {**doc, **kept, "cells": merged}, None
     since = (f"{len(kept.get('missing', ())) - len(doc['missing'])} cell(s) measured since {path} was written"
              if kept is not None else f"no {DOCUMENT} yet")
