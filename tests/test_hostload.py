@@ -108,7 +108,6 @@ def test_a_launch_table_ends_with_the_host_load_when_recorded():
     assert after.startswith(before.rsplit("\n", 1)[0]) and "host: other processes took 0.31 of its 2 CPUs" in after
 
 
-
 def test_a_timing_gets_the_load_of_the_samples_it_overlaps(tmp_path):
     """hostload.read / during: each row covers the interval_s before its time; an interval gets the samples' mean
     weighted by overlap, an instant the sample it falls in, and nothing outside the samples; a row cut off by a run

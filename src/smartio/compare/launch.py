@@ -570,10 +570,9 @@ def without_disturbed(doc: dict[str, Any], limit: float = hostload.DISTURBED_CPU
                 cells.setdefault(label, {})[key] = cell
                 continue
             keep = [not m for m in marks]
-            kept = functools.partial(_kept, keep=keep)
             if sum(keep) < 2:
                 continue
-
+            kept = functools.partial(_kept, keep=keep)
             new = {k: v for k, v in cell.items() if k not in (*PER_LAUNCH_STATS, "breakdown_s", "min_s", "max_s",
                                                               "launch_unix_s", "host_other_cpus")}
             for name in PER_LAUNCH_STATS:
@@ -584,9 +583,8 @@ def without_disturbed(doc: dict[str, Any], limit: float = hostload.DISTURBED_CPU
             spent = {name: kept(st.get("values")) for name, st in (cell.get("breakdown_s") or {}).items()}
             if spent and all(v is not None for v in spent.values()):
                 new["breakdown_s"] = {name: Stat.of(v).to_json() for name, v in spent.items() if v is not None}
-            for name in ("launch_unix_s",):
-                if (values := kept(cell.get(name))) is not None:
-                    new[name] = values
+            if (values := kept(cell.get("launch_unix_s"))) is not None:
+                new["launch_unix_s"] = values
             if (values := kept(cell["host_other_cpus"]["values"])) is not None:
                 new["host_other_cpus"] = {**cell["host_other_cpus"], "values": values}
             cells.setdefault(label, {})[key] = new
