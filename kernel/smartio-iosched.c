@@ -117,6 +117,21 @@
  *     with 0. In the device model 1R1W, 4R4W and the mixed workload are
  *     unchanged: 1R1W's writer has one write in flight at most, 4R4W's
  *     writes go by their slice, the mixed workload's are the reader's own.
+ * 11. Start-up (startup_ms, 0 = off), after BFQ's weight raising of an
+ *     application that starts: a thread group that reads for the first
+ *     time, or after not reading for startup_ms, starts up, unless another
+ *     start-up is on. For startup_ms from then, while it reads (it is the
+ *     last task to read and reads are queued or in flight, or it inserted
+ *     or completed a read less than sio_reader_window_ns() ago), a write
+ *     waits startup_ms behind reads where its slice (3) is shorter. Writes
+ *     still go whenever no read waits and anticipation (6) lets them, one
+ *     at a time (10); boosted writes (5) and the starting task's own (9)
+ *     are not held. A slice is meant for a reader that never pauses; each
+ *     one that expires in a start-up puts a whole write ahead of the
+ *     application's next read, and a start-up is short. Writers beside
+ *     start-ups that follow one another still get a write per startup_ms.
+ *     Tasks are told apart by thread group; SIO_NR_STARTERS of them are
+ *     remembered, and one forgotten counts as new.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -173,6 +188,7 @@ static const int sio_default_write_pace_us;	/* writes spaced by a reader, us; 0 
 static const int sio_default_read_hold_us;	/* reads wait after a write, us; 0 = off */
 static const int sio_default_write_merge_max_kb;	/* write merges beside a reader; 0 = no limit */
 static const int sio_default_single_write_ms = 100;	/* one write at a time this long after a read, ms; 0 = off */
+static const int sio_default_startup_ms = 1000;	/* a task's first reads: writes wait this long, ms; 0 = off */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
@@ -185,6 +201,7 @@ static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) onl
 #define SIO_NR_WRITES_OUT	64	/* dispatched writes remembered for the hint lookup */
 #define SIO_NR_CALLERS		64	/* folio wait call sites remembered as sync or not */
 #define SIO_NR_NMI_HINTS	8	/* per CPU: hints from int3 kprobes awaiting their irq_work */
+#define SIO_NR_STARTERS		16	/* thread groups remembered for telling a start-up (11) */
 
 enum sio_class {
 	SIO_RT,
@@ -258,8 +275,8 @@ enum sio_dep {
  * priv[1] no longer does). rq->elv.priv[1] is a write's owner: the
  * address_space of its first page when it was inserted (a key compared
  * with a waiting task's folio mapping, never dereferenced), or NULL; for a
- * read, the pid of the task that allocated it (sio_prepare_request(), in
- * the submitter's context).
+ * read, the thread group (upper 32 bits) and pid (lower) of the task that
+ * allocated it (sio_prepare_request(), in the submitter's context).
  */
 #define SIO_RQ_OWNED		BIT(0)	/* inserted through this scheduler */
 #define SIO_RQ_QUEUED		BIT(1)	/* on a group FIFO, counted in queued[] */
@@ -346,6 +363,12 @@ struct sio_reader {
 	u64 seen_ns;				/* 0: none yet */
 };
 
+/* A thread group seen reading, for telling a start-up (11). */
+struct sio_starter {
+	pid_t tgid;
+	u64 seen_ns;				/* 0: free slot */
+};
+
 /* Requests of one I/O priority class. */
 struct sio_class_queue {
 	struct list_head fifo[SIO_NR_GROUPS];
@@ -375,6 +398,11 @@ struct sio_data {
 	u64 last_write_done_ns;			/* last completion of a write: read hold */
 	pid_t last_write_done_pid;		/* ... and the task that queued it (9) */
 	struct sio_reader readers[2];		/* the last reader seen, the last other one */
+	struct sio_starter starters[SIO_NR_STARTERS];
+	pid_t startup_tgid;			/* the thread group starting up (11) ... */
+	u64 startup_end_ns;			/* ... until then ... */
+	u64 startup_seen_ns;			/* ... last seen reading then */
+	bool startup_reading;			/* ... and the last to read */
 	struct hrtimer antic_timer;		/* reruns the queue when anticipation ends */
 	struct hrtimer pace_timer;		/* ... and when a pace or read hold ends */
 
@@ -395,6 +423,7 @@ struct sio_data {
 	int read_hold_us;
 	int write_merge_max_kb;
 	int single_write_ms;
+	int startup_ms;
 	int qasio_boost;
 	int qasio_dep[SIO_NR_DEPS];
 	int dispatch_limit[SIO_NR_KINDS];
@@ -425,6 +454,8 @@ struct sio_data {
 	u64 bio_merged;				/* bios merged into queued requests */
 	u64 write_merges_refused;		/* write merges refused beside a reader */
 	u64 single_write_holds;			/* decisions in which rule 10 alone kept a write back */
+	u64 startups;				/* start-ups begun (11) */
+	u64 startup_holds;			/* decisions in which a start-up alone kept a starved write back */
 	bool single_write_held;			/* ... this one (scratch of sio_dispatch_request) */
 	u64 sync_promoted;			/* async requests made sync by a sync bio */
 	u64 discard_async;			/* discards inserted without REQ_SYNC */
@@ -493,6 +524,21 @@ static enum sio_group sio_rq_group(struct request *rq)
 static pid_t sio_rq_pid(struct request *rq)
 {
 	return (pid_t)(u32)(sio_rq_flags(rq) >> SIO_RQ_PID_SHIFT);
+}
+
+/*
+ * The task that allocated @rq and its thread group, as sio_prepare_request()
+ * left them in priv[1]: a read's until it is freed, a write's until its
+ * owner replaces them at insertion.
+ */
+static pid_t sio_alloc_pid(struct request *rq)
+{
+	return (pid_t)(u32)(unsigned long)rq->elv.priv[1];
+}
+
+static pid_t sio_alloc_tgid(struct request *rq)
+{
+	return (pid_t)(u32)((unsigned long)rq->elv.priv[1] >> 32);
 }
 
 static enum sio_kind sio_rq_kind(struct request *rq)
@@ -881,17 +927,6 @@ static bool sio_reads_outstanding(struct sio_data *sd)
 	       sd->inflight[SIO_SEQ_READ] || sd->inflight[SIO_RAND_READ];
 }
 
-/* Called under the lock when task @pid inserts a read or one of its reads completes. */
-static void sio_reader_seen(struct sio_data *sd, pid_t pid, u64 now)
-{
-	lockdep_assert_held(&sd->lock);
-
-	if (sd->readers[0].pid != pid)
-		sd->readers[1] = sd->readers[0];
-	sd->readers[0].pid = pid;
-	sd->readers[0].seen_ns = now;
-}
-
 /*
  * How long a task still counts as a reader after its last read, ns: the
  * anticipation window or the pace, whichever is longer. A synchronous
@@ -904,6 +939,75 @@ static u64 sio_reader_window_ns(struct sio_data *sd)
 {
 	return max_t(u64, (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC,
 		     sio_pace_ns(sd));
+}
+
+/*
+ * Is a start-up on (11): within its startup_ms, its task reading (the last
+ * to read, with reads queued or in flight, or seen less than
+ * sio_reader_window_ns() ago)?
+ */
+static bool sio_startup_on(struct sio_data *sd, u64 now)
+{
+	lockdep_assert_held(&sd->lock);
+
+	if (!READ_ONCE(sd->startup_ms) || now >= sd->startup_end_ns)
+		return false;
+	return (sd->startup_reading && sio_reads_outstanding(sd)) ||
+	       sio_since(now, sd->startup_seen_ns) < sio_reader_window_ns(sd);
+}
+
+/*
+ * Thread group @tgid reads (11): a start-up begins if it is new or read
+ * last startup_ms or more ago, and no other start-up is on. A group not
+ * remembered takes the slot seen longest ago.
+ */
+static void sio_starter_seen(struct sio_data *sd, pid_t tgid, u64 now)
+{
+	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
+	struct sio_starter *st = &sd->starters[0];
+	bool starts;
+	int i;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (!startup)
+		return;
+	for (i = 0; i < SIO_NR_STARTERS; i++) {
+		if (sd->starters[i].seen_ns && sd->starters[i].tgid == tgid) {
+			st = &sd->starters[i];
+			break;
+		}
+		if (sd->starters[i].seen_ns < st->seen_ns)
+			st = &sd->starters[i];
+	}
+	starts = st->tgid != tgid || !st->seen_ns ||
+		 sio_since(now, st->seen_ns) >= startup;
+	st->tgid = tgid;
+	st->seen_ns = now;
+	if (tgid == sd->startup_tgid && now < sd->startup_end_ns) {
+		sd->startup_seen_ns = now;
+	} else if (starts && !sio_startup_on(sd, now)) {
+		sd->startup_tgid = tgid;
+		sd->startup_end_ns = now + startup;
+		sd->startup_seen_ns = now;
+		sd->startups++;
+	}
+	sd->startup_reading = tgid == sd->startup_tgid;
+}
+
+/*
+ * Called under the lock when task @pid of thread group @tgid inserts a read
+ * or one of its reads completes.
+ */
+static void sio_reader_seen(struct sio_data *sd, pid_t pid, pid_t tgid, u64 now)
+{
+	lockdep_assert_held(&sd->lock);
+
+	if (sd->readers[0].pid != pid)
+		sd->readers[1] = sd->readers[0];
+	sd->readers[0].pid = pid;
+	sd->readers[0].seen_ns = now;
+	sio_starter_seen(sd, tgid, now);
 }
 
 /*
@@ -1151,7 +1255,7 @@ static bool sio_slice_over(struct sio_data *sd, struct request *rq, u64 now)
 /*
  * A sync or async write whose slice has expired, the older group head first
  * (a small sync write behind a large async one has the shorter slice), or
- * NULL.
+ * NULL. In a start-up a slice is at least startup_ms (11).
  */
 static struct request *sio_starved_write(struct sio_data *sd,
 					 struct sio_class_queue *cq, u64 now)
@@ -1159,13 +1263,22 @@ static struct request *sio_starved_write(struct sio_data *sd,
 	struct request *a = sio_group_head(cq, SIO_G_SYNC_WRITE);
 	struct request *b = sio_group_head(cq, SIO_G_ASYNC_WRITE);
 
+	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
+	struct request *rq = NULL;
+
 	if (a && b && b->fifo_time < a->fifo_time)
 		swap(a, b);
 	if (a && sio_slice_over(sd, a, now))
-		return a;
-	if (b && sio_slice_over(sd, b, now))
-		return b;
-	return NULL;
+		rq = a;
+	else if (b && sio_slice_over(sd, b, now))
+		rq = b;
+	/* The later head has waited no longer: a start-up holds it too (11). */
+	if (rq && sio_startup_on(sd, now) &&
+	    sio_since(now, max(rq->fifo_time, sd->last_write_ns)) < startup) {
+		sd->startup_holds++;
+		return NULL;
+	}
+	return rq;
 }
 
 /*
@@ -1916,8 +2029,7 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 		flags |= (unsigned long)sio_ioprio_class(req_get_ioprio(rq)) <<
 			 SIO_RQ_CLASS_SHIFT;
 		/* priv[1]: the pid, from sio_prepare_request(), until a write's owner replaces it. */
-		flags |= (unsigned long)(u32)(unsigned long)rq->elv.priv[1] <<
-			 SIO_RQ_PID_SHIFT;
+		flags |= (unsigned long)sio_alloc_pid(rq) << SIO_RQ_PID_SHIFT;
 		sio_rq_set_flags(rq, flags);
 		sio_rq_stats(sd, rq)->inserted++;
 		if (req_op(rq) == REQ_OP_DISCARD && !op_is_sync(rq->cmd_flags))
@@ -1969,7 +2081,7 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 	if (dir == SIO_WRITE)
 		rq->elv.priv[1] = sio_owner(rq);
 	else
-		sio_reader_seen(sd, (pid_t)(unsigned long)rq->elv.priv[1], now);
+		sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq), now);
 	list_add_tail(&rq->queuelist, &cq->fifo[group]);
 	sd->queued[sio_rq_kind(rq)]++;
 	sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_QUEUED);
@@ -2006,7 +2118,8 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 static void sio_prepare_request(struct request *rq)
 {
 	sio_rq_set_flags(rq, 0);
-	rq->elv.priv[1] = (void *)(unsigned long)current->pid;
+	rq->elv.priv[1] = (void *)((unsigned long)(u32)current->tgid << 32 |
+				   (u32)current->pid);
 }
 
 /*
@@ -2043,7 +2156,7 @@ static void sio_finish_request(struct request *rq)
 				     NSEC_PER_USEC;
 
 			sd->last_read_done_ns = ktime_get_ns();
-			sio_reader_seen(sd, (pid_t)(unsigned long)rq->elv.priv[1],
+			sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
 					sd->last_read_done_ns);
 			if (window && sd->phase == SIO_PH_ANTICIPATE)
 				hrtimer_start(&sd->antic_timer, ns_to_ktime(window),
@@ -2339,6 +2452,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	sd->read_hold_us = sio_default_read_hold_us;
 	sd->write_merge_max_kb = sio_default_write_merge_max_kb;
 	sd->single_write_ms = sio_default_single_write_ms;
+	sd->startup_ms = sio_default_startup_ms;
 	sd->qasio_boost = sio_default_qasio_boost;
 	for (i = 0; i < SIO_NR_DEPS; i++)
 		sd->qasio_dep[i] = sio_default_qasio_dep;
@@ -2443,6 +2557,7 @@ SIO_TUNABLE(write_pace_rand_us, write_pace_rand_us, 0, 1000000);
 SIO_TUNABLE(read_hold_us, read_hold_us, 0, 100000);
 SIO_TUNABLE(write_merge_max_kb, write_merge_max_kb, 0, 65536);
 SIO_TUNABLE(single_write_ms, single_write_ms, 0, 60000);
+SIO_TUNABLE(startup_ms, startup_ms, 0, 600000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
 SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
@@ -2492,6 +2607,7 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(read_hold_us),
 	SIO_ATTR(write_merge_max_kb),
 	SIO_ATTR(single_write_ms),
+	SIO_ATTR(startup_ms),
 	SIO_ATTR(qasio_boost),
 	SIO_ATTR(qasio_meta),
 	SIO_ATTR(qasio_data),
@@ -2548,6 +2664,8 @@ static int sio_stats_show(void *data, struct seq_file *m)
 		   sd->paced_writes, sd->pace_delayed, sd->unpaced_writes,
 		   sd->held_reads, sd->reader_held_writes, sd->own_writes);
 	seq_printf(m, "single_write holds=%llu\n", sd->single_write_holds);
+	seq_printf(m, "startup startups=%llu holds=%llu\n", sd->startups,
+		   sd->startup_holds);
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];
 		int j;

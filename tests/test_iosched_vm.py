@@ -339,6 +339,8 @@ check write_pace_rand_us 0
 check write_slice_rand_ms 0                                           # 0 = write_slice_ms for random writes too
 check write_slice_kb 0                                                # one slice per request, whatever its size
 check read_hold_us 0
+check startup_ms 1000                                                 # a start-up holds slices for 1 s
+echo 99999999 > $T/startup_ms; check startup_ms 600000
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 99999999 > $T/write_pace_us; check write_pace_us 1000000
 echo 99999999 > $T/read_hold_us; check read_hold_us 100000
@@ -433,22 +435,20 @@ QUEUED_READERS = FioJob("readers", "randread", 2, True, 0, 32, iodepth=8, verify
 
 
 def beside_queued_readers(tmp_path: Path, module_ko: ModuleBuild, writers: dict[str, FioJob],
-                          tunables: dict[str, int]) -> vm.VmResult:
-    """Each of `writers` in turn beside QUEUED_READERS, under smartio with `tunables` on s5-emmc: its counters
-    snapped under its name, fio's JSON in fio-NAME.json."""
+                          tunables: dict[str, int], each: dict[str, dict[str, int]] | None = None) -> vm.VmResult:
+    """Each of `writers` in turn beside QUEUED_READERS, under smartio with `tunables` (and `each`[its name]) on
+    s5-emmc: its counters snapped under its name, fio's JSON in fio-NAME.json."""
+    runs = []
     for name, writer in writers.items():
         (tmp_path / f"{name}.fio").write_text(job_file(RAW_GLOBAL, [QUEUED_READERS, writer]))
-    sets = "".join(f"    echo {v} > $Q/iosched/{k}\n" for k, v in tunables.items())
-    script = f"""
-for name in {' '.join(writers)}; do
-    use smartio
-    echo 128 > $Q/nr_requests
-{sets}    fio --output-format=json --output=$SMARTIO_OUT/fio-$name.json {tmp_path}/$name.fio || fail "fio $name"
-    snap $name
-    use none
-done
-"""
-    return run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+        sets = "".join(f"echo {v} > $Q/iosched/{k}\n" for k, v in {**tunables, **(each or {}).get(name, {})}.items())
+        runs.append(f"""use smartio
+echo 128 > $Q/nr_requests
+{sets}fio --output-format=json --output=$SMARTIO_OUT/fio-{name}.json {tmp_path}/{name}.fio || fail "fio {name}"
+snap {name}
+use none
+""")
+    return run_guest(tmp_path, "".join(runs), module_ko, profile="s5-emmc")
 
 
 def test_issue11_random_writes_have_their_own_slice(tmp_path: Path, module_ko: ModuleBuild) -> None:
@@ -483,6 +483,24 @@ def test_issue14_a_large_write_waits_its_slice_per_write_slice_kb(tmp_path: Path
     # 6 s at one request per 1.6 s: 3 or 4 by their slices, and the slice still bounds their wait.
     assert 2 <= large.rows["events"]["write_slice_expired"] <= 6, (large.rows["events"], large_writes)
     assert large_writes <= 8 < small_writes, (small_writes, large_writes)
+
+
+def test_issue14_a_start_up_holds_the_write_slices_of_its_first_startup_ms(tmp_path: Path,
+                                                                           module_ko: ModuleBuild) -> None:
+    """Issue 14, rule 11: readers that start beside a writer start up; for startup_ms no 50 ms write slice expires
+    (a write waits startup_ms), then slices expire as before. With startup_ms = 0 they expire from the start."""
+    writers = {name: FioJob("writer", "write", 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=6"))
+               for name in ("on", "off")}
+    r = beside_queued_readers(tmp_path, module_ko, writers, {"write_slice_ms": 50, "read_anticipation_us": 0},
+                              each={"on": {"startup_ms": 4000}, "off": {"startup_ms": 0}})
+    on, off = Stats.load(r.out_dir, "on"), Stats.load(r.out_dir, "off")
+    on.assert_balanced(min_dispatched=200)
+    off.assert_balanced(min_dispatched=200)
+    assert on.rows["startup"]["startups"] >= 1 and on.rows["startup"]["holds"] > 0, on.rows["startup"]
+    assert off.rows["startup"] == {"startups": 0, "holds": 0}, off.rows["startup"]
+    expired_on, expired_off = (x.rows["events"]["write_slice_expired"] for x in (on, off))
+    # 6 s of 50 ms slices, the first 4 s of them held: about a third as many.
+    assert expired_off > 30 and expired_on < 0.6 * expired_off, (expired_on, expired_off)
 
 
 def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from smartio.cli import main
-from smartio.flashdev.picker import ANTICIPATING, READ, WINDOW, WRITE, Queued, State, Tunables, decide
+from smartio.flashdev.picker import ANTICIPATING, READ, WINDOW, WRITE, Queued, State, Tunables, decide, reader_seen
 from smartio.flashdev.replay import Event, events_from_trace, load_tunables, replay
 from smartio.trace import events as ev
 from smartio.trace.formats import write_ours
@@ -193,6 +193,39 @@ def test_beside_a_recent_reader_writes_go_one_at_a_time() -> None:
     assert decide(dataclasses.replace(s, inflight={"seq_write": 1, "seq_read": 1}), 10_000, t).pick is None
     assert decide(s, 50_100, t).reason == "write slice expired"                       # the slice still bounds it
     assert decide(dataclasses.replace(s, phase=WINDOW, window_end=1e9), 200, t).reason == "write window"
+
+
+def test_a_start_up_holds_writes_past_their_slice_while_its_task_reads() -> None:
+    """Rule 9 (the module's 11): a task that reads for the first time starts up; for startup_ms, while it reads, a
+    write waits startup_ms where its slice is shorter, and goes once it has waited that long. A task that kept
+    reading does not start up again; one that paused startup_ms does; another task does not take a start-up that is
+    on."""
+    t = Tunables(read_anticipation_us=0, write_slice_ms=1, single_write_ms=0, startup_ms=5)    # 1000 / 5000 µs
+    s = State(writes=[W(0)], reads=[R(1500)], last_write=0.0)
+    reader_seen(s, 1, 100, t)
+    assert s.startup == (1, 5100, 100)
+    assert decide(s, 1500, t).pick == READ                                       # slice over, start-up on
+    assert decide(s, 1500, dataclasses.replace(t, startup_ms=0)).reason == "write slice expired"
+    assert decide(s, 5000, t).reason == "write slice expired"                    # waited startup_ms
+    assert decide(dataclasses.replace(s, reads=[], inflight={}), 1500, t).pick == WRITE   # no read: the write goes
+    later = dataclasses.replace(s, writes=[W(5000)], reads=[R(6000)], last_write=5000.0)
+    assert decide(later, 6100, t).reason == "write slice expired"                # the start-up is over
+    other = dataclasses.replace(s, readers=((2, 1400.0), (1, 100.0)))
+    assert decide(other, 1500, t).reason == "write slice expired"                # its task is not reading
+
+    s = State()
+    reader_seen(s, 1, 0, t)
+    reader_seen(s, 1, 4000, t)
+    reader_seen(s, 1, 8000, t)                                                   # kept reading: no new start-up
+    assert s.startup == (1, 5000, 4000)
+    reader_seen(s, 1, 13_000, t)                                                 # paused 5000 µs: starts again
+    assert s.startup == (1, 18_000, 13_000)
+    s.inflight = {"seq_read": 1}
+    reader_seen(s, 2, 13_100, t)                                                 # a new task, the start-up on
+    assert s.startup == (1, 18_000, 13_000)
+    s.inflight = {}
+    reader_seen(s, 3, 13_200, t)                                                 # ... and once its task is idle
+    assert s.startup == (3, 18_200, 13_200)
 
 
 def test_tunables_from_sysfs_names() -> None:

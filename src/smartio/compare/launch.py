@@ -920,11 +920,13 @@ def parse_stats(text: str) -> dict[str, int]:
 
 # What bench/launch counts per launch, from smartio's counters: the writes that reached the device, and by which rule
 # a write went while a launch read (its slice ran out with reads queued; an anticipation ended, mostly in a gap
-# between reads, also by the reader's own write), or was held (one write at a time), or was boosted (QASIO).
+# between reads, also by the reader's own write), or was held (one write at a time; a start-up kept its slice from
+# running out), or was boosted (QASIO).
 RULES = (("writes", lambda c: sum(v for k, v in c.items() if k.endswith("_write.dispatched"))),
          ("slices expired", lambda c: c.get("events.write_slice_expired", 0)),
          ("anticipations ran out", lambda c: c.get("anticipation.expired", 0)),
          ("single-write holds", lambda c: c.get("single_write.holds", 0)),
+         ("start-up holds", lambda c: c.get("startup.holds", 0)),
          ("boosted", lambda c: sum(v for k, v in c.items() if k.startswith("qasio_") and k.endswith(".boosted"))))
 
 

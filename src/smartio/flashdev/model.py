@@ -260,7 +260,8 @@ class Policy:
     def module_tunables(self) -> Tunables:
         if self.tunables is not None:
             return self.tunables
-        return Tunables(write_pace_us=self.pace, read_hold_us=self.hold, read_anticipation_us=0.0)
+        # The streams' steady state: a start-up (picker rule 9) is a transient the means over the run would carry.
+        return Tunables(write_pace_us=self.pace, read_hold_us=self.hold, read_anticipation_us=0.0, startup_ms=0.0)
 
 
 SECTORS_PER_PAGE = 8     # 4 KiB requests
@@ -341,7 +342,7 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
                 st.last_write_done, st.last_write_done_task = r.complete, r.tag[0]
             else:
                 st.last_read_done = r.complete
-                reader_seen(st, r.tag[0], r.complete)
+                reader_seen(st, r.tag[0], r.complete, tun)
             i, sector = r.tag
             if log is not None:
                 log.append((r.complete, "C", sector, r.kind == WRITE, i))
@@ -355,7 +356,7 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             if log is not None:
                 log.append((t, "I", pos[i], writes(i), i))
             if not writes(i):
-                reader_seen(st, i, t)
+                reader_seen(st, i, t, tun)
                 if st.phase == ANTICIPATING:
                     st.phase = READING       # a read arrived while anticipated (sio_insert_request)
         retry = dispatch(t)
@@ -535,7 +536,7 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
         nonlocal issued
         kind, sector = reqs[issued]
         if is_read(kind):
-            reader_seen(st, 0, t)
+            reader_seen(st, 0, t, tun)
         if not merged(kind, sector):
             waiting.append(Queued(t, kind, tag=issued, task=0))     # one job: its reads' task
             extent[issued] = [sector, 1, 1]
@@ -583,7 +584,7 @@ def mixed_time(dev: Device, mode: str, read_pct: float, policy: Policy = Policy(
                 st.last_write_done, st.last_write_done_task = r.complete, 0
             else:
                 st.last_read_done = r.complete
-                reader_seen(st, 0, r.complete)      # one job: one reader
+                reader_seen(st, 0, r.complete, tun)      # one job: one reader
             for _ in range(count):
                 if issued < ios:
                     submit(r.complete)

@@ -24,7 +24,12 @@ timer would run the queue again). It has the module's rules and the module's tun
      keep the device free for *another* task's next read;
   8. one write at a time beside a recent reader (single_write_ms): while a read is queued or in flight, or one
      completed less than single_write_ms ago, a write waits while another write is in flight, unless it is the
-     reader's own (rule 7), its slice expired or a write window is open (rule 2).
+     reader's own (rule 7), its slice expired or a write window is open (rule 2);
+  9. start-up (startup_ms): a task that reads for the first time, or after not reading for startup_ms, starts up
+     unless another start-up is on; for startup_ms from then, while it reads (the last to read, with reads queued
+     or in flight, or seen less than max(anticipation, pace) ago), a write's slice (rule 2) is at least
+     startup_ms. The module tells tasks apart by thread group and
+     remembers 16; here a task is the caller's (a pid), and all are remembered.
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list; discards (the module gives them one slice whatever their size). A request's size
@@ -64,6 +69,7 @@ class Tunables:
     write_slice_rand_ms: float = 0.0
     write_window_ms: float = 0.0
     single_write_ms: float = 100.0
+    startup_ms: float = 1000.0
     dispatch_limit_seq_read: int = 0
     dispatch_limit_seq_write: int = 0
     dispatch_limit_rand_read: int = 0
@@ -121,6 +127,8 @@ class State:
     readers: tuple[tuple[Any, float], ...] = ()   # (reader, seen): the last reader seen, then the last other one
     phase: str = READING
     window_end: float = 0.0                  # WINDOW until then
+    starters: dict[Any, float] = dataclasses.field(default_factory=dict)   # task -> last seen reading (rule 9)
+    startup: tuple[Any, float, float] | None = None    # the start-up: (its task, its end, its task last seen)
 
     def reads_inflight(self) -> int:
         return sum(n for k, n in self.inflight.items() if is_read(k))
@@ -163,10 +171,30 @@ def reader_active(s: State, now: float, t: Tunables) -> bool:
     return read_within(s, now, reader_window_us(s, t))
 
 
-def reader_seen(s: State, reader: Any, now: float) -> None:
+def reader_seen(s: State, reader: Any, now: float, t: Tunables) -> None:
     """sio_reader_seen(): task `reader` inserted a read or one of its reads completed (the callers' update)."""
+    on = startup_on(s, now, t)               # the module's startup_reading is the last call's
     others = s.readers[:1] if s.readers and s.readers[0][0] != reader else s.readers[1:]
     s.readers = ((reader, now), *others)
+    if not t.startup_ms:                     # sio_starter_seen()
+        return
+    startup = t.startup_ms * 1000
+    last = s.starters.get(reader)
+    s.starters[reader] = now
+    if s.startup is not None and s.startup[0] == reader and now < s.startup[1]:
+        s.startup = (reader, s.startup[1], now)
+    elif (last is None or now - last >= startup) and not on:
+        s.startup = (reader, now + startup, now)
+
+
+def startup_on(s: State, now: float, t: Tunables) -> bool:
+    """sio_startup_on(): within a start-up's startup_ms, its task reading (the last to read, with reads queued or in
+    flight, or seen less than max(anticipation, pace) ago)?"""
+    if not t.startup_ms or s.startup is None or now >= s.startup[1]:
+        return False
+    task, _, seen = s.startup
+    reading = bool(s.readers) and s.readers[0][0] == task and bool(s.reads or s.reads_inflight())
+    return reading or _since(now, seen) < reader_window_us(s, t)
 
 
 def several_readers_end(s: State, now: float, t: Tunables) -> float | None:
@@ -245,8 +273,11 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         return min(group_heads(), key=lambda q: q.arrival)
 
     def starved_write(last: float) -> Queued | None:    # sio_starved_write(); last: the last write dispatch
-        return next((q for q in sorted(group_heads(), key=lambda q: q.arrival)
-                     if _since(now, max(q.arrival, last)) >= slice_us(q, t)), None)
+        q = next((q for q in sorted(group_heads(), key=lambda q: q.arrival)
+                  if _since(now, max(q.arrival, last)) >= slice_us(q, t)), None)
+        if q is not None and startup_on(s, now, t) and _since(now, max(q.arrival, last)) < t.startup_ms * 1000:
+            return None                      # a start-up holds it (rule 9)
+        return q
 
     def go(pick: str, q: Queued, reason: str) -> Decision:
         return Decision(pick, q, reason, None, phase, window_end)

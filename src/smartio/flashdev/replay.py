@@ -281,6 +281,9 @@ class _Replayer:
         if s.writes:
             last = s.last_write if s.last_write is not None else -np.inf
             pts += [max(q.arrival, last) + slice_us(q, t) for q in s.writes]
+            if s.startup is not None:        # a start-up's end, its task gone, its hold over (picker rule 9)
+                pts += [s.startup[1], s.startup[2] + reader_window_us(s, t)]
+                pts += [max(q.arrival, last) + t.startup_ms * 1000 for q in s.writes]
         if s.phase == WINDOW:
             pts.append(s.window_end)
         return sorted(p for p in pts if lo < p <= hi)
@@ -346,7 +349,7 @@ class _Replayer:
                    task=e.pid if e.write else None, size=e.sectors << 9)
         self.queued.append(_Req(q, e.sector, e.sectors, e.write, e.pid))
         if not e.write:
-            reader_seen(self.st, e.pid, e.time)
+            reader_seen(self.st, e.pid, e.time, self.t)
             if self.st.phase == ANTICIPATING:
                 self.st.phase = READING
         self._evaluate(e.time)
@@ -360,7 +363,7 @@ class _Replayer:
         elif (req := self.inflight.pop(key, None)) is not None:
             if is_read(req.q.kind):
                 self.st.last_read_done = e.time
-                reader_seen(self.st, req.pid, e.time)
+                reader_seen(self.st, req.pid, e.time, self.t)
             else:
                 self.st.last_write_done, self.st.last_write_done_task = e.time, req.pid
         self._evaluate(e.time)
