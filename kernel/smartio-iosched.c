@@ -125,13 +125,14 @@
  *     or completed a read less than sio_reader_window_ns() ago), a write
  *     waits startup_ms behind reads where its slice (3) is shorter. Writes
  *     still go whenever no read waits and anticipation (6) lets them, one
- *     at a time (10); boosted writes (5) and the starting task's own (9)
- *     are not held. A slice is meant for a reader that never pauses; each
- *     one that expires in a start-up puts a whole write ahead of the
- *     application's next read, and a start-up is short. Writers beside
- *     start-ups that follow one another still get a write per startup_ms.
- *     Tasks are told apart by thread group; SIO_NR_STARTERS of them are
- *     remembered, and one forgotten counts as new.
+ *     at a time (10); boosted writes (5) right after the class's reads, as
+ *     when no slice has expired. A slice is meant for a reader that never
+ *     pauses; each one that expires in a start-up puts a whole write ahead
+ *     of the application's next read, and a start-up is short. Writers
+ *     beside start-ups that follow one another still get a write per
+ *     startup_ms. Tasks are told apart by thread group; SIO_NR_STARTERS of
+ *     them are remembered, and one forgotten counts as new. A change of
+ *     startup_ms applies to the start-up that is on.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -400,7 +401,7 @@ struct sio_data {
 	struct sio_reader readers[2];		/* the last reader seen, the last other one */
 	struct sio_starter starters[SIO_NR_STARTERS];
 	pid_t startup_tgid;			/* the thread group starting up (11) ... */
-	u64 startup_end_ns;			/* ... until then ... */
+	u64 startup_begin_ns;			/* ... since then (0: none yet) ... */
 	u64 startup_seen_ns;			/* ... last seen reading then */
 	bool startup_reading;			/* ... and the last to read */
 	struct hrtimer antic_timer;		/* reruns the queue when anticipation ends */
@@ -455,7 +456,8 @@ struct sio_data {
 	u64 write_merges_refused;		/* write merges refused beside a reader */
 	u64 single_write_holds;			/* decisions in which rule 10 alone kept a write back */
 	u64 startups;				/* start-ups begun (11) */
-	u64 startup_holds;			/* decisions in which a start-up alone kept a starved write back */
+	u64 startup_holds;			/* decisions in which a start-up kept a starved write back */
+	bool startup_held;			/* ... this one (scratch of sio_dispatch_request) */
 	bool single_write_held;			/* ... this one (scratch of sio_dispatch_request) */
 	u64 sync_promoted;			/* async requests made sync by a sync bio */
 	u64 discard_async;			/* discards inserted without REQ_SYNC */
@@ -948,9 +950,12 @@ static u64 sio_reader_window_ns(struct sio_data *sd)
  */
 static bool sio_startup_on(struct sio_data *sd, u64 now)
 {
+	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
+
 	lockdep_assert_held(&sd->lock);
 
-	if (!READ_ONCE(sd->startup_ms) || now >= sd->startup_end_ns)
+	if (!startup || !sd->startup_begin_ns ||
+	    sio_since(now, sd->startup_begin_ns) >= startup)
 		return false;
 	return (sd->startup_reading && sio_reads_outstanding(sd)) ||
 	       sio_since(now, sd->startup_seen_ns) < sio_reader_window_ns(sd);
@@ -984,11 +989,12 @@ static void sio_starter_seen(struct sio_data *sd, pid_t tgid, u64 now)
 		 sio_since(now, st->seen_ns) >= startup;
 	st->tgid = tgid;
 	st->seen_ns = now;
-	if (tgid == sd->startup_tgid && now < sd->startup_end_ns) {
+	if (tgid == sd->startup_tgid && sd->startup_begin_ns &&
+	    sio_since(now, sd->startup_begin_ns) < startup) {
 		sd->startup_seen_ns = now;
 	} else if (starts && !sio_startup_on(sd, now)) {
 		sd->startup_tgid = tgid;
-		sd->startup_end_ns = now + startup;
+		sd->startup_begin_ns = now;
 		sd->startup_seen_ns = now;
 		sd->startups++;
 	}
@@ -1275,7 +1281,7 @@ static struct request *sio_starved_write(struct sio_data *sd,
 	/* The later head has waited no longer: a start-up holds it too (11). */
 	if (rq && sio_startup_on(sd, now) &&
 	    sio_since(now, max(rq->fifo_time, sd->last_write_ns)) < startup) {
-		sd->startup_holds++;
+		sd->startup_held = true;
 		return NULL;
 	}
 	return rq;
@@ -1964,11 +1970,15 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 		list_del_init(&rq->queuelist);
 	} else {
 		sd->single_write_held = false;
+		sd->startup_held = false;
 		rq = sio_select(sd, now);
 		/* Rule 10 held a write back and anticipation did not. */
 		if (sd->single_write_held && (!rq || sio_rq_dir(rq) == SIO_READ) &&
 		    sd->phase != SIO_PH_ANTICIPATE)
 			sd->single_write_holds++;
+		/* A start-up held a starved write back, and no write went. */
+		if (sd->startup_held && (!rq || sio_rq_dir(rq) == SIO_READ))
+			sd->startup_holds++;
 		if (!rq) {
 			/* Held by a limit or for a reader: a completion reruns us. */
 			if (!sio_all_empty(sd))
@@ -2028,7 +2038,7 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 		flags = SIO_RQ_OWNED;
 		flags |= (unsigned long)sio_ioprio_class(req_get_ioprio(rq)) <<
 			 SIO_RQ_CLASS_SHIFT;
-		/* priv[1]: the pid, from sio_prepare_request(), until a write's owner replaces it. */
+		/* priv[1]: pid and thread group, from sio_prepare_request(), until a write's owner replaces them. */
 		flags |= (unsigned long)sio_alloc_pid(rq) << SIO_RQ_PID_SHIFT;
 		sio_rq_set_flags(rq, flags);
 		sio_rq_stats(sd, rq)->inserted++;

@@ -18,8 +18,9 @@ from smartio.flashdev.replay import Event, events_from_trace, load_tunables, rep
 from smartio.trace import events as ev
 from smartio.trace.formats import write_ours
 
-# Pacing as `smartio profile --apply` sets it, at a scale that keeps the numbers readable (µs).
-TUN = Tunables(write_pace_us=1000, write_pace_rand_us=2000, read_hold_us=300, read_anticipation_us=0)
+# Pacing as `smartio profile --apply` sets it, at a scale that keeps the numbers readable (µs); no start-up (rule 9):
+# the traces made by hand here start with their reader, and a tunables dump without startup_ms means 0.
+TUN = Tunables(write_pace_us=1000, write_pace_rand_us=2000, read_hold_us=300, read_anticipation_us=0, startup_ms=0)
 
 
 def R(t: float, kind: str = "seq_read") -> Queued:
@@ -203,7 +204,7 @@ def test_a_start_up_holds_writes_past_their_slice_while_its_task_reads() -> None
     t = Tunables(read_anticipation_us=0, write_slice_ms=1, single_write_ms=0, startup_ms=5)    # 1000 / 5000 µs
     s = State(writes=[W(0)], reads=[R(1500)], last_write=0.0)
     reader_seen(s, 1, 100, t)
-    assert s.startup == (1, 5100, 100)
+    assert s.startup == (1, 100, 100)                                           # (task, beginning, last seen)
     assert decide(s, 1500, t).pick == READ                                       # slice over, start-up on
     assert decide(s, 1500, dataclasses.replace(t, startup_ms=0)).reason == "write slice expired"
     assert decide(s, 5000, t).reason == "write slice expired"                    # waited startup_ms
@@ -217,15 +218,19 @@ def test_a_start_up_holds_writes_past_their_slice_while_its_task_reads() -> None
     reader_seen(s, 1, 0, t)
     reader_seen(s, 1, 4000, t)
     reader_seen(s, 1, 8000, t)                                                   # kept reading: no new start-up
-    assert s.startup == (1, 5000, 4000)
+    assert s.startup == (1, 0, 4000)
     reader_seen(s, 1, 13_000, t)                                                 # paused 5000 µs: starts again
-    assert s.startup == (1, 18_000, 13_000)
+    assert s.startup == (1, 13_000, 13_000)
     s.inflight = {"seq_read": 1}
     reader_seen(s, 2, 13_100, t)                                                 # a new task, the start-up on
-    assert s.startup == (1, 18_000, 13_000)
+    assert s.startup == (1, 13_000, 13_000)
     s.inflight = {}
     reader_seen(s, 3, 13_200, t)                                                 # ... and once its task is idle
-    assert s.startup == (3, 18_200, 13_200)
+    assert s.startup == (3, 13_200, 13_200)
+    assert decide(State(writes=[W(13_200)], reads=[R(15_000)], last_write=13_200.0, readers=((3, 14_000.0),),
+                        startup=s.startup), 15_000, t).pick == READ
+    assert decide(State(writes=[W(13_200)], reads=[R(15_000)], last_write=13_200.0, readers=((3, 14_000.0),),
+                        startup=s.startup), 15_000, dataclasses.replace(t, startup_ms=1)).pick == WRITE
 
 
 def test_tunables_from_sysfs_names() -> None:

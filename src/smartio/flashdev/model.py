@@ -258,9 +258,10 @@ class Policy:
     tunables: Tunables | None = None
 
     def module_tunables(self) -> Tunables:
+        """The picker's tunables, always without a start-up (picker rule 9): the model measures streams in their
+        steady state, and a start-up is a transient the means over the run would carry."""
         if self.tunables is not None:
-            return self.tunables
-        # The streams' steady state: a start-up (picker rule 9) is a transient the means over the run would carry.
+            return dataclasses.replace(self.tunables, startup_ms=0.0)
         return Tunables(write_pace_us=self.pace, read_hold_us=self.hold, read_anticipation_us=0.0, startup_ms=0.0)
 
 

@@ -128,7 +128,7 @@ class State:
     phase: str = READING
     window_end: float = 0.0                  # WINDOW until then
     starters: dict[Any, float] = dataclasses.field(default_factory=dict)   # task -> last seen reading (rule 9)
-    startup: tuple[Any, float, float] | None = None    # the start-up: (its task, its end, its task last seen)
+    startup: tuple[Any, float, float] | None = None    # the start-up: (its task, its beginning, its task last seen)
 
     def reads_inflight(self) -> int:
         return sum(n for k, n in self.inflight.items() if is_read(k))
@@ -181,16 +181,16 @@ def reader_seen(s: State, reader: Any, now: float, t: Tunables) -> None:
     startup = t.startup_ms * 1000
     last = s.starters.get(reader)
     s.starters[reader] = now
-    if s.startup is not None and s.startup[0] == reader and now < s.startup[1]:
+    if s.startup is not None and s.startup[0] == reader and now - s.startup[1] < startup:
         s.startup = (reader, s.startup[1], now)
     elif (last is None or now - last >= startup) and not on:
-        s.startup = (reader, now + startup, now)
+        s.startup = (reader, now, now)
 
 
 def startup_on(s: State, now: float, t: Tunables) -> bool:
     """sio_startup_on(): within a start-up's startup_ms, its task reading (the last to read, with reads queued or in
     flight, or seen less than max(anticipation, pace) ago)?"""
-    if not t.startup_ms or s.startup is None or now >= s.startup[1]:
+    if not t.startup_ms or s.startup is None or now - s.startup[1] >= t.startup_ms * 1000:
         return False
     task, _, seen = s.startup
     reading = bool(s.readers) and s.readers[0][0] == task and bool(s.reads or s.reads_inflight())

@@ -282,7 +282,7 @@ class _Replayer:
             last = s.last_write if s.last_write is not None else -np.inf
             pts += [max(q.arrival, last) + slice_us(q, t) for q in s.writes]
             if s.startup is not None:        # a start-up's end, its task gone, its hold over (picker rule 9)
-                pts += [s.startup[1], s.startup[2] + reader_window_us(s, t)]
+                pts += [s.startup[1] + t.startup_ms * 1000, s.startup[2] + reader_window_us(s, t)]
                 pts += [max(q.arrival, last) + t.startup_ms * 1000 for q in s.writes]
         if s.phase == WINDOW:
             pts.append(s.window_end)
@@ -363,6 +363,7 @@ class _Replayer:
         elif (req := self.inflight.pop(key, None)) is not None:
             if is_read(req.q.kind):
                 self.st.last_read_done = e.time
+                self._sync_state()           # the module counts the read done before it sees its reader
                 reader_seen(self.st, req.pid, e.time, self.t)
             else:
                 self.st.last_write_done, self.st.last_write_done_task = e.time, req.pid
@@ -398,9 +399,9 @@ def load_tunables(path: Path) -> Tunables:
     """From a JSON object of sysfs names and values, or the `name value` / `name=value` lines of a dump such as
     `grep . iosched/*` (the directory part of a name is dropped)."""
     text = path.read_text()
+    values: dict[str, Any] = {"startup_ms": 0}     # a dump without it is of a module before rule 9 (its 11)
     if text.lstrip().startswith("{"):
-        return Tunables.from_mapping(json.loads(text))
-    values = {}
+        return Tunables.from_mapping({**values, **json.loads(text)})
     for line in text.splitlines():
         line = line.strip()
         if not line:
