@@ -455,10 +455,10 @@ struct sio_data {
 	u64 bio_merged;				/* bios merged into queued requests */
 	u64 write_merges_refused;		/* write merges refused beside a reader */
 	u64 single_write_holds;			/* decisions in which rule 10 alone kept a write back */
+	bool single_write_held;			/* ... this one (scratch of sio_dispatch_request) */
 	u64 startups;				/* start-ups begun (11) */
 	u64 startup_holds;			/* decisions in which a start-up kept a starved write back */
 	bool startup_held;			/* ... this one (scratch of sio_dispatch_request) */
-	bool single_write_held;			/* ... this one (scratch of sio_dispatch_request) */
 	u64 sync_promoted;			/* async requests made sync by a sync bio */
 	u64 discard_async;			/* discards inserted without REQ_SYNC */
 };
@@ -943,6 +943,13 @@ static u64 sio_reader_window_ns(struct sio_data *sd)
 		     sio_pace_ns(sd));
 }
 
+/* Has a start-up begun less than @startup ns ago (11)? */
+static bool sio_startup_within(struct sio_data *sd, u64 now, u64 startup)
+{
+	return sd->startup_begin_ns &&
+	       sio_since(now, sd->startup_begin_ns) < startup;
+}
+
 /*
  * Is a start-up on (11): within its startup_ms, its task reading (the last
  * to read, with reads queued or in flight, or seen less than
@@ -954,8 +961,7 @@ static bool sio_startup_on(struct sio_data *sd, u64 now)
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!startup || !sd->startup_begin_ns ||
-	    sio_since(now, sd->startup_begin_ns) >= startup)
+	if (!startup || !sio_startup_within(sd, now, startup))
 		return false;
 	return (sd->startup_reading && sio_reads_outstanding(sd)) ||
 	       sio_since(now, sd->startup_seen_ns) < sio_reader_window_ns(sd);
@@ -989,8 +995,7 @@ static void sio_starter_seen(struct sio_data *sd, pid_t tgid, u64 now)
 		 sio_since(now, st->seen_ns) >= startup;
 	st->tgid = tgid;
 	st->seen_ns = now;
-	if (tgid == sd->startup_tgid && sd->startup_begin_ns &&
-	    sio_since(now, sd->startup_begin_ns) < startup) {
+	if (tgid == sd->startup_tgid && sio_startup_within(sd, now, startup)) {
 		sd->startup_seen_ns = now;
 	} else if (starts && !sio_startup_on(sd, now)) {
 		sd->startup_tgid = tgid;
@@ -1249,13 +1254,18 @@ static u64 sio_slice_ns(struct sio_data *sd, struct request *rq)
 }
 
 /*
- * Has @rq waited its slice? Its clock starts at the later of its arrival and
- * the last write dispatch.
+ * How long write @rq has waited behind reads: since the later of its arrival
+ * and the last write dispatch.
  */
+static u64 sio_write_waited_ns(struct sio_data *sd, struct request *rq, u64 now)
+{
+	return sio_since(now, max(rq->fifo_time, sd->last_write_ns));
+}
+
+/* Has @rq waited its slice? */
 static bool sio_slice_over(struct sio_data *sd, struct request *rq, u64 now)
 {
-	return sio_since(now, max(rq->fifo_time, sd->last_write_ns)) >=
-	       sio_slice_ns(sd, rq);
+	return sio_write_waited_ns(sd, rq, now) >= sio_slice_ns(sd, rq);
 }
 
 /*
@@ -1268,7 +1278,6 @@ static struct request *sio_starved_write(struct sio_data *sd,
 {
 	struct request *a = sio_group_head(cq, SIO_G_SYNC_WRITE);
 	struct request *b = sio_group_head(cq, SIO_G_ASYNC_WRITE);
-
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
 	struct request *rq = NULL;
 
@@ -1280,7 +1289,7 @@ static struct request *sio_starved_write(struct sio_data *sd,
 		rq = b;
 	/* The later head has waited no longer: a start-up holds it too (11). */
 	if (rq && sio_startup_on(sd, now) &&
-	    sio_since(now, max(rq->fifo_time, sd->last_write_ns)) < startup) {
+	    sio_write_waited_ns(sd, rq, now) < startup) {
 		sd->startup_held = true;
 		return NULL;
 	}

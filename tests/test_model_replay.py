@@ -227,10 +227,10 @@ def test_a_start_up_holds_writes_past_their_slice_while_its_task_reads() -> None
     s.inflight = {}
     reader_seen(s, 3, 13_200, t)                                                 # ... and once its task is idle
     assert s.startup == (3, 13_200, 13_200)
-    assert decide(State(writes=[W(13_200)], reads=[R(15_000)], last_write=13_200.0, readers=((3, 14_000.0),),
-                        startup=s.startup), 15_000, t).pick == READ
-    assert decide(State(writes=[W(13_200)], reads=[R(15_000)], last_write=13_200.0, readers=((3, 14_000.0),),
-                        startup=s.startup), 15_000, dataclasses.replace(t, startup_ms=1)).pick == WRITE
+    held = State(writes=[W(13_200)], reads=[R(15_000)], last_write=13_200.0, readers=((3, 14_000.0),),
+                 startup=s.startup)
+    assert decide(held, 15_000, t).pick == READ
+    assert decide(held, 15_000, dataclasses.replace(t, startup_ms=1)).pick == WRITE    # applies to the one that is on
 
 
 def test_tunables_from_sysfs_names() -> None:

@@ -28,8 +28,8 @@ timer would run the queue again). It has the module's rules and the module's tun
   9. start-up (startup_ms): a task that reads for the first time, or after not reading for startup_ms, starts up
      unless another start-up is on; for startup_ms from then, while it reads (the last to read, with reads queued
      or in flight, or seen less than max(anticipation, pace) ago), a write's slice (rule 2) is at least
-     startup_ms. The module tells tasks apart by thread group and
-     remembers 16; here a task is the caller's (a pid), and all are remembered.
+     startup_ms. The module tells tasks apart by thread group and remembers 16; here a task is the caller's (a
+     pid), and all are remembered.
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list; discards (the module gives them one slice whatever their size). A request's size
@@ -181,16 +181,21 @@ def reader_seen(s: State, reader: Any, now: float, t: Tunables) -> None:
     startup = t.startup_ms * 1000
     last = s.starters.get(reader)
     s.starters[reader] = now
-    if s.startup is not None and s.startup[0] == reader and now - s.startup[1] < startup:
+    if s.startup is not None and s.startup[0] == reader and startup_within(s, now, t):
         s.startup = (reader, s.startup[1], now)
     elif (last is None or now - last >= startup) and not on:
         s.startup = (reader, now, now)
 
 
+def startup_within(s: State, now: float, t: Tunables) -> bool:
+    """sio_startup_within(): has a start-up begun less than startup_ms ago?"""
+    return s.startup is not None and now - s.startup[1] < t.startup_ms * 1000
+
+
 def startup_on(s: State, now: float, t: Tunables) -> bool:
     """sio_startup_on(): within a start-up's startup_ms, its task reading (the last to read, with reads queued or in
     flight, or seen less than max(anticipation, pace) ago)?"""
-    if not t.startup_ms or s.startup is None or now - s.startup[1] >= t.startup_ms * 1000:
+    if not t.startup_ms or s.startup is None or not startup_within(s, now, t):
         return False
     task, _, seen = s.startup
     reading = bool(s.readers) and s.readers[0][0] == task and bool(s.reads or s.reads_inflight())
@@ -273,9 +278,11 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         return min(group_heads(), key=lambda q: q.arrival)
 
     def starved_write(last: float) -> Queued | None:    # sio_starved_write(); last: the last write dispatch
-        q = next((q for q in sorted(group_heads(), key=lambda q: q.arrival)
-                  if _since(now, max(q.arrival, last)) >= slice_us(q, t)), None)
-        if q is not None and startup_on(s, now, t) and _since(now, max(q.arrival, last)) < t.startup_ms * 1000:
+        def waited(q: Queued) -> float:
+            return _since(now, max(q.arrival, last))
+
+        q = next((q for q in sorted(group_heads(), key=lambda q: q.arrival) if waited(q) >= slice_us(q, t)), None)
+        if q is not None and startup_on(s, now, t) and waited(q) < t.startup_ms * 1000:
             return None                      # a start-up holds it (rule 9)
         return q
 
