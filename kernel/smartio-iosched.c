@@ -332,6 +332,7 @@ struct sio_hint {
 struct sio_qlog {
 	u64 t_ns;
 	sector_t start, end;
+	pid_t pid;	/* the waiting task; for d and c, the write's submitter */
 	u8 dep;
 	char what;	/* Q found queued, D dispatched, P parked, R found on retry,
 			 * X never found, d boosted write dispatched, c completed */
@@ -1441,13 +1442,13 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 /* QASIO. */
 
 static void sio_qlog_add(struct sio_data *sd, char what, sector_t start,
-			 sector_t end, enum sio_dep dep, u64 now)
+			 sector_t end, enum sio_dep dep, pid_t pid, u64 now)
 {
 	struct sio_qlog *e = &sd->qlog[sd->qlog_next++ % SIO_NR_QLOG];
 
 	lockdep_assert_held(&sd->lock);
 
-	*e = (struct sio_qlog){ now, start, end, dep, what };
+	*e = (struct sio_qlog){ now, start, end, pid, dep, what };
 }
 
 static unsigned long sio_rq_out(struct request *rq)
@@ -1608,7 +1609,7 @@ static void sio_hints_expire(struct sio_data *sd, u64 now)
 
 		if (h->end && now >= h->expires_ns) {
 			sd->dep_stats[h->dep].not_found++;
-			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, now);
+			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, h->waiter, now);
 			h->end = 0;
 		}
 	}
@@ -1634,7 +1635,8 @@ static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
 	}
 	if (slot->end) {	/* full: the oldest range gives way */
 		sd->dep_stats[slot->dep].not_found++;
-		sio_qlog_add(sd, 'X', slot->start, slot->end, slot->dep, now);
+		sio_qlog_add(sd, 'X', slot->start, slot->end, slot->dep,
+			     slot->waiter, now);
 	}
 	slot->start = start;
 	slot->end = end;
@@ -1658,10 +1660,11 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 			continue;
 		if (now >= h->expires_ns) {
 			sd->dep_stats[h->dep].not_found++;
-			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, now);
+			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, h->waiter, now);
 		} else if (sio_boost_range(sd, h->start, h->end, h->dep, h->waiter)) {
 			sd->dep_stats[h->dep].found_queued++;
-			sio_qlog_add(sd, 'R', h->start, h->end, h->dep, now);
+			sio_qlog_add(sd, 'R', h->start, h->end, h->dep,
+				     h->waiter, now);
 		} else {
 			continue;
 		}
@@ -1700,13 +1703,13 @@ static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
 	sio_boost_owner(sd, owner, dep);
 	if (sio_boost_range(sd, start, end, dep, waiter)) {
 		st->found_queued++;
-		sio_qlog_add(sd, 'Q', start, end, dep, now);
+		sio_qlog_add(sd, 'Q', start, end, dep, waiter, now);
 	} else if (sio_write_out_find(sd, start, end)) {
 		st->found_dispatched++;
-		sio_qlog_add(sd, 'D', start, end, dep, now);
+		sio_qlog_add(sd, 'D', start, end, dep, waiter, now);
 	} else {
 		sio_hint_park(sd, start, end, dep, waiter, now);
-		sio_qlog_add(sd, 'P', start, end, dep, now);
+		sio_qlog_add(sd, 'P', start, end, dep, waiter, now);
 	}
 unlock:
 	boosted = st->boosted - boosted;
@@ -2005,7 +2008,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	flags &= ~SIO_RQ_HELD;
 	if (flags & SIO_RQ_BOOSTED)
 		sio_qlog_add(sd, 'd', blk_rq_pos(rq), blk_rq_pos(rq) + blk_rq_sectors(rq),
-			     SIO_NR_DEPS, now);
+			     SIO_NR_DEPS, sio_rq_pid(rq), now);
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
 	sd->inflight[sio_rq_kind(rq)]++;
 	sio_stream_advance(sd, rq);
@@ -2165,7 +2168,7 @@ static void sio_finish_request(struct request *rq)
 		if (flags & SIO_RQ_BOOSTED)
 			sio_qlog_add(sd, 'c', blk_rq_pos(rq),
 				     blk_rq_pos(rq) + blk_rq_sectors(rq),
-				     SIO_NR_DEPS, ktime_get_ns());
+				     SIO_NR_DEPS, sio_rq_pid(rq), ktime_get_ns());
 		if (!sio_kind_is_read(kind)) {
 			sd->last_write_done_ns = ktime_get_ns();
 			sd->last_write_done_pid = sio_rq_pid(rq);
@@ -2825,7 +2828,8 @@ SIO_DEBUGFS_FIFO(SIO_IDLE, SIO_G_ASYNC_WRITE, idle_async_write);
 #undef SIO_DEBUGFS_LIST
 
 /*
- * The QASIO log, oldest first: "<ms> <what> <dep> <start>+<sectors>". what:
+ * The QASIO log, oldest first: "<ms> <what> <dep> <start>+<sectors> <pid>",
+ * pid the waiting task (for d and c, the write's submitter). what:
  * Q a wait found its write queued and boosted it, D found it dispatched,
  * P found nothing (kept for retry), R found it on a retry, X never found;
  * d a boosted write was dispatched, c it completed (dep "-").
@@ -2848,12 +2852,13 @@ static int sio_qlog_show(void *data, struct seq_file *m)
 		copy[i] = sd->qlog[(first + i) % SIO_NR_QLOG];
 	spin_unlock_irqrestore(&sd->lock, irqflags);
 	for (i = 0; i < n; i++)
-		seq_printf(m, "%llu.%03llu %c %s %llu+%llu\n",
+		seq_printf(m, "%llu.%03llu %c %s %llu+%llu %d\n",
 			   copy[i].t_ns / NSEC_PER_MSEC,
 			   (copy[i].t_ns / NSEC_PER_USEC) % 1000, copy[i].what,
 			   copy[i].dep < SIO_NR_DEPS ? sio_dep_names[copy[i].dep] : "-",
 			   (unsigned long long)copy[i].start,
-			   (unsigned long long)(copy[i].end - copy[i].start));
+			   (unsigned long long)(copy[i].end - copy[i].start),
+			   copy[i].pid);
 	kfree(copy);
 	return 0;
 }

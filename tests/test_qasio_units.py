@@ -237,14 +237,15 @@ def test_background_fio_stops_with_results() -> None:
 def test_the_slowest_call_explained_from_the_qasio_log() -> None:
     """debugfs qasio_log lines (kernel/smartio-iosched.c, sio_qlog_show) against the calls' own times: what happened
     while the slowest truncate() waited, and a call the probes saw nothing for."""
-    log = parse_qasio_log("1000.000 P data 800+8\n"
-                          "1000.500 Q data 2048+8\n"
-                          "1000.600 d - 2048+256\n"
-                          "1002.250 c - 2048+256\n"
-                          "1003.000 X data 800+8\n"
+    log = parse_qasio_log("1000.000 P data 800+8 312\n"
+                          "1000.500 Q data 2048+8 312\n"
+                          "1000.600 d - 2048+256 97\n"
+                          "1002.250 c - 2048+256 97\n"
+                          "1003.000 X data 800+8 312\n"
                           "garbage line\n"
-                          "1500.000 D sync 4096+8\n")
+                          "1500.000 D sync 4096+8\n")               # a module older than the pid column
     assert [e["what"] for e in log] == ["P", "Q", "d", "c", "X", "D"] and log[2]["dep"] is None
+    assert [e["pid"] for e in log] == [312, 312, 97, 97, 312, None]
     got = explain_waits({"truncate": (0.9995, 0.004), "creat": (1.2, 0.1)}, log)
     assert got["truncate"] == {"ms": 4.0, "events": {"P": 1, "Q": 1, "d": 1, "c": 1, "X": 1},
                                "last_boosted_done_ms": 2.75, "log_covers": True}

@@ -384,6 +384,14 @@ def test_issue14_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp
             delays.append(e["t"] - found.pop(e["start"]))
     assert len(delays) >= syncs["cross"] // 2 and sorted(delays)[len(delays) // 2] < 0.010, delays
     assert expired["off"] >= syncs["off"], (syncs, expired, st["off"].rows["anticipation"])
-    # Alone, the syncer waited on its own writes (found queued) and boosted none of them.
-    assert rows["own"]["sync"]["found_queued"] > 0 and rows["own"]["sync"]["boosted"] == 0, rows["own"]
+    # Alone, the syncer waited on its own writes (found queued) and boosted none of them for its own waits. Another
+    # task may still wait on one: jbd2's commit (every 5 s) waits on the data of the transaction's inodes (stop 38's
+    # CI: one of 19, found by jbd2 0.4 ms after the syncer). Each boosted write (`d`, with its submitter) must have
+    # had a waiter (`Q` or `R`, with the waiting task) other than its submitter.
+    own = parse_qasio_log((out / "qasio_log-own").read_text())
+    waits = [e for e in own if e["what"] in "QR" and e["dep"] == "sync"]
+    assert rows["own"]["sync"]["found_queued"] > 0 and len(waits) == rows["own"]["sync"]["found_queued"], own
+    for d in (e for e in own if e["what"] == "d"):
+        assert any(w["pid"] != d["pid"] and w["t"] <= d["t"] and w["start"] < d["start"] + d["sectors"]
+                   and d["start"] < w["start"] + w["sectors"] for w in own if w["what"] in "QR"), (d, own)
     assert sum(x["boosted"] for x in rows["off"].values()) == 0

@@ -222,15 +222,16 @@ LOG_EVENTS = {"Q": "found queued, boosted", "D": "found dispatched", "P": "not q
 
 
 def parse_qasio_log(text: str) -> list[dict[str, Any]]:
-    """The log's entries, oldest first: {t (s, CLOCK_MONOTONIC), what, dep (None for d/c), start, sectors}."""
+    """The log's entries, oldest first: {t (s, CLOCK_MONOTONIC), what, dep (None for d/c), start, sectors, pid}.
+    pid is the waiting task (for d and c the write's submitter), None in logs of modules older than it."""
     out = []
     for line in text.splitlines():
         try:
-            t, what, dep, rng = line.split()
+            t, what, dep, rng, *rest = line.split()
             start, n = rng.split("+")
             out.append({"t": float(t) / 1e3, "what": what, "dep": None if dep == "-" else dep,
-                        "start": int(start), "sectors": int(n)})
-        except ValueError:
+                        "start": int(start), "sectors": int(n), "pid": int(rest[0]) if rest else None})
+        except (ValueError, IndexError):
             continue
     return out
 
