@@ -231,7 +231,7 @@ def parse_qasio_log(text: str) -> list[dict[str, Any]]:
             start, n = rng.split("+")
             out.append({"t": float(t) / 1e3, "what": what, "dep": None if dep == "-" else dep,
                         "start": int(start), "sectors": int(n), "pid": int(rest[0]) if rest else None})
-        except (ValueError, IndexError):
+        except ValueError:
             continue
     return out
 
