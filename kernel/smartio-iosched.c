@@ -2164,11 +2164,24 @@ static void sio_finish_request(struct request *rq)
 		enum sio_kind kind = sio_rq_kind(rq);
 
 		sd->inflight[kind]--;
+		if (flags & SIO_RQ_BOOSTED) {
+			/*
+			 * A completed request has no sectors left: its range
+			 * is the one its dispatch remembered, if a slot was
+			 * free then.
+			 */
+			unsigned long slot = sio_rq_out(rq);
+			sector_t start = blk_rq_pos(rq), end = start;
+
+			if (slot) {
+				start = sd->writes_out[slot - 1].start;
+				end = sd->writes_out[slot - 1].end;
+			}
+
+			sio_qlog_add(sd, 'c', start, end, SIO_NR_DEPS,
+				     sio_rq_pid(rq), ktime_get_ns());
+		}
 		sio_write_out_del(sd, rq);
-		if (flags & SIO_RQ_BOOSTED)
-			sio_qlog_add(sd, 'c', blk_rq_pos(rq),
-				     blk_rq_pos(rq) + blk_rq_sectors(rq),
-				     SIO_NR_DEPS, sio_rq_pid(rq), ktime_get_ns());
 		if (!sio_kind_is_read(kind)) {
 			sd->last_write_done_ns = ktime_get_ns();
 			sd->last_write_done_pid = sio_rq_pid(rq);

@@ -251,7 +251,10 @@ def test_the_slowest_call_explained_from_the_qasio_log() -> None:
                                "last_boosted_done_ms": 2.75, "log_covers": True}
     assert got["creat"]["events"] == {} and got["creat"]["log_covers"]
     text = report.wait_text(got["truncate"])
-    assert text.startswith("1 found queued, boosted, 1 not queued yet, 1 never found") and "2.8 ms into" in text
+    assert text == ("1 found queued, 1 not queued yet, 1 never found; "
+                    "1 write boosted, the last completed 2.8 ms into the call")
+    no_boost = report.wait_text({**got["truncate"], "events": {"Q": 2}, "last_boosted_done_ms": None})
+    assert no_boost == "2 found queued; 0 writes boosted"         # e.g. the waiter's own sync writes
     assert "no wait on a write the probes saw" in report.wait_text(got["creat"])
     full = [{**log[0], "t": 2.0 + i} for i in range(1024)]       # a full log that begins after the call began
     assert "no longer covers" in report.wait_text(explain_waits({"fsync": (1.5, 1.0)}, full)["fsync"])

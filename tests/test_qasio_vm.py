@@ -189,12 +189,13 @@ def test_issue12_qasio_log_agrees_with_the_counters(qasio_run: Path) -> None:
     assert [e["t"] for e in log] == sorted(e["t"] for e in log)
     n = {w: sum(e["what"] == w for e in log) for w in LOG_EVENTS}
     assert n["d"] > 0 and n["c"] > 0, n
-    dispatched: set[int] = set()
+    dispatched: set[tuple[int, int]] = set()
     for e in log:
         if e["what"] == "d":
-            dispatched.add(e["start"])
+            dispatched.add((e["start"], e["sectors"]))
         elif e["what"] == "c" and len(log) < LOG_SIZE:
-            assert e["start"] in dispatched, e
+            # the range its dispatch had (a completed request has no sectors left of its own)
+            assert (e["start"], e["sectors"]) in dispatched and e["sectors"] > 0, e
     if len(log) < LOG_SIZE:
         total = {k: sum(r[k] for r in rows.values()) for k in ("found_queued", "found_dispatched", "not_found")}
         assert n["Q"] + n["R"] == total["found_queued"] and n["D"] == total["found_dispatched"], (n, total)

@@ -99,8 +99,11 @@ def wait_text(x: dict[str, Any]) -> str:
     if not waits:
         return "no wait on a write the probes saw (a journal commit's sync writes, a tag, the CPU)"
     text = ", ".join(f"{n} {LOG_EVENTS[k]}" for k, n in waits.items())
+    # A write found queued is boosted unless it already was or it is the waiter's own sync write: the d lines count.
+    boosted = ev.get("d", 0)
+    text += f"; {boosted} write{'' if boosted == 1 else 's'} boosted"
     if x.get("last_boosted_done_ms") is not None:
-        text += f"; the last boosted write completed {x['last_boosted_done_ms']:.1f} ms into the call"
+        text += f", the last completed {x['last_boosted_done_ms']:.1f} ms into the call"
     return text
 
 

@@ -217,7 +217,7 @@ def counter_delta(before: dict[str, dict[str, int]], after: dict[str, dict[str, 
 
 # The module's debugfs qasio_log: "<ms since boot>.<us> <what> <dep> <start>+<sectors>" (kernel/smartio-iosched.c).
 LOG_SIZE = 1024    # SIO_NR_QLOG: a full log may have lost what came before its first entry
-LOG_EVENTS = {"Q": "found queued, boosted", "D": "found dispatched", "P": "not queued yet", "R": "found on a retry",
+LOG_EVENTS = {"Q": "found queued", "D": "found dispatched", "P": "not queued yet", "R": "found on a retry",
               "X": "never found", "d": "boosted write dispatched", "c": "boosted write completed"}
 
 
@@ -238,7 +238,7 @@ def parse_qasio_log(text: str) -> list[dict[str, Any]]:
 
 def explain_waits(spans: dict[str, tuple[float, float]], log: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """For the slowest call of each type (start, duration in s, CLOCK_MONOTONIC), what the QASIO log says happened
-    while it waited: how many waits were found queued (and boosted), dispatched, not yet queued or never found, and
+    while it waited: how many waits were found queued, dispatched, not yet queued or never found, and
     how long after the call began its last boosted write completed. A slow call with no event waited on nothing the
     probes see (a journal commit's sync writes, a tag, the CPU)."""
     out: dict[str, dict[str, Any]] = {}
