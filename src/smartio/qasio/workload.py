@@ -215,7 +215,7 @@ def counter_delta(before: dict[str, dict[str, int]], after: dict[str, dict[str, 
     return out
 
 
-# The module's debugfs qasio_log: "<ms since boot>.<us> <what> <dep> <start>+<sectors>" (kernel/smartio-iosched.c).
+# The module's debugfs qasio_log: "<ms since boot>.<us> <what> <dep> <start>+<sectors> <pid>" (kernel/smartio-iosched.c)
 LOG_SIZE = 1024    # SIO_NR_QLOG: a full log may have lost what came before its first entry
 LOG_EVENTS = {"Q": "found queued", "D": "found dispatched", "P": "not queued yet", "R": "found on a retry",
               "X": "never found", "d": "boosted write dispatched", "c": "boosted write completed"}
