@@ -394,6 +394,29 @@ def test_debug_flavour_is_the_cloud_version_built_here(monkeypatch, tmp_path: Pa
     assert vm.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == [ko]
 
 
+def madison(*versions: str) -> str:
+    return "".join(f"linux-kbuild-6.1 |  {v} | http://deb.debian.org/debian bookworm/main amd64 Packages\n"
+                   for v in versions)
+
+
+@pytest.mark.skipif(shutil.which("dpkg") is None, reason="needs dpkg --compare-versions")
+def test_kbuild_may_be_a_debian_revision_ahead_of_the_headers(monkeypatch) -> None:
+    """Debian's archive keeps only its newest linux-kbuild-6.1: on 2026-11-29 it offered 6.1.192-3 while the image
+    and headers were still 6.1.192-2, and `apt-get download linux-kbuild-6.1=6.1.192-2` failed on every new machine."""
+    rel = kernelpkg.KernelRelease("6.1.0-56", "6.1.192-2")
+    offered: list[str] = []
+    monkeypatch.setattr(kernelpkg, "_run", lambda cmd, cwd=None: madison(*offered))
+    offered[:] = ["6.1.192-3", "6.1.176-1"]
+    assert kernelpkg.kbuild_version(rel) == "6.1.192-3"
+    offered[:] = ["6.1.192-4", "6.1.192-2", "6.1.176-1"]
+    assert kernelpkg.kbuild_version(rel) == "6.1.192-2"     # its own version while apt still has it
+    offered[:] = ["6.1.192-10", "6.1.192-3"]
+    assert kernelpkg.kbuild_version(rel) == "6.1.192-3"     # the oldest newer one, in Debian's version order
+    offered[:] = ["6.1.176-1", "6.1.195-1"]                 # an older kbuild, or another upstream release: refused
+    with pytest.raises(SmartioError, match=r"no linux-kbuild-6.1 >= 6.1.192-2 .*offered: 6.1.176-1, 6.1.195-1"):
+        kernelpkg.kbuild_version(rel)
+
+
 STALE_INT3 = Path(__file__).parent / "data" / "testbed" / "tcg-stale-int3-console.log"
 
 

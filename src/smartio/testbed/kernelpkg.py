@@ -131,11 +131,39 @@ def resolve(pinned: str | None = None, flavour: str = FLAVOUR) -> KernelRelease:
         raise
 
 
-def _download(rel: KernelRelease, packages: list[str]) -> list[Path]:
+def kbuild_version(rel: KernelRelease) -> str:
+    """The linux-kbuild-6.1 to build against rel's headers. The headers ask for `linux-kbuild-6.1 (>= version)`, and
+    the archive keeps only its newest kbuild, which may be a Debian revision ahead of the signed image (6.1.192-3
+    beside an image of 6.1.192-2, seen 2026-11-29): rel's own version if apt still offers it, else the oldest newer
+    one (kbuild is the host's build tools, fixdep and modpost, which do not change within an upstream release)."""
+    offered = [line.split("|")[1].strip() for line in _run(["apt-cache", "madison", "linux-kbuild-6.1"]).splitlines()
+               if line.count("|") >= 2]
+    if rel.version in offered:
+        return rel.version
+    upstream = rel.version.rsplit("-", 1)[0]
+    newer = [v for v in offered if v.rsplit("-", 1)[0] == upstream and _version_ge(v, rel.version)]
+    if not newer:
+        raise SmartioError(f"apt offers no linux-kbuild-6.1 >= {rel.version} of upstream {upstream} (offered: "
+                           f"{', '.join(offered) or 'none'}); run apt-get update, or pin another kernel with "
+                           f"SMARTIO_KERNEL_ABI")
+    oldest = newer[0]
+    for v in newer[1:]:
+        if not _version_ge(v, oldest):
+            oldest = v
+    return oldest
+
+
+def _version_ge(a: str, b: str) -> bool:
+    return subprocess.run(["dpkg", "--compare-versions", a, "ge", b]).returncode == 0
+
+
+def _download(rel: KernelRelease, packages: list[str], versions: dict[str, str] | None = None) -> list[Path]:
+    """Each package at rel's version, or at the one `versions` names for it."""
     debs = rel.dir / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    want = [f"{p}={rel.version}" for p in packages]
-    have = {p for p in packages if any(debs.glob(f"{p}_{rel.version.replace(':', '%3a')}_*.deb"))}
+    version = {p: (versions or {}).get(p, rel.version) for p in packages}
+    want = [f"{p}={version[p]}" for p in packages]
+    have = {p for p in packages if any(debs.glob(f"{p}_{version[p].replace(':', '%3a')}_*.deb"))}
     todo = [w for w, p in zip(want, packages, strict=True) if p not in have]
     if todo:
         print(f"smartio: downloading {' '.join(todo)}", file=sys.stderr)
@@ -171,7 +199,7 @@ def fetch_headers(rel: KernelRelease) -> KernelRelease:
     if not stamp.exists():
         pkgs = [f"linux-headers-{rel.abi}-{rel.flavour}", f"linux-headers-{rel.abi}-common", "linux-kbuild-6.1"]
         dest = rel.dir / "headers"
-        _extract(_download(rel, pkgs), dest)
+        _extract(_download(rel, pkgs, {"linux-kbuild-6.1": kbuild_version(rel)}), dest)
         # The headers' Makefiles and symlinks name absolute /usr/src and /usr/lib paths: point them here.
         src = dest / "usr" / "src"
         for mk in src.glob("linux-headers-*/Makefile"):
