@@ -793,6 +793,9 @@ def test_launches_other_work_on_the_host_disturbed_are_marked_and_the_targets_ch
     text = la.render(doc)
     assert "host: 3 of 64 launches were taken while other processes used more than 0.25" in text
     assert "in the headline cells: smartio python-stdlib seq-write 3/8" in text
+    # The table marks the cell, so a figure taken during the burst is seen where it is read.
+    row = next(line for line in text.splitlines() if line.startswith("python-stdlib cold seq-write real"))
+    assert row.count("!") == 1 and row.rstrip().endswith("!3/8") and "!k/n: k of the cell's n launches" in text
     # Every per-launch figure of a filtered cell is recomputed from the launches kept; filtering twice changes
     # nothing more.
     check_doc = la.without_disturbed(doc)

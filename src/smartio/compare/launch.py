@@ -851,11 +851,14 @@ def fidelity_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def _cell_text(r: dict[str, Any]) -> str:
-    """A cell's mean launch time (ms) and its 95 % interval's wider half, as % of the mean."""
+    """A cell's mean launch time (ms) and its 95 % interval's wider half, as % of the mean; then `!k/n` when k of
+    its n launches were taken while other work on the host took its CPUs (`disturbed`)."""
     w = r["wall_s"]
     text = f"{w['mean'] * 1e3:.0f}"
     if (ci := w.get("ci95")) and None not in ci and w["mean"] > 0:     # one launch: [None, None]
         text += f" ±{max(ci[1] - w['mean'], w['mean'] - ci[0]) / w['mean'] * 100:.0f} %"
+    if (marks := disturbed(r)) and any(marks):
+        text += f" !{sum(marks)}/{len(marks)}"
     return text
 
 
@@ -1026,6 +1029,9 @@ def render(doc: dict[str, Any]) -> str:
     # One column per cell is wide: print it transposed, a row per cell.
     t_rows = [[h, *[r[i] for r in rows]] for i, h in enumerate(header[1:], start=1)]
     lines.append(grid(["cell", *plan["schedulers"]], t_rows))
+    if any("!" in v for r in t_rows for v in r[1:]):
+        lines.append(f"  !k/n: k of the cell's n launches were taken while other processes used more than "
+                     f"{hostload.DISTURBED_CPUS:g} of the host's CPUs (under TCG the guest's code then runs slower)")
     lines += background_lines(doc)
     lines += fidelity_lines(doc)
     lines += ["", *target_lines(doc), *off_cpu_lines(doc), *interval_lines(doc), *disturbance_lines(doc),
