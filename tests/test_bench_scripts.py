@@ -327,6 +327,22 @@ def test_launch_analyze_of_a_directory_without_a_run_says_so(tmp_path: Path) -> 
                                 "or cell files)")
 
 
+def test_launch_pool_of_recorded_runs_and_of_too_few(tmp_path: Path) -> None:
+    # Two recorded runs of smartio and bfq beside the running writer (8 launches per cell each) pooled; one run, or
+    # a directory without a run, is refused with a message and exit 2.
+    data = REPO / "tests/data/launch"
+    runs = [str(data / "running-writer-20261127b"), str(data / "antic-20261127")]
+    p = subprocess.run([str(REPO / "bench" / "launch"), "--pool", *runs], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("Pooled over 2 runs") and "(2 runs)" in p.stdout
+    assert "the lowest over idle: bfq " in p.stdout
+    for args, says in (([runs[0]], "pooling needs at least two runs"),
+                       ([runs[0], str(tmp_path)], "holds no launch comparison"),
+                       ([runs[0], runs[1], "--analyze", runs[0]], "--pool goes alone")):
+        p = subprocess.run([str(REPO / "bench" / "launch"), "--pool", *args], capture_output=True, text=True)
+        assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("run, replay_line, last", [
     # kyber, bfq and bfq:timeout_sync=125; python-stdlib and vim cold, idle and beside a sequential writer started
     # once per scheduler; real and replay in turn, 5 launches each: replay within 15 % in every cell, decided.

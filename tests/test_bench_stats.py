@@ -143,6 +143,29 @@ def test_ratio_interval_is_welchs_on_the_logs():
     assert log_ratio_ci([(a, [3.0])]) is None and log_ratio_ci([(a, [3.0, 0.0])]) is None and log_ratio_ci([]) is None
 
 
+def test_pooled_log_ci_counts_the_runs_spread_about_each_other():
+    from scipy.stats import t
+
+    from smartio.experiments.stats import pooled_log_ci
+
+    assert pooled_log_ci([]) is None and pooled_log_ci([(0.1, 0.01)]) is None
+    # Runs that agree: no spread between them (tau 0), the weights' own variance 1 / sum(1 / v), Student's t with
+    # runs - 1 degrees of freedom (three runs: 4.30, where one run's interval of that variance would take 1.96).
+    mid, lo, hi, tau = pooled_log_ci([(-0.03, 0.0004)] * 3)
+    half = t.ppf(0.975, 2) * math.sqrt(0.0004 / 3)
+    assert tau == 0 and mid == pytest.approx(math.exp(-0.03))
+    assert (lo, hi) == pytest.approx((math.exp(-0.03 - half), math.exp(-0.03 + half)))
+    # Weighted: the narrower run counts more.
+    mid, *_ = pooled_log_ci([(0.0, 0.0001), (0.1, 0.01)])
+    assert 1.0 < mid < math.exp(0.01)
+    # Runs that disagree far beyond their own intervals: the spread between them is estimated (DerSimonian-Laird)
+    # and the pooled interval covers all of them, where the runs' own intervals alone would give a narrow one.
+    ys = [-0.10, 0.0, 0.10, 0.05]
+    mid, lo, hi, tau = pooled_log_ci([(y, 0.0001) for y in ys])
+    assert tau > 0.05 and lo < math.exp(min(ys)) < math.exp(max(ys)) < hi
+    assert math.log(hi / lo) > 5 * (2 * 1.96 * math.sqrt(0.0001 / 4))
+
+
 def test_log_quotient_ci_is_log_ratio_ci_with_more_samples_a_side():
     # One sample a side: log_ratio_ci. A ratio of two ratios, (a/b)/(c/d) = (a*d)/(b*c): centred on the quotient of
     # the geometric means (four samples' variances add, whatever their sign), and

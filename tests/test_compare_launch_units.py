@@ -754,6 +754,35 @@ def test_rules_per_launch_of_cells_measured_apart_and_in_a_later_session(tmp_pat
     assert "sqlite cold seq-write real +" not in text and " none " not in text
 
 
+def test_runs_are_pooled_per_target_and_runs_that_measure_otherwise_refused(tmp_path):
+    # Three runs of smartio and bfq, smartio a little lower in each, by less than one run's scatter decides: each
+    # run ties, their pooling is printed beside them, and runs of another profile are refused. The targets other
+    # schedulers decide are "not measured" where none of the runs had them.
+    plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("bfq,smartio"))
+    spread = [0.9, 0.95, 1.0, 1.05, 1.1, 0.97]
+    runs = []
+    for i, shift in enumerate((0.98, 1.0, 1.02)):
+        out = tmp_path / f"run{i}"
+        for label, slow in (("bfq", 1.10), ("smartio", 1.05)):
+            for app, idle in (("python-stdlib", 5.0), ("sqlite", 3.0)):
+                _write_values(out, label, app, "none", [idle * shift * x for x in spread])
+                _write_values(out, label, app, "seq-write", [idle * shift * slow * x for x in reversed(spread)])
+        doc = la.assemble(plan, out, profile=PROFILE, command="c", started="s", vm_result=None)
+        assert la.versus(doc, "smartio", "bfq")[0] < 1 < la.versus(doc, "smartio", "bfq")[1]
+        runs.append((f"run{i}", doc))
+    text = "\n".join(la.pool_lines(runs))
+    pooled = next(line for line in text.splitlines() if line.startswith("pooled"))
+    assert pooled.count("(3 runs)") == 2 and "0.955 [" in pooled       # 1.05 / 1.10, the same in every run
+    assert "beside seq-write over idle at most 1.15: met" in text
+    assert "the lowest over idle: bfq tie: undecided (only bfq measured)" in text
+    assert "faster than none beside seq-write: not measured" in text
+    with pytest.raises(UsageError, match="at least two runs"):
+        la.pool_lines(runs[:1])
+    other = {**runs[1][1], "profile": {**runs[1][1]["profile"], "name": "s7-ufs"}}
+    with pytest.raises(UsageError, match="`--pool run1`: another profile than run0"):
+        la.pool_lines([runs[0], ("run1", other)])
+
+
 def test_launches_other_work_on_the_host_disturbed_are_marked_and_the_targets_checked_without_them(tmp_path):
     # A burst of other work on the host (host-load.csv) during three of smartio's launches beside the writer makes
     # them slow, and smartio ties bfq; the report marks those launches by the host's load alone and decides the

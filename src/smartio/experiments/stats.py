@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -91,14 +91,10 @@ def log_ratio_ci(pairs: Iterable[tuple[Iterable[float], Iterable[float]]]) -> tu
     return log_quotient_ci([((num,), (den,)) for num, den in pairs])
 
 
-def log_quotient_ci(groups: Iterable[tuple[Iterable[Iterable[float]], Iterable[Iterable[float]]]]
-                    ) -> tuple[float, float] | None:
-    """95 % interval of a product of measured quantities over a product of others, or of the geometric mean of
-    several such quotients (one per group `(numerator samples, denominator samples)`, every sample independent):
-    log_ratio_ci with more than one sample on a side. A ratio of two ratios, e.g. one scheduler's launch beside a
-    writer over its idle one against another scheduler's, is `((busy_a, idle_b), (idle_a, busy_b))`; the sum of
-    the mean logs' variances does not care for their signs. None when a side has no sample, a sample has fewer than
-    2 values or a value is not positive."""
+def log_quotient_stats(groups: Iterable[tuple[Iterable[Iterable[float]], Iterable[Iterable[float]]]]
+                       ) -> tuple[float, float, float] | None:
+    """log_quotient_ci's parts: the mean log quotient, its variance and its degrees of freedom (Welch-Satterthwaite;
+    inf when the variance is 0)."""
     parts: list[tuple[float, float, int]] = []      # (mean log, s²/n, n) of every sample
     diffs = []
     for nums, dens in groups:
@@ -122,7 +118,43 @@ def log_quotient_ci(groups: Iterable[tuple[Iterable[Iterable[float]], Iterable[I
     var = math.fsum(v for _, v, _ in parts) / k ** 2
     centre = math.fsum(diffs) / k
     if var == 0:
-        return math.exp(centre), math.exp(centre)
-    df = var ** 2 / math.fsum((v / k ** 2) ** 2 / (n - 1) for _, v, n in parts)
-    half = t95(df) * math.sqrt(var)
+        return centre, 0.0, math.inf
+    return centre, var, var ** 2 / math.fsum((v / k ** 2) ** 2 / (n - 1) for _, v, n in parts)
+
+
+def log_quotient_ci(groups: Iterable[tuple[Iterable[Iterable[float]], Iterable[Iterable[float]]]]
+                    ) -> tuple[float, float] | None:
+    """95 % interval of a product of measured quantities over a product of others, or of the geometric mean of
+    several such quotients (one per group `(numerator samples, denominator samples)`, every sample independent):
+    log_ratio_ci with more than one sample on a side. A ratio of two ratios, e.g. one scheduler's launch beside a
+    writer over its idle one against another scheduler's, is `((busy_a, idle_b), (idle_a, busy_b))`; the sum of
+    the mean logs' variances does not care for their signs. None when a side has no sample, a sample has fewer than
+    2 values or a value is not positive."""
+    if (st := log_quotient_stats(groups)) is None:
+        return None
+    centre, var, df = st
+    half = t95(df) * math.sqrt(var) if var else 0.0
     return math.exp(centre - half), math.exp(centre + half)
+
+
+def pooled_log_ci(estimates: Sequence[tuple[float, float]]) -> tuple[float, float, float, float] | None:
+    """Random-effects pooling of one quantity measured in k >= 2 independent runs, each an estimate `(mean log,
+    its variance)`, for runs that differ by more than their own scatter (each VM session of the testbed moves every
+    scheduler's launches by a few %): DerSimonian-Laird's between-run variance tau², weights 1 / (v + tau²), and
+    the interval of Hartung-Knapp-Sidik-Jonkman, Student's t with k - 1 degrees of freedom on the runs' weighted
+    spread about the pooled mean, its variance never below the weights' own (1 / their sum). Returns (pooled ratio,
+    95 % low, high, tau), exp'd; None for fewer than 2 runs."""
+    k = len(estimates)
+    if k < 2:
+        return None
+    ys, vs = [y for y, _ in estimates], [max(v, 1e-300) for _, v in estimates]
+    w = [1 / v for v in vs]
+    fixed = math.fsum(wi * y for wi, y in zip(w, ys, strict=True)) / math.fsum(w)
+    q = math.fsum(wi * (y - fixed) ** 2 for wi, y in zip(w, ys, strict=True))
+    c = math.fsum(w) - math.fsum(wi * wi for wi in w) / math.fsum(w)
+    tau2 = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
+    w = [1 / (v + tau2) for v in vs]
+    mu = math.fsum(wi * y for wi, y in zip(w, ys, strict=True)) / math.fsum(w)
+    spread = math.fsum(wi * (y - mu) ** 2 for wi, y in zip(w, ys, strict=True)) / (k - 1)
+    half = t95(k - 1) * math.sqrt(max(spread, 1.0) / math.fsum(w))
+    return math.exp(mu), math.exp(mu - half), math.exp(mu + half), math.sqrt(tau2)
