@@ -132,7 +132,15 @@
  *     beside start-ups that follow one another still get a write per
  *     startup_ms. Tasks are told apart by thread group; SIO_NR_STARTERS of
  *     them are remembered, and one forgotten counts as new. A change of
- *     startup_ms applies to the start-up that is on.
+ *     startup_ms applies to the start-up that is on. While a start-up is
+ *     on, anticipation (6) waits startup_anticipation_us where that is
+ *     longer than read_anticipation_us, and the start-up's task counts as
+ *     reading as long (BFQ idles slice_idle for a raised queue): a launch's
+ *     reads are closed-loop, and every gap longer than the window put a
+ *     write in the device, which the next read then waited out. On s5-emmc
+ *     in the testbed (cold starts beside the 128 KiB writer, device clock,
+ *     16 each) with writes held so, launch time beside the writer over idle
+ *     off the CPU was 0.99 [0.98, 1.00], against 1.05 [1.03, 1.06] without.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -190,6 +198,7 @@ static const int sio_default_read_hold_us;	/* reads wait after a write, us; 0 = 
 static const int sio_default_write_merge_max_kb;	/* write merges beside a reader; 0 = no limit */
 static const int sio_default_single_write_ms = 100;	/* one write at a time this long after a read, ms; 0 = off */
 static const int sio_default_startup_ms = 1000;	/* a task's first reads: writes wait this long, ms; 0 = off */
+static const int sio_default_startup_anticipation_us = 10000; /* anticipation in a start-up, us; 0 = as others */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
@@ -426,6 +435,7 @@ struct sio_data {
 	int write_merge_max_kb;
 	int single_write_ms;
 	int startup_ms;
+	int startup_anticipation_us;
 	int qasio_boost;
 	int qasio_dep[SIO_NR_DEPS];
 	int dispatch_limit[SIO_NR_KINDS];
@@ -869,9 +879,11 @@ static void sio_set_phase(struct sio_data *sd, enum sio_phase phase)
  * armed here or, while a read is in flight, by its completion; both under
  * sd->lock, so no completion slips between the check and the arming.
  */
+static u64 sio_antic_window_ns(struct sio_data *sd, u64 now);
+
 static bool sio_anticipate(struct sio_data *sd, u64 now)
 {
-	u64 window = (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC;
+	u64 window = sio_antic_window_ns(sd, now);
 	u64 idle;
 
 	lockdep_assert_held(&sd->lock);
@@ -959,13 +971,29 @@ static bool sio_startup_within(struct sio_data *sd, u64 now, u64 startup)
 static bool sio_startup_on(struct sio_data *sd, u64 now)
 {
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
+	u64 window = max_t(u64, sio_reader_window_ns(sd),
+			   (u64)READ_ONCE(sd->startup_anticipation_us) * NSEC_PER_USEC);
 
 	lockdep_assert_held(&sd->lock);
 
 	if (!startup || !sio_startup_within(sd, now, startup))
 		return false;
 	return (sd->startup_reading && sio_reads_outstanding(sd)) ||
-	       sio_since(now, sd->startup_seen_ns) < sio_reader_window_ns(sd);
+	       sio_since(now, sd->startup_seen_ns) < window;
+}
+
+/*
+ * The anticipation window (6), ns: read_anticipation_us, or while a start-up
+ * is on (11) startup_anticipation_us where that is longer. 0: no anticipation.
+ */
+static u64 sio_antic_window_ns(struct sio_data *sd, u64 now)
+{
+	u64 window = (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC;
+	u64 startup = (u64)READ_ONCE(sd->startup_anticipation_us) * NSEC_PER_USEC;
+
+	if (window && startup > window && sio_startup_on(sd, now))
+		return startup;
+	return window;
 }
 
 /*
@@ -2187,12 +2215,12 @@ static void sio_finish_request(struct request *rq)
 			sd->last_write_done_pid = sio_rq_pid(rq);
 		}
 		if (sio_kind_is_read(kind)) {
-			u64 window = (u64)READ_ONCE(sd->read_anticipation_us) *
-				     NSEC_PER_USEC;
+			u64 window;
 
 			sd->last_read_done_ns = ktime_get_ns();
 			sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
 					sd->last_read_done_ns);
+			window = sio_antic_window_ns(sd, sd->last_read_done_ns);
 			if (window && sd->phase == SIO_PH_ANTICIPATE)
 				hrtimer_start(&sd->antic_timer, ns_to_ktime(window),
 					      HRTIMER_MODE_REL);
@@ -2488,6 +2516,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	sd->write_merge_max_kb = sio_default_write_merge_max_kb;
 	sd->single_write_ms = sio_default_single_write_ms;
 	sd->startup_ms = sio_default_startup_ms;
+	sd->startup_anticipation_us = sio_default_startup_anticipation_us;
 	sd->qasio_boost = sio_default_qasio_boost;
 	for (i = 0; i < SIO_NR_DEPS; i++)
 		sd->qasio_dep[i] = sio_default_qasio_dep;
@@ -2593,6 +2622,7 @@ SIO_TUNABLE(read_hold_us, read_hold_us, 0, 100000);
 SIO_TUNABLE(write_merge_max_kb, write_merge_max_kb, 0, 65536);
 SIO_TUNABLE(single_write_ms, single_write_ms, 0, 60000);
 SIO_TUNABLE(startup_ms, startup_ms, 0, 600000);
+SIO_TUNABLE(startup_anticipation_us, startup_anticipation_us, 0, 1000000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
 SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
@@ -2643,6 +2673,7 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(write_merge_max_kb),
 	SIO_ATTR(single_write_ms),
 	SIO_ATTR(startup_ms),
+	SIO_ATTR(startup_anticipation_us),
 	SIO_ATTR(qasio_boost),
 	SIO_ATTR(qasio_meta),
 	SIO_ATTR(qasio_data),

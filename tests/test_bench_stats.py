@@ -151,17 +151,22 @@ def test_pooled_log_ci_counts_the_runs_spread_about_each_other():
     assert pooled_log_ci([]) is None and pooled_log_ci([(0.1, 0.01)]) is None
     # Runs that agree: no spread between them (tau 0), the weights' own variance 1 / sum(1 / v), Student's t with
     # runs - 1 degrees of freedom (three runs: 4.30, where one run's interval of that variance would take 1.96).
-    mid, lo, hi, tau = pooled_log_ci([(-0.03, 0.0004)] * 3)
+    def pooled(estimates: list[tuple[float, float]]) -> tuple[float, float, float, float]:
+        got = pooled_log_ci(estimates)
+        assert got is not None
+        return got
+
+    mid, lo, hi, tau = pooled([(-0.03, 0.0004)] * 3)
     half = t.ppf(0.975, 2) * math.sqrt(0.0004 / 3)
     assert tau == 0 and mid == pytest.approx(math.exp(-0.03))
     assert (lo, hi) == pytest.approx((math.exp(-0.03 - half), math.exp(-0.03 + half)))
     # Weighted: the narrower run counts more.
-    mid, *_ = pooled_log_ci([(0.0, 0.0001), (0.1, 0.01)])
+    mid, *_ = pooled([(0.0, 0.0001), (0.1, 0.01)])
     assert 1.0 < mid < math.exp(0.01)
     # Runs that disagree far beyond their own intervals: the spread between them is estimated (DerSimonian-Laird)
     # and the pooled interval covers all of them, where the runs' own intervals alone would give a narrow one.
     ys = [-0.10, 0.0, 0.10, 0.05]
-    mid, lo, hi, tau = pooled_log_ci([(y, 0.0001) for y in ys])
+    mid, lo, hi, tau = pooled([(y, 0.0001) for y in ys])
     assert tau > 0.05 and lo < math.exp(min(ys)) < math.exp(max(ys)) < hi
     assert math.log(hi / lo) > 5 * (2 * 1.96 * math.sqrt(0.0001 / 4))
 

@@ -768,7 +768,8 @@ def test_runs_are_pooled_per_target_and_runs_that_measure_otherwise_refused(tmp_
                 _write_values(out, label, app, "none", [idle * shift * x for x in spread])
                 _write_values(out, label, app, "seq-write", [idle * shift * slow * x for x in reversed(spread)])
         doc = la.assemble(plan, out, profile=PROFILE, command="c", started="s", vm_result=None)
-        assert la.versus(doc, "smartio", "bfq")[0] < 1 < la.versus(doc, "smartio", "bfq")[1]
+        tie = la.versus(doc, "smartio", "bfq")
+        assert tie is not None and tie[0] < 1 < tie[1]
         runs.append((f"run{i}", doc))
     text = "\n".join(la.pool_lines(runs))
     pooled = next(line for line in text.splitlines() if line.startswith("pooled"))

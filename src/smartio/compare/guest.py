@@ -70,7 +70,8 @@ CLOCK_TUNABLES = {
     "kyber": ("read_lat_nsec", "write_lat_nsec"),
     "bfq": ("slice_idle_us", "timeout_sync", "fifo_expire_sync", "fifo_expire_async"),
     "smartio": ("read_anticipation_us", "write_slice_ms", "write_slice_rand_ms", "write_window_ms", "prio_aging_ms",
-                "write_pace_us", "write_pace_rand_us", "read_hold_us", "single_write_ms", "startup_ms"),
+                "write_pace_us", "write_pace_rand_us", "read_hold_us", "single_write_ms", "startup_ms",
+                "startup_anticipation_us"),
 }
 
 

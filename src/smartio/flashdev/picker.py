@@ -29,7 +29,8 @@ timer would run the queue again). It has the module's rules and the module's tun
      unless another start-up is on; for startup_ms from then, while it reads (the last to read, with reads queued
      or in flight, or seen less than max(anticipation, pace) ago), a write's slice (rule 2) is at least
      startup_ms. The module tells tasks apart by thread group and remembers 16; here a task is the caller's (a
-     pid), and all are remembered.
+     pid), and all are remembered. While a start-up is on, anticipation (rule 5) waits startup_anticipation_us
+     where that is longer than read_anticipation_us, and the start-up's task counts as reading as long.
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list; discards (the module gives them one slice whatever their size). A request's size
@@ -70,6 +71,7 @@ class Tunables:
     write_window_ms: float = 0.0
     single_write_ms: float = 100.0
     startup_ms: float = 1000.0
+    startup_anticipation_us: float = 10000.0
     dispatch_limit_seq_read: int = 0
     dispatch_limit_seq_write: int = 0
     dispatch_limit_rand_read: int = 0
@@ -194,12 +196,25 @@ def startup_within(s: State, now: float, t: Tunables) -> bool:
 
 def startup_on(s: State, now: float, t: Tunables) -> bool:
     """sio_startup_on(): within a start-up's startup_ms, its task reading (the last to read, with reads queued or in
-    flight, or seen less than max(anticipation, pace) ago)?"""
+    flight, or seen less than max(anticipation, pace, startup_anticipation_us) ago)?"""
     if not t.startup_ms or s.startup is None or not startup_within(s, now, t):
         return False
     task, _, seen = s.startup
     reading = bool(s.readers) and s.readers[0][0] == task and bool(s.reads or s.reads_inflight())
-    return reading or _since(now, seen) < reader_window_us(s, t)
+    return reading or _since(now, seen) < startup_window_us(s, t)
+
+
+def startup_window_us(s: State, t: Tunables) -> float:
+    """How long after it was last seen a start-up's task still counts as reading."""
+    return max(reader_window_us(s, t), t.startup_anticipation_us)
+
+
+def antic_window_us(s: State, now: float, t: Tunables) -> float:
+    """sio_antic_window_ns(): read_anticipation_us, or while a start-up is on startup_anticipation_us where that is
+    longer; 0: no anticipation."""
+    if t.read_anticipation_us and t.startup_anticipation_us > t.read_anticipation_us and startup_on(s, now, t):
+        return t.startup_anticipation_us
+    return t.read_anticipation_us
 
 
 def several_readers_end(s: State, now: float, t: Tunables) -> float | None:
@@ -336,13 +351,13 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         if q is not None and own_task(s, q.task, now, t):
             phase = READING
             return go(WRITE, q, "the reader's own write (not anticipated)")
-        if t.read_anticipation_us:           # sio_anticipate()
+        if window := antic_window_us(s, now, t):     # sio_anticipate()
             if s.reads_inflight():
                 phase = ANTICIPATING
                 return wait("anticipation (read in flight)")
-            if s.last_read_done is not None and now - s.last_read_done < t.read_anticipation_us:
+            if s.last_read_done is not None and now - s.last_read_done < window:
                 phase = ANTICIPATING
-                return wait("anticipation", s.last_read_done + t.read_anticipation_us)
+                return wait("anticipation", s.last_read_done + window)
         if phase == ANTICIPATING:
             phase = READING
     q = pick_writes()

@@ -57,6 +57,7 @@ from smartio.flashdev.picker import (
     reader_window_us,
     several_readers_end,
     slice_us,
+    startup_window_us,
 )
 from smartio.trace import events as ev
 
@@ -272,7 +273,7 @@ class _Replayer:
         if hold is not None:
             pts.append(hold)
         if s.last_read_done is not None:
-            pts += [s.last_read_done + t.read_anticipation_us,
+            pts += [s.last_read_done + t.read_anticipation_us, s.last_read_done + t.startup_anticipation_us,
                     s.last_read_done + reader_window_us(s, t),
                     s.last_read_done + t.single_write_ms * 1000]
         several = several_readers_end(s, lo, t)
@@ -282,7 +283,8 @@ class _Replayer:
             last = s.last_write if s.last_write is not None else -np.inf
             pts += [max(q.arrival, last) + slice_us(q, t) for q in s.writes]
             if s.startup is not None:        # a start-up's end, its task gone, its hold over (picker rule 9)
-                pts += [s.startup[1] + t.startup_ms * 1000, s.startup[2] + reader_window_us(s, t)]
+                pts += [s.startup[1] + t.startup_ms * 1000, s.startup[2] + reader_window_us(s, t),
+                        s.startup[2] + startup_window_us(s, t)]
                 pts += [max(q.arrival, last) + t.startup_ms * 1000 for q in s.writes]
         if s.phase == WINDOW:
             pts.append(s.window_end)
@@ -399,7 +401,8 @@ def load_tunables(path: Path) -> Tunables:
     """From a JSON object of sysfs names and values, or the `name value` / `name=value` lines of a dump such as
     `grep . iosched/*` (the directory part of a name is dropped)."""
     text = path.read_text()
-    values: dict[str, Any] = {"startup_ms": 0}     # a dump without it is of a module before rule 9 (its 11)
+    # A dump without one of these is of a module before it: rule 9 (the module's 11), its anticipation.
+    values: dict[str, Any] = {"startup_ms": 0, "startup_anticipation_us": 0}
     if text.lstrip().startswith("{"):
         return Tunables.from_mapping({**values, **json.loads(text)})
     for line in text.splitlines():
