@@ -133,9 +133,9 @@
  *     startup_ms. Tasks are told apart by thread group; SIO_NR_STARTERS of
  *     them are remembered, and one forgotten counts as new. A change of
  *     startup_ms applies to the start-up that is on. While a start-up is
- *     on, anticipation (6) waits startup_anticipation_us where that is
- *     longer than read_anticipation_us, and the start-up's task counts as
- *     reading as long (BFQ idles slice_idle for a raised queue): a launch's
+ *     on, anticipation (6), if on, waits startup_anticipation_us where that
+ *     is longer than read_anticipation_us, and the start-up's task counts
+ *     as reading as long (BFQ idles slice_idle for a raised queue): a launch's
  *     reads are closed-loop, and every gap longer than the window put a
  *     write in the device, which the next read then waited out. On s5-emmc
  *     in the testbed (cold starts beside the 128 KiB writer, device clock,
@@ -971,10 +971,13 @@ static bool sio_startup_within(struct sio_data *sd, u64 now, u64 startup)
 static bool sio_startup_on(struct sio_data *sd, u64 now)
 {
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
-	u64 window = max_t(u64, sio_reader_window_ns(sd),
-			   (u64)READ_ONCE(sd->startup_anticipation_us) * NSEC_PER_USEC);
+	u64 window = sio_reader_window_ns(sd);
 
 	lockdep_assert_held(&sd->lock);
+
+	if (READ_ONCE(sd->read_anticipation_us))	/* its task still counts */
+		window = max_t(u64, window, (u64)READ_ONCE(sd->startup_anticipation_us) *
+			       NSEC_PER_USEC);
 
 	if (!startup || !sio_startup_within(sd, now, startup))
 		return false;

@@ -341,6 +341,8 @@ check write_slice_kb 0                                                # one slic
 check read_hold_us 0
 check startup_ms 1000                                                 # a start-up holds slices for 1 s
 echo 99999999 > $T/startup_ms; check startup_ms 600000
+check startup_anticipation_us 10000                                   # a start-up's reads anticipated 10 ms
+echo 99999999 > $T/startup_anticipation_us; check startup_anticipation_us 1000000
 for k in seq_read seq_write rand_read rand_write; do check dispatch_limit_$k 0; done
 echo 99999999 > $T/write_pace_us; check write_pace_us 1000000
 echo 99999999 > $T/read_hold_us; check read_hold_us 100000
@@ -506,6 +508,29 @@ def test_issue14_a_start_up_holds_the_write_slices_of_its_first_startup_ms(tmp_p
     expired_on, expired_off = (x.rows["events"]["write_slice_expired"] for x in (on, off))
     # 6 s of 50 ms slices, the first 4 s of them held: about a third as many.
     assert expired_off > 30 and expired_on < 0.6 * expired_off, (expired_on, expired_off)
+
+
+def test_issue14_a_start_up_anticipates_its_reads_for_startup_anticipation_us(tmp_path: Path,
+                                                                              module_ko: ModuleBuild) -> None:
+    """Issue 14, rule 11: a start-up's reads think between them (here 5 ms, one read at a time). With 1 ms of
+    anticipation a write goes in nearly every gap; while the start-up is on (startup_ms 4 s, longer than the run),
+    startup_anticipation_us of 30 ms covers the gaps, and its writer gets a small fraction of that."""
+    writers = {name: FioJob("writer", "write", 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=3"))
+               for name in ("on", "off")}
+    reader = FioJob("reader", "randread", 2, True, 0, 32, verify=False,
+                    extra=("time_based=1", "runtime=3", "thinktime=5000"))
+    r = beside_queued_readers(tmp_path, module_ko, writers,
+                              {"write_slice_ms": 50, "read_anticipation_us": 1000, "startup_ms": 4000},
+                              each={"on": {"startup_anticipation_us": 30000}, "off": {"startup_anticipation_us": 0}},
+                              readers=reader)
+    on, off = Stats.load(r.out_dir, "on"), Stats.load(r.out_dir, "off")
+    on.assert_balanced(min_dispatched=100)
+    off.assert_balanced(min_dispatched=100)
+    assert on.rows["startup"]["startups"] >= 1, on.rows["startup"]
+    writes_on, writes_off = (fio_ios(r.out_dir / f"fio-{n}.json", "writer", "write") for n in ("on", "off"))
+    expired_on, expired_off = (x.rows["anticipation"]["expired"] for x in (on, off))
+    assert writes_off > 50 and writes_on < 0.3 * writes_off, (writes_on, writes_off)
+    assert expired_on < 0.3 * expired_off, (on.rows["anticipation"], off.rows["anticipation"])
 
 
 def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:

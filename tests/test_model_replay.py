@@ -19,8 +19,10 @@ from smartio.trace import events as ev
 from smartio.trace.formats import write_ours
 
 # Pacing as `smartio profile --apply` sets it, at a scale that keeps the numbers readable (µs); no start-up (rule 9):
-# the traces made by hand here start with their reader, and a tunables dump without startup_ms means 0.
-TUN = Tunables(write_pace_us=1000, write_pace_rand_us=2000, read_hold_us=300, read_anticipation_us=0, startup_ms=0)
+# the traces made by hand here start with their reader, and a tunables dump without startup_ms (or
+# startup_anticipation_us) means 0.
+TUN = Tunables(write_pace_us=1000, write_pace_rand_us=2000, read_hold_us=300, read_anticipation_us=0, startup_ms=0,
+               startup_anticipation_us=0)
 
 
 def R(t: float, kind: str = "seq_read") -> Queued:
@@ -231,6 +233,24 @@ def test_a_start_up_holds_writes_past_their_slice_while_its_task_reads() -> None
                  startup=s.startup)
     assert decide(held, 15_000, t).pick == READ
     assert decide(held, 15_000, dataclasses.replace(t, startup_ms=1)).pick == WRITE    # applies to the one that is on
+
+
+def test_a_start_up_anticipates_its_task_reads_for_startup_anticipation_us() -> None:
+    """Rule 9 (the module's 11) with anticipation on: while a start-up is on, a write waits startup_anticipation_us
+    after the last read completed instead of read_anticipation_us, and the start-up's task counts as reading as
+    long; once the start-up is over (or with it 0, or anticipation off) the window is read_anticipation_us."""
+    t = Tunables(read_anticipation_us=1000, write_slice_ms=1000, single_write_ms=0, startup_ms=50,
+                 startup_anticipation_us=20_000)
+    s = State(writes=[W(0)], last_write=0.0)
+    reader_seen(s, 1, 100, t)
+    s.last_read_done = 100.0
+    assert decide(s, 5000, t).reason == "anticipation" and decide(s, 5000, t).wait_until == 20_100
+    assert decide(s, 20_200, t).pick == WRITE                                    # the gap outlasted it
+    assert decide(s, 5000, dataclasses.replace(t, startup_anticipation_us=0)).pick == WRITE
+    assert decide(s, 5000, dataclasses.replace(t, startup_ms=0)).pick == WRITE  # no start-up: 1000 µs
+    assert decide(s, 5000, dataclasses.replace(t, read_anticipation_us=0)).pick == WRITE
+    later = dataclasses.replace(s, last_read_done=60_000.0, readers=((1, 60_000.0),), startup=(1, 100, 60_000.0))
+    assert decide(later, 62_000, t).pick == WRITE                                # 50 ms on: the start-up is over
 
 
 def test_tunables_from_sysfs_names() -> None:

@@ -29,8 +29,9 @@ timer would run the queue again). It has the module's rules and the module's tun
      unless another start-up is on; for startup_ms from then, while it reads (the last to read, with reads queued
      or in flight, or seen less than max(anticipation, pace) ago), a write's slice (rule 2) is at least
      startup_ms. The module tells tasks apart by thread group and remembers 16; here a task is the caller's (a
-     pid), and all are remembered. While a start-up is on, anticipation (rule 5) waits startup_anticipation_us
-     where that is longer than read_anticipation_us, and the start-up's task counts as reading as long.
+     pid), and all are remembered. While a start-up is on, anticipation (rule 5), if on, waits
+     startup_anticipation_us where that is longer than read_anticipation_us, and the start-up's task counts as
+     reading as long.
 
 Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list; discards (the module gives them one slice whatever their size). A request's size
@@ -205,8 +206,9 @@ def startup_on(s: State, now: float, t: Tunables) -> bool:
 
 
 def startup_window_us(s: State, t: Tunables) -> float:
-    """How long after it was last seen a start-up's task still counts as reading."""
-    return max(reader_window_us(s, t), t.startup_anticipation_us)
+    """How long after it was last seen a start-up's task still counts as reading: startup_anticipation_us too, where
+    anticipation is on."""
+    return max(reader_window_us(s, t), t.startup_anticipation_us if t.read_anticipation_us else 0.0)
 
 
 def antic_window_us(s: State, now: float, t: Tunables) -> float:
