@@ -138,9 +138,10 @@
  *     as reading as long (BFQ idles slice_idle for a raised queue): a launch's
  *     reads are closed-loop, and every gap longer than the window put a
  *     write in the device, which the next read then waited out. On s5-emmc
- *     in the testbed (cold starts beside the 128 KiB writer, device clock,
- *     16 each) with writes held so, launch time beside the writer over idle
- *     off the CPU was 0.99 [0.98, 1.00], against 1.05 [1.03, 1.06] without.
+ *     in the testbed (cold starts of python, vim and sqlite3 beside the
+ *     128 KiB writer, device clock, 16 each), launch time beside the writer
+ *     over idle off the CPU: 1.00 [0.99, 1.01] with 10 ms, 1.04 [1.03, 1.06]
+ *     with 0; the writer got a third as much during python's launches.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
