@@ -965,25 +965,35 @@ static bool sio_startup_within(struct sio_data *sd, u64 now, u64 startup)
 }
 
 /*
+ * How long after it was last seen a start-up's task still counts as reading,
+ * ns: sio_reader_window_ns(), or startup_anticipation_us where that is longer
+ * and anticipation is on.
+ */
+static u64 sio_startup_window_ns(struct sio_data *sd)
+{
+	u64 window = sio_reader_window_ns(sd);
+
+	if (!READ_ONCE(sd->read_anticipation_us))
+		return window;
+	return max_t(u64, window,
+		     (u64)READ_ONCE(sd->startup_anticipation_us) * NSEC_PER_USEC);
+}
+
+/*
  * Is a start-up on (11): within its startup_ms, its task reading (the last
  * to read, with reads queued or in flight, or seen less than
- * sio_reader_window_ns() ago)?
+ * sio_startup_window_ns() ago)?
  */
 static bool sio_startup_on(struct sio_data *sd, u64 now)
 {
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
-	u64 window = sio_reader_window_ns(sd);
 
 	lockdep_assert_held(&sd->lock);
-
-	if (READ_ONCE(sd->read_anticipation_us))	/* its task still counts */
-		window = max_t(u64, window, (u64)READ_ONCE(sd->startup_anticipation_us) *
-			       NSEC_PER_USEC);
 
 	if (!startup || !sio_startup_within(sd, now, startup))
 		return false;
 	return (sd->startup_reading && sio_reads_outstanding(sd)) ||
-	       sio_since(now, sd->startup_seen_ns) < window;
+	       sio_since(now, sd->startup_seen_ns) < sio_startup_window_ns(sd);
 }
 
 /*

@@ -31,7 +31,7 @@ from typing import IO, Any, Literal
 
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
-from smartio.experiments.stats import log_quotient_ci, log_quotient_stats, log_ratio_ci, pooled_log_ci
+from smartio.experiments.stats import log_quotient_ci, log_quotient_stats, log_ratio_ci, log_stats_ci, pooled_log_ci
 from smartio.flashdev.profiles import device_line
 from smartio.outputs import write_whole
 from smartio.testbed import hostload
@@ -454,9 +454,18 @@ def over_none(cells: dict[str, Any], none: dict[str, Any], apps: list[str] | tup
               ) -> tuple[float, float] | None:
     """95 % interval of one scheduler's cold real launch beside the writer over none's (geometric mean over the
     applications, Welch on the logs), when every application has both cells."""
-    pairs = [(cells[k]["wall_s"].get("values", ()), none[k]["wall_s"].get("values", ()))
-             for a in apps if (k := headline_key(a, HEADLINE_BG)) in cells and k in none]
-    return log_ratio_ci(pairs) if pairs and len(pairs) == len(apps) else None
+    groups = over_none_groups(cells, none, apps)
+    return log_quotient_ci(groups) if groups else None
+
+
+def over_none_groups(cells: dict[str, Any], none: dict[str, Any], apps: list[str] | tuple[str, ...]
+                     ) -> list[tuple[tuple[list[float]], tuple[list[float]]]] | None:
+    """One scheduler's cold real launches beside the writer over none's, per application, as `log_quotient_stats`
+    takes them; None unless every application has both cells."""
+    keys = [headline_key(a, HEADLINE_BG) for a in apps]
+    if not keys or not all(k in cells and k in none for k in keys):
+        return None
+    return [((launch_values(cells[k]) or [],), (launch_values(none[k]) or [],)) for k in keys]
 
 
 def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, command: str, started: str,
@@ -784,11 +793,7 @@ def pool_lines(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
     stock = [label for label in STOCK if any(label in doc["cells"] for _, doc in runs)]
 
     def faster_groups(doc: dict[str, Any]) -> list[Any] | None:
-        sm, no = doc["cells"].get("smartio", {}), doc["cells"].get("none", {})
-        keys = [headline_key(a, HEADLINE_BG) for a in doc["plan"]["apps"]]
-        if not all(k in sm and k in no for k in keys):
-            return None
-        return [((launch_values(sm[k]) or [],), (launch_values(no[k]) or [],)) for k in keys]
+        return over_none_groups(doc["cells"].get("smartio", {}), doc["cells"].get("none", {}), doc["plan"]["apps"])
 
     columns: list[tuple[str, Any]] = [("smartio beside the writer/idle", lambda d: headline_groups(d, "smartio"))]
     columns += [(f"that over {label}'s", functools.partial(lambda d, lb: headline_groups(d, "smartio", lb), lb=label))
@@ -801,7 +806,7 @@ def pool_lines(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
         for _, groups_of in columns:
             st = log_quotient_stats(g) if (g := groups_of(doc)) else None
             est.append(None if st is None else (st[0], st[1]))
-            ci = log_quotient_ci(g) if g and st else None
+            ci = None if st is None else log_stats_ci(st)
             row.append("-" if st is None or ci is None else f"{math.exp(st[0]):.3f} [{ci[0]:.3f}, {ci[1]:.3f}]")
         estimates.append(est)
         rows.append(row)

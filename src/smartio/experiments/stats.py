@@ -130,8 +130,12 @@ def log_quotient_ci(groups: Iterable[tuple[Iterable[Iterable[float]], Iterable[I
     writer over its idle one against another scheduler's, is `((busy_a, idle_b), (idle_a, busy_b))`; the sum of
     the mean logs' variances does not care for their signs. None when a side has no sample, a sample has fewer than
     2 values or a value is not positive."""
-    if (st := log_quotient_stats(groups)) is None:
-        return None
+    st = log_quotient_stats(groups)
+    return None if st is None else log_stats_ci(st)
+
+
+def log_stats_ci(st: tuple[float, float, float]) -> tuple[float, float]:
+    """The 95 % interval, exp'd, of a mean log `(centre, variance, degrees of freedom)` (log_quotient_stats)."""
     centre, var, df = st
     half = t95(df) * math.sqrt(var) if var else 0.0
     return math.exp(centre - half), math.exp(centre + half)

@@ -283,8 +283,7 @@ class _Replayer:
             last = s.last_write if s.last_write is not None else -np.inf
             pts += [max(q.arrival, last) + slice_us(q, t) for q in s.writes]
             if s.startup is not None:        # a start-up's end, its task gone, its hold over (picker rule 9)
-                pts += [s.startup[1] + t.startup_ms * 1000, s.startup[2] + reader_window_us(s, t),
-                        s.startup[2] + startup_window_us(s, t)]
+                pts += [s.startup[1] + t.startup_ms * 1000, s.startup[2] + startup_window_us(s, t)]
                 pts += [max(q.arrival, last) + t.startup_ms * 1000 for q in s.writes]
         if s.phase == WINDOW:
             pts.append(s.window_end)

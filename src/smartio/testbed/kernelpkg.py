@@ -168,7 +168,7 @@ def _download(rel: KernelRelease, packages: list[str], versions: dict[str, str] 
     if todo:
         print(f"smartio: downloading {' '.join(todo)}", file=sys.stderr)
         _run(["apt-get", "download", "-q", *todo], cwd=debs)
-    return [next(debs.glob(f"{p}_*.deb")) for p in packages]
+    return [next(debs.glob(f"{p}_{version[p].replace(':', '%3a')}_*.deb")) for p in packages]
 
 
 def _extract(debs: list[Path], dest: Path) -> None:
