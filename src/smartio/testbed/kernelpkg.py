@@ -162,13 +162,12 @@ def _download(rel: KernelRelease, packages: list[str], versions: dict[str, str] 
     debs = rel.dir / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     version = {p: (versions or {}).get(p, rel.version) for p in packages}
-    want = [f"{p}={version[p]}" for p in packages]
-    have = {p for p in packages if any(debs.glob(f"{p}_{version[p].replace(':', '%3a')}_*.deb"))}
-    todo = [w for w, p in zip(want, packages, strict=True) if p not in have]
+    deb = {p: f"{p}_{version[p].replace(':', '%3a')}_*.deb" for p in packages}     # apt's file name of it
+    todo = [f"{p}={version[p]}" for p in packages if not any(debs.glob(deb[p]))]
     if todo:
         print(f"smartio: downloading {' '.join(todo)}", file=sys.stderr)
         _run(["apt-get", "download", "-q", *todo], cwd=debs)
-    return [next(debs.glob(f"{p}_{version[p].replace(':', '%3a')}_*.deb")) for p in packages]
+    return [next(debs.glob(deb[p])) for p in packages]
 
 
 def _extract(debs: list[Path], dest: Path) -> None:
