@@ -891,6 +891,11 @@ def test_a_calibration_in_a_slow_spell_is_taken_again_and_the_lowest_median_kept
     waits.clear()
     medians = la.settled_warm(ScriptedLauncher(slow * la.SPELL_ROUNDS), floor, "app", sleep=waits.append)
     assert medians == [0.79] * la.SPELL_ROUNDS and len(waits) == la.SPELL_ROUNDS - 1
+    assert floor == {"app": 0.52}
+    # above the floor but within SPELL_TOLERANCE: one median, and the floor does not rise
+    waits.clear()
+    assert la.settled_warm(ScriptedLauncher([9.0] + [0.55] * 5), floor, "app", sleep=waits.append) == [0.55]
+    assert waits == [] and floor == {"app": 0.52}
     # a machine that is slower for good: its first median sets the floor of a new session
     floor = {"app": 0.79}
     assert la.settled_warm(ScriptedLauncher(slow), floor, "app", sleep=waits.append) == [0.79]
