@@ -45,9 +45,10 @@ MODES = ("real", "replay")
 DEVICE, MOUNT = "/dev/vda", "/mnt/smartio-launch"
 RESIDENCY_INSTALLED = "page-cache insertions of a cold launch of the installed copy, in order (ftrace)"
 # The median of these warm launches of the installed copy calibrates its replays: the table's cells are means over
-# repeats, and the shortest of 5 (as `record` takes) came out 20 % below them under TCG. They are taken again right
-# before every replay cell: over the full run's hour the guest's warm launches got faster (vim 94 ms at set-up, 74 to
-# 85 ms in the later cells) while the replays' calibrated think times did not (122 ms).
+# repeats, and the shortest of 5 (as `record` takes) came out 20 % below them under TCG. They are taken again at
+# each switch to a scheduler (with --background-start each-launch, before every replay cell): over the full run's
+# hour the guest's warm launches got faster (vim 94 ms at set-up, 74 to 85 ms in the later cells) while the
+# replays' calibrated think times did not (122 ms).
 INSTALLED_WARM_RUNS = 5
 # The emulator has slow spells of tens of seconds (TCG: at one switch a warm python-stdlib launch took a median
 # 0.79 s, against 0.49-0.59 s at the other four and 0.51-0.56 s in that scheduler's own cells later), and a spell
