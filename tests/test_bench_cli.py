@@ -16,9 +16,9 @@ import pytest
 from smartio.blockdev import Backing
 from smartio.engine.fake import ModelEngine
 from smartio.errors import UsageError
-from smartio.experiments.options import Settings
-from smartio.experiments.runner import run_bench
-from smartio.experiments.target import Target
+from smartio.storebench.options import Settings
+from smartio.storebench.runner import run_bench
+from smartio.storebench.target import Target
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,9 +10,9 @@ import pytest
 
 from smartio.engine.fake import ReplayEngine
 from smartio.errors import SmartioError
-from smartio.experiments.options import Settings
-from smartio.experiments.runner import check, run_bench
 from smartio.report import tables
+from smartio.storebench.options import Settings
+from smartio.storebench.runner import check, run_bench
 
 DATA = Path(__file__).parent / "data" / "fio"
 EXPERIMENTS = ("latency", "slowdown", "concurrency", "mixed")

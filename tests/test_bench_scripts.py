@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from smartio.experiments.stats import log_ratio_ci
+from smartio.storebench.stats import log_ratio_ci
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,11 +8,11 @@ import pytest
 
 from smartio.engine import Job
 from smartio.engine.fake import ModelEngine
-from smartio.experiments import REGISTRY
-from smartio.experiments.context import RunContext
-from smartio.experiments.options import Settings
-from smartio.experiments.stats import Stat
-from smartio.experiments.target import Target
+from smartio.storebench import REGISTRY
+from smartio.storebench.context import RunContext
+from smartio.storebench.options import Settings
+from smartio.storebench.stats import Stat
+from smartio.storebench.target import Target
 
 
 def test_stat_mean_std_ci():
@@ -125,7 +125,7 @@ def test_ratio_interval_is_welchs_on_the_logs():
     import numpy as np
     from scipy import stats as sps
 
-    from smartio.experiments.stats import log_ratio_ci
+    from smartio.storebench.stats import log_ratio_ci
 
     a, b = [15.9, 14.6, 14.5, 16.2], [2.9, 2.94, 3.15]
     r = sps.ttest_ind(np.log(a), np.log(b), equal_var=False).confidence_interval(0.95)
@@ -146,7 +146,7 @@ def test_ratio_interval_is_welchs_on_the_logs():
 def test_pooled_log_ci_counts_the_runs_spread_about_each_other():
     from scipy.stats import t
 
-    from smartio.experiments.stats import pooled_log_ci
+    from smartio.storebench.stats import pooled_log_ci
 
     assert pooled_log_ci([]) is None and pooled_log_ci([(0.1, 0.01)]) is None
     # Runs that agree: no spread between them (tau 0), the weights' own variance 1 / sum(1 / v), Student's t with
@@ -175,7 +175,7 @@ def test_log_quotient_ci_is_log_ratio_ci_with_more_samples_a_side():
     # One sample a side: log_ratio_ci. A ratio of two ratios, (a/b)/(c/d) = (a*d)/(b*c): centred on the quotient of
     # the geometric means (four samples' variances add, whatever their sign), and
     # None when a sample cannot give an interval.
-    from smartio.experiments.stats import log_quotient_ci, log_ratio_ci
+    from smartio.storebench.stats import log_quotient_ci, log_ratio_ci
 
     a, b, c, d = [2.0, 2.1, 1.9], [1.0, 1.02, 0.98], [3.0, 3.3, 2.7], [1.5, 1.6, 1.4]
     assert log_quotient_ci([((a,), (b,))]) == pytest.approx(log_ratio_ci([(a, b)]))

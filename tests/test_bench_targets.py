@@ -19,8 +19,8 @@ import pytest
 
 from smartio import blockdev
 from smartio.errors import UsageError
-from smartio.experiments.options import Settings
-from smartio.experiments.runner import check
+from smartio.storebench.options import Settings
+from smartio.storebench.runner import check
 
 pytestmark = pytest.mark.timeout(300)
 

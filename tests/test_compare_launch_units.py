@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from smartio.compare import launch as la
 from smartio.compare.spec import parse_schedulers
 from smartio.errors import UsageError
-from smartio.experiments.stats import Stat
 from smartio.flashdev import load_profile
+from smartio.launch import compare as la
+from smartio.storebench.stats import Stat
 from smartio.testbed import hostload
 from smartio.testbed.boot import Boot
 

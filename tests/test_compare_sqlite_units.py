@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from smartio.compare import sqlite as sq
-from smartio.compare.sqlite_report import headline, render
 from smartio.errors import UsageError
 from smartio.flashdev import load_profile
+from smartio.sqlite import compare as sq
+from smartio.sqlite.compare_report import headline, render
 from smartio.testbed import kernelpkg
 
 
@@ -51,7 +51,7 @@ def test_generic_flavour_release_paths(monkeypatch, tmp_path):
 
 
 def _stat(*v: float) -> dict:
-    from smartio.experiments.stats import Stat
+    from smartio.storebench.stats import Stat
 
     return Stat.of(v).to_json()
 

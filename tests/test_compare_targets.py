@@ -1,4 +1,4 @@
-"""Issue 11's target checks (smartio.compare.targets) on intervals and on a recorded comparison
+"""Issue 11's target checks (smartio.storebench.targets) on intervals and on a recorded comparison
 (tests/data/compare/two-schedulers, one repeat: no intervals, so nothing there can be `met`)."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from smartio.compare import targets
-from smartio.compare.run import assemble
-from smartio.compare.spec import Plan
-from smartio.compare.targets import Figure, below, highest, lowest
+from smartio.storebench import targets
+from smartio.storebench.compare import Plan, assemble
+from smartio.storebench.targets import Figure, below, highest, lowest
 
 DATA = Path(__file__).parent / "data" / "compare" / "two-schedulers"
 
@@ -87,7 +86,7 @@ def test_a_missing_other_scheduler_is_named_not_confused():
 
 
 def _fig(values: list[float]) -> Figure:
-    from smartio.experiments.stats import Stat
+    from smartio.storebench.stats import Stat
 
     return Figure.of(Stat.of(values).to_json())
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from smartio.cli import main
-from smartio.compare import report
-from smartio.compare.run import assemble, disk_size
-from smartio.compare.spec import Plan, SchedulerSpec, parse_schedulers
+from smartio.compare.spec import SchedulerSpec, parse_schedulers
 from smartio.errors import UsageError
+from smartio.storebench import compare_report as report
+from smartio.storebench.compare import Plan, assemble, disk_size, run_compare
 from smartio.testbed.boot import Boot, text_of
 
 pytestmark = pytest.mark.timeout(60)
@@ -212,7 +212,7 @@ def test_compare_boots_the_guest_it_was_asked_for_and_keeps_it_also_on_ctrl_c(tm
     plan = Plan(parse_schedulers("none"), experiment="slowdown", streams=1, quick=True)
     boot = Boot(cpus=1, kernel_args=("tsc=reliable",))
     with pytest.raises(KeyboardInterrupt):
-        cr.run_compare(plan, profile="s5-emmc", out=out, boot=boot, db=tmp_path / "r.db")
+        run_compare(plan, profile="s5-emmc", out=out, boot=boot, db=tmp_path / "r.db")
     assert (seen["cpus"], seen["default_args"], seen["kernel_args"]) == (1, ("init_on_alloc=0",), ("tsc=reliable",))
     assert json.loads((out / "compare.json").read_text())["vm"] == boot.record()
 
@@ -220,7 +220,8 @@ def test_compare_boots_the_guest_it_was_asked_for_and_keeps_it_also_on_ctrl_c(tm
 @pytest.mark.parametrize("experiment", ["qasio", "sqlite"])
 def test_guest_experiments_hand_their_boot_to_the_testbed(tmp_path, monkeypatch, experiment):
     import smartio.compare.run as cr
-    from smartio.compare import qasio as qa, sqlite as sq
+    from smartio.qasio import compare as qa
+    from smartio.sqlite import compare as sq
 
     seen: dict[str, Any] = {}
 

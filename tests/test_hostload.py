@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from smartio.compare import launch as launch_compare
+from smartio.launch import compare as launch_compare
 from smartio.testbed import hostload
 
 DATA = Path(__file__).parent / "data"

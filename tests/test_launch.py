@@ -697,8 +697,8 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
     """Per launch, the requests and sectors the target's block device completed (its sysfs stat): how a replay's
     I/O is compared with the real launch's."""
     from smartio.blockdev import Device
-    from smartio.experiments.target import open_target
     from smartio.launch import measure as me
+    from smartio.storebench.target import open_target
 
     stat = tmp_path / "sys" / "vdz" / "stat"
     stat.parent.mkdir(parents=True)
@@ -739,8 +739,8 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
 def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monkeypatch):
     """Cold: one launch after its own cache drop is not counted (it pays for what ran before it), unless
     cold_warmup is off; warm: the untimed launch that fills the cache."""
-    from smartio.experiments.target import open_target
     from smartio.launch import measure as me
+    from smartio.storebench.target import open_target
 
     events: list[str] = []
     monkeypatch.setattr(me, "drop_caches", lambda: events.append("drop"))
@@ -786,8 +786,8 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
     """measure_interleaved: each arm's untimed warm-up first, then the arms' launches spread over each other
     (interleaving); one document per arm, with its own launches, repeats and command, naming the arms it was
     interleaved with."""
-    from smartio.experiments.target import open_target
     from smartio.launch import measure as me
+    from smartio.storebench.target import open_target
 
     events: list[str] = []
     monkeypatch.setattr(me, "drop_caches", lambda: events.append("drop"))
@@ -836,8 +836,8 @@ def test_launches_beside_a_background_that_keeps_running(tmp_path, monkeypatch):
     measurements (it is not started per launch); each launch's background throughput is what the device wrote
     while it ran; the writer's scratch file is gone afterwards, also when fio has failed."""
     from smartio.blockdev import Device
-    from smartio.experiments.target import open_target
     from smartio.launch import measure as me
+    from smartio.storebench.target import open_target
 
     stat = tmp_path / "sys" / "vdz" / "stat"
     stat.parent.mkdir(parents=True)
@@ -883,8 +883,8 @@ def test_beside_a_running_background_cold_drops_do_not_sync_and_a_dead_writer_fa
     """With background_run, a cold launch's cache drop skips the sync (it would wait out a buffered writer's dirty
     pages); the writer is checked before the warm-ups and around every launch, so a cell is never written as
     measured beside a writer that had died; a writer of another workload than the settings' is refused."""
-    from smartio.experiments.target import open_target
     from smartio.launch import measure as me
+    from smartio.storebench.target import open_target
 
     events: list[str] = []
     monkeypatch.setattr(me, "drop_caches", lambda sync=True: events.append(f"drop sync={sync}"))
@@ -927,8 +927,8 @@ def test_beside_a_running_background_cold_drops_do_not_sync_and_a_dead_writer_fa
 
 def test_a_background_that_cannot_start_leaves_nothing_behind(tmp_path, monkeypatch):
     from smartio.engine.fio import FioEngine
-    from smartio.experiments.target import open_target
     from smartio.launch import measure as me
+    from smartio.storebench.target import open_target
 
     class Broken:
         closed = False

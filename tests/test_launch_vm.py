@@ -83,7 +83,7 @@ def test_issue14_real_and_replay_in_turn_beside_a_writer_that_keeps_running(tmp_
     """The default way of a launch comparison, for real: under a scheduler the sequential writer starts once,
     BACKGROUND_HEAD_S before the first launch beside it, and runs through the cells; the real and the replay cell
     take their launches in turn; each launch's background throughput is what the device wrote meanwhile."""
-    from smartio.compare.launch import BACKGROUND_HEAD_S
+    from smartio.launch.compare import BACKGROUND_HEAD_S
 
     if not MODULE.is_file():
         pytest.skip(f"{MODULE} is not built (make module)")

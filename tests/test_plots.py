@@ -73,7 +73,7 @@ def test_issue15_mixed_plot_has_error_bars_from_zero(tmp_path, closed_figures):
 def test_issue15_compare_plots_carry_provenance(tmp_path, closed_figures):
     import test_compare_units as cu
 
-    from smartio.compare import report
+    from smartio.storebench import compare_report as report
 
     doc = cu._doc()
     report.write_plots(doc, tmp_path)
@@ -88,8 +88,8 @@ def test_issue15_compare_plots_carry_provenance(tmp_path, closed_figures):
 
 def test_issue15_bench_plot_names_the_emulated_profile(tmp_path, closed_figures, monkeypatch):
     from smartio.engine.fake import ReplayEngine
-    from smartio.experiments.options import Settings
-    from smartio.experiments.runner import check, run_bench
+    from smartio.storebench.options import Settings
+    from smartio.storebench.runner import check, run_bench
 
     # In the testbed, SMARTIO_PROFILE names the emulated device; bench records it in the document.
     monkeypatch.setenv("SMARTIO_PROFILE", "s5-emmc")

@@ -91,7 +91,7 @@ def test_the_recorded_mixed_workload_backs_merging_without_a_limit():
     profiled tunables and no merge limit completes every random mix faster than kyber and mq-deadline and than with
     the old limit of 4 KiB at 10 to 50 % reads (95 % intervals of the ratio, Welch on the logarithms), and no
     sequential mix slower (no interval above 1)."""
-    from smartio.experiments.stats import log_ratio_ci
+    from smartio.storebench.stats import log_ratio_ci
 
     doc = json.loads((Path(__file__).parent / "data" / "compare" / "mixed-merge-20261126l" / "compare.json")
                      .read_text())

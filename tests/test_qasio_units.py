@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from smartio.cli import main
-from smartio.compare import qasio as qa
 from smartio.errors import UsageError
-from smartio.qasio import report
+from smartio.qasio import compare as qa, report
 from smartio.qasio.run import dependency_tunables, summary
 from smartio.qasio.workload import (
     PAPER,

@@ -1,33 +1,20 @@
-"""`smartio bench` and `smartio profile`: parse, then hand over to smartio.experiments."""
+"""`smartio bench` and `smartio profile`: parse, then hand over to smartio.storebench."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from smartio.blockdev import Device, is_root, read_scheduler, write_tunables
-from smartio.engine import Engine
-from smartio.engine.fake import RecordingEngine, ReplayEngine
-from smartio.engine.fio import FioEngine
-from smartio.errors import NeedsRootError, UsageError
-from smartio.experiments.options import EXPERIMENTS, OPTIONS, PATTERNS, Option, Settings
-from smartio.experiments.runner import check, command_line, run_bench
-from smartio.experiments.target import Target
-from smartio.flashdev.model import pacing
-from smartio.outputs import check_output_dir, check_output_file
+from smartio.errors import UsageError
+from smartio.outputs import check_output_file
 from smartio.qasio.workload import DEPENDENCIES
 from smartio.report import tables
 from smartio.results import Store, save_run, stored_line
+from smartio.storebench.bench import Outputs, execute, profile as profile_run
+from smartio.storebench.options import EXPERIMENTS, OPTIONS, Option, Settings
+from smartio.storebench.runner import command_line
 
 PROFILE_SKIPS = {"--streams", "--mixes", "--iodepth"}
-# The module's tunables that take the Concurrency Profiler's parameters (kernel/smartio-iosched.c).
-TUNABLE = {p: f"dispatch_limit_{p}" for p in PATTERNS}
-PACING_TUNABLES = ("write_pace_us", "write_pace_rand_us", "read_hold_us", "write_slice_ms", "write_slice_rand_ms",
-                   "write_window_ms", "write_merge_max_kb", "write_slice_kb")
 
 
 def _add(parser: argparse.ArgumentParser, opt: Option) -> None:
@@ -72,36 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=profile, streams=1, mixes="10", iodepth=1)
 
 
-def make_engine() -> Engine:
-    replay = os.environ.get("SMARTIO_REPLAY_FIO")
-    if replay:
-        return ReplayEngine(Path(replay))
-    engine: Engine = FioEngine()
-    record = os.environ.get("SMARTIO_RECORD_FIO")
-    return RecordingEngine(engine, Path(record)) if record else engine
-
-
-def _execute(experiment: str, a: argparse.Namespace,
-             preflight: Callable[[Target], object] | None = None) -> tuple[dict[str, Any], Target]:
-    """Check everything that can be checked, then run, store and write the outputs."""
-    settings = Settings.from_args(a)
-    if a.json:
-        check_output_file("--json", a.json)
-    if a.plots:
-        check_output_dir("--plots", a.plots)
-    engine = make_engine()                  # fails early (exit 2) when fio is missing
-    target = check(experiment, a.target, settings, a.destroy_data)
-    store = Store(a.db)                     # fails early on a bad --db, before anything runs
-    if preflight:
-        preflight(target)
-    doc = run_bench(experiment, target, settings, engine, scheduler=a.scheduler, command=command_line())
-    save_run(store, doc, a.json)
-    if a.plots:
-        from smartio.report.plots import write_plots
-
-        for path in write_plots(doc, Path(a.plots)):
-            print(f"plot: {path}", file=sys.stderr)
-    return doc, target
+def _outputs(a: argparse.Namespace) -> Outputs:
+    return Outputs(target=a.target, destroy_data=a.destroy_data, scheduler=a.scheduler, json=a.json, plots=a.plots,
+                   db=a.db)
 
 
 def bench(a: argparse.Namespace) -> int:
@@ -110,7 +70,7 @@ def bench(a: argparse.Namespace) -> int:
     given = [flag for flag, _ in QASIO_OPTIONS if getattr(a, flag[2:].replace("-", "_")) is not None]
     if given:
         raise UsageError(given[0], getattr(a, given[0][2:].replace("-", "_")), "applies to `smartio bench qasio` only")
-    doc, _ = _execute(a.experiment, a)
+    doc, _ = execute(a.experiment, Settings.from_args(a), _outputs(a), command=command_line())
     print(tables.render(doc))
     print(stored_line(doc))
     return 0
@@ -154,34 +114,12 @@ def bench_qasio(a: argparse.Namespace) -> int:
     return 0
 
 
-def applicable_device(target: Target) -> Device:
-    """The device whose smartio scheduler `profile --apply` will tune, checked before anything is measured."""
-    dev = target.device
-    if dev is None:
-        raise UsageError("--target", target.path, "has no block device whose scheduler could take the parameters")
-    current, _ = read_scheduler(dev)
-    if current != "smartio":
-        raise UsageError("--apply", dev.disk, f"scheduler is {current}, not smartio; "
-                         f"echo smartio > {dev.queue / 'scheduler'} first")
-    missing = [t for t in (*TUNABLE.values(), *PACING_TUNABLES) if not (dev.queue / "iosched" / t).exists()]
-    if missing:
-        raise UsageError("--apply", dev.disk, f"its smartio scheduler has no {', '.join(missing)} "
-                         "(an older module? rebuild it with make module)")
-    if not is_root():
-        raise NeedsRootError(f"writing the smartio scheduler's tunables of {dev.disk} (--apply)")
-    return dev
-
-
 def profile(a: argparse.Namespace) -> int:
-    doc, target = _execute("concurrency", a, applicable_device if a.apply else None)
-    params = doc["results"]["parameters"]
-    for p, n in params.items():
+    found = profile_run(Settings.from_args(a), _outputs(a), apply=a.apply, command=command_line())
+    for p, n in found.parameters.items():
         print(f"{p}={n}")
-    paced = pacing(doc["results"])
-    for t, v in paced.items():
+    for t, v in found.pacing.items():
         print(f"{t}={v}")
-    if a.apply:
-        dev = applicable_device(target)
-        write_tunables(dev, {**{TUNABLE[p]: n for p, n in params.items()}, **paced})
-        print(f"applied to {dev.queue / 'iosched'}")
+    if found.applied_to is not None:
+        print(f"applied to {found.applied_to.queue / 'iosched'}")
     return 0

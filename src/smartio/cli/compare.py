@@ -8,24 +8,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from smartio.compare import launch as la, qasio as qa, sqlite as sq
-from smartio.compare.report import render
-from smartio.compare.run import check_testbed, kept_line, run_compare, vm_profile
-from smartio.compare.spec import (
-    DEFAULT_NR_REQUESTS,
-    DEFAULT_SCHEDULERS,
-    EXPERIMENTS,
-    STREAMS,
-    VM_REPEATS,
-    VM_SIZES,
-    Plan,
-    parse_schedulers,
-)
+from smartio.compare.run import check_testbed, kept_line, vm_profile
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, parse_schedulers
 from smartio.errors import UsageError
-from smartio.experiments.runner import command_line
+from smartio.launch import compare as la
+from smartio.qasio import compare as qa
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 from smartio.results import Store
 from smartio.signals import sigterm_as_interrupt
+from smartio.sqlite import compare as sq
+from smartio.storebench.compare import EXPERIMENTS, STREAMS, VM_REPEATS, VM_SIZES, Plan, run_compare
+from smartio.storebench.compare_report import render
+from smartio.storebench.runner import command_line
 from smartio.testbed.boot import DEFAULT_CPUS, Boot
 
 
@@ -205,7 +199,7 @@ def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, 
         from smartio.qasio.report import render_compare
 
         return qa.run_qasio_compare, qasio_plan_from_args(a), render_compare
-    from smartio.compare.sqlite_report import render as render_sqlite
+    from smartio.sqlite.compare_report import render as render_sqlite
 
     return sq.run_sqlite_compare, sqlite_plan_from_args(a), render_sqlite
 

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from smartio.errors import UsageError
-from smartio.experiments.runner import command_line
 from smartio.outputs import check_output_file
+from smartio.storebench.runner import command_line
 from smartio.units import parse_size
 
 EXIT_CODES = "Exit codes: 0 ok, 1 run failed (or the command did), 2 bad input, 3 needs root (--cold), 130 interrupted."

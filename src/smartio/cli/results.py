@@ -74,7 +74,7 @@ def _renderer(doc: dict[str, Any]) -> Any:
 def _compare_renderer(experiment: str | None) -> Any:
     """`smartio compare`'s table of its document, per experiment (slowdown and mixed documents name none)."""
     if experiment == "launch":
-        from smartio.compare.launch import render as launch
+        from smartio.launch.compare import render as launch
 
         return launch
     if experiment == "qasio":
@@ -82,9 +82,9 @@ def _compare_renderer(experiment: str | None) -> Any:
 
         return render_compare
     if experiment == "sqlite":
-        from smartio.compare.sqlite_report import render as sqlite
+        from smartio.sqlite.compare_report import render as sqlite
 
         return sqlite
-    from smartio.compare.report import render
+    from smartio.storebench.compare_report import render
 
     return render

@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from smartio.experiments.runner import command_line
 from smartio.outputs import check_output_file
 from smartio.results import Store, save_run, stored_line
 from smartio.sqlite.settings import OPTIONS, Settings
+from smartio.storebench.runner import command_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,26 +13,18 @@ the scheduler's tunables are restored at the end, also on failure or Ctrl-C.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from smartio.blockdev import Device, device_of_node, read_scheduler, read_tunables, write_tunables
-from smartio.compare.spec import Plan, SchedulerSpec
+from smartio.blockdev import Device, read_scheduler, read_tunables, write_tunables
+from smartio.compare.spec import SchedulerSpec
 from smartio.errors import SmartioError, UsageError
 
 GUEST_FILE = "guest.json"
 DEBUGFS_BLOCK = Path("/sys/kernel/debug/block")
 RUNS_DIR = "runs"
-
-
-def run_file(label: str, experiment: str) -> str:
-    """Where one bench document goes, relative to the out dir; labels may hold ':' and '=', fine in a name."""
-    return f"{RUNS_DIR}/{label}.{experiment}.json"
 
 
 def device_state(dev: Device) -> dict[str, Any]:
@@ -132,42 +124,6 @@ def restore(dev: Device, before: dict[str, Any]) -> None:
         write_tunables(dev, changed)
 
 
-def smartio(command: str, argv: list[str]) -> int:
-    """`smartio COMMAND ARGV` (bench, profile) in this process; its exit code, as the command would have exited."""
-    from smartio.cli import main as cli_main
-
-    own_argv, sys.argv = sys.argv, ["smartio", command, *argv]   # the document records sys.argv as its command
-    try:
-        return cli_main(sys.argv[1:])
-    except SystemExit as e:         # argparse refused an argument
-        return e.code if isinstance(e.code, int) else 2
-    except Exception:               # a bug: report it as a crashed child would, and go on with the rest
-        traceback.print_exc()
-        return 1
-    finally:
-        sys.argv = own_argv
-        sys.stdout.flush()
-
-
-PROFILE_FILE = f"{RUNS_DIR}/profile.json"
-
-
-def profile(dev: Device, plan: Plan, out: Path) -> dict[str, int]:
-    """`smartio profile --apply` on the device (under smartio): the Concurrency Profiler's dispatch limits and the
-    write pacing derived from the same run (alone latencies, write speedup), at the comparison's size; returns the
-    tunables it wrote, so later smartio:profile runs get the same ones without measuring again."""
-    from smartio.cli.bench import PACING_TUNABLES, TUNABLE
-
-    args = ["--target", plan.device, "--destroy-data", "--apply", "--levels", "1,2,4", "--repeats", "2",
-            "--size", plan.size_for("slowdown"), "--json", str(out / PROFILE_FILE)]
-    say("Concurrency Profiler for smartio:profile: `smartio profile " + " ".join(args) + "`")
-    rc = smartio("profile", args)
-    if rc != 0:
-        raise SmartioError(f"`smartio profile --apply` failed with exit code {rc}")
-    names = (*TUNABLE.values(), *PACING_TUNABLES)
-    return {k: int(v) for k, v in read_tunables(dev).items() if k in names}
-
-
 def warm_up(device: str) -> None:
     """A few hundred untimed direct reads and writes on the device before the first scheduler's run: the guest's
     first I/Os run through code TCG has not translated yet (on s5-emmc, 128 KiB per stream, the first repeat's reads
@@ -178,67 +134,3 @@ def warm_up(device: str) -> None:
 
 def say(text: str) -> None:
     print(f"smartio compare: {text}", file=sys.stderr, flush=True)
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m smartio.compare.guest PLAN_JSON OUT_DIR", file=sys.stderr)
-        return 2
-    plan = Plan.from_json(argv[0])
-    out = Path(argv[1])
-    (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
-    dev = device_of_node(plan.device)
-    record: dict[str, Any] = {"device": plan.device, "before": device_state(dev), "runs": [], "after": None}
-
-    def save() -> None:
-        (out / GUEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
-
-    save()
-    warm_up(plan.device)
-    steps = [(spec, exp) for spec in plan.schedulers for exp in plan.experiments]
-    failed = 0
-    profiled: dict[str, int] | None = None
-    try:
-        for i, (spec, exp) in enumerate(steps, 1):
-            say(f"[{i}/{len(steps)}] {exp} under {spec.label}")
-            if spec.profiled and profiled is None:
-                switch(dev, SchedulerSpec(spec.name), plan.nr_requests)   # measured at the scheduler's defaults
-                profiled = profile(dev, plan, out)
-                record["profile"] = {"file": PROFILE_FILE, "tunables": profiled}
-                save()
-            switch(dev, spec, plan.nr_requests)
-            if spec.profiled and profiled is not None:
-                write_tunables(dev, {**profiled, **dict(spec.tunables)})
-            state = device_state(dev)
-            say(f"{dev.disk}: scheduler {state['scheduler']}, nr_requests {state['nr_requests']}"
-                + "".join(f", {k}={v}" for k, v in state["tunables"].items()))
-            name = run_file(spec.label, exp)
-            args = [exp, *plan.bench_args(exp), "--json", str(out / name)]
-            cmd = ["smartio", "bench", *args]
-            started = time.monotonic()
-            rc = smartio("bench", args)
-            run = {"scheduler": spec.label, "experiment": exp, "file": name, "rc": rc, "state": state,
-                   "duration_s": round(time.monotonic() - started, 1), "command": cmd,
-                   "counters": scheduler_counters(dev)}
-            record["runs"].append(run)
-            save()
-            if rc != 0:
-                failed += 1
-                say(f"`smartio bench {exp}` under {spec.label} failed with exit code {rc}; going on with the rest")
-            else:
-                say(f"{exp} under {spec.label} done in {run['duration_s']:.0f} s")
-    finally:
-        restore(dev, record["before"])
-        record["after"] = device_state(dev)
-        save()
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except SmartioError as e:
-        print(f"smartio: error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)

@@ -23,17 +23,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare import guest
-from smartio.compare.spec import Plan
 from smartio.errors import NeedsRootError, SmartioError, UsageError
 from smartio.outputs import write_whole
 from smartio.results import Row, Store, stored_line
 from smartio.testbed import initramfs, vm
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
-from smartio.units import parse_size
 
 DOCUMENT = "compare.json"
-MIN_DISK = 256 << 20
 
 
 class GuestRefused(UsageError):
@@ -43,7 +39,7 @@ class GuestRefused(UsageError):
         SmartioError.__init__(self, message)
 
 
-def _last_error(log: Path) -> str | None:
+def last_error(log: Path) -> str | None:
     lines = log.read_text(errors="replace").splitlines() if log.exists() else []
     errors = [ln.removeprefix("smartio: error: ") for ln in lines if ln.startswith("smartio: error: ")]
     return errors[-1] if errors else None
@@ -117,18 +113,6 @@ def new_out_dir(requested: Path | None) -> Path:
     return requested.resolve()
 
 
-def disk_size(plan: Plan) -> int:
-    """A disk that holds every stream's region of the largest experiment, with room to spare."""
-    need = 0
-    for exp in plan.experiments:
-        size = parse_size("--size", plan.size_for(exp))
-        need = max(need, size * (2 * plan.streams if exp == "slowdown" else 1))
-    if any(s.profiled for s in plan.schedulers):    # the profiler's 4 streams at the slowdown size (guest.profile)
-        need = max(need, 4 * parse_size("--size", plan.size_for("slowdown")))
-    size = max(MIN_DISK, 2 * need)
-    return -(-size // (1 << 20)) * (1 << 20)
-
-
 def vm_profile(profile: str, timeout: float, time_scale: float | None = None) -> Any:
     """The emulated device of a comparison (with `time_scale` in place of the profile's, if given), after checking
     the flags: an unknown profile, a time scale or timeout that is not a positive number (nan, inf) is exit 2."""
@@ -164,81 +148,33 @@ def guest_python() -> str:
     return str(venv) if venv and venv.exists() else sys.executable
 
 
-def summary(bench_doc: dict[str, Any]) -> dict[str, Any]:
-    """The figures a comparison shows for one scheduler, from its bench document."""
-    r = bench_doc["results"]
-    if bench_doc["experiment"] == "slowdown":
-        return {"read_slowdown": r["read_slowdown"], "write_slowdown": r["write_slowdown"],
-                "efficiency": {m: d["efficiency"]["mean"] for m, d in r["detail"].items()}}
-    return {"response_s": r["response_s"]}
-
-
-def _restored(record: dict[str, Any] | None) -> bool | None:
+def restored(record: dict[str, Any] | None) -> bool | None:
     if not record or not record.get("after"):
         return None
     b, a = record["before"], record["after"]
     return all(b[k] == a[k] for k in ("scheduler", "nr_requests", "tunables"))
 
 
-def _vm_record(result: vm.VmResult | None) -> dict[str, Any]:
+def vm_record(result: vm.VmResult | None) -> dict[str, Any]:
     """The testbed's run.json (how the disks reached QEMU, ...), or {}."""
     f = result.artifacts_dir / "run.json" if result else None
     return json.loads(f.read_text()) if f and f.exists() else {}
 
 
-def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started: str,
-             vm_result: vm.VmResult | None) -> dict[str, Any]:
-    """One document from what the guest left in its out dir (pure: tests feed it recorded files)."""
-    gfile = guest_out / guest.GUEST_FILE
-    record = json.loads(gfile.read_text()) if gfile.exists() else None
-    results: dict[str, dict[str, Any]] = {}
-    runs: dict[str, dict[str, Any]] = {}
-    missing = []
-    for spec in plan.schedulers:
-        for exp in plan.experiments:
-            f = guest_out / guest.run_file(spec.label, exp)
-            if not f.exists():
-                missing.append(f"{exp} under {spec.label}")
-                continue
-            d = json.loads(f.read_text())
-            runs.setdefault(spec.label, {})[exp] = d
-            results.setdefault(spec.label, {}).update(summary(d))
-    first = next((d for r in runs.values() for d in r.values()), None)
-    return {
-        "kind": "compare",
-        "experiments": list(plan.experiments),
-        "schedulers": [s.label for s in plan.schedulers],
-        "profile": profile.record(),
-        "plan": json.loads(plan.to_json()),
-        "settings": first["settings"] if first else None,
-        "kernel": vm_result.kernel if vm_result else (first or {}).get("kernel"),
-        "accel": vm_result.accel if vm_result else None,
-        "host_load": vm_result.host_load if vm_result else None,
-        "disk_transport": _vm_record(vm_result).get("disk_transport"),
-        "fio_version": (first or {}).get("fio_version"),
-        "command": command,
-        "started": started,
-        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
-        "device": {"path": plan.device, "before": record and record["before"], "after": record and record["after"],
-                   "restored": _restored(record), "per_run": record and record["runs"]},
-        # smartio:profile's tunables, from the Concurrency Profiler run in the guest (guest.PROFILE_FILE)
-        "profiled": (record or {}).get("profile"),
-        "missing": missing,
-        "results": results,
-        "runs": runs,
-    }
-
-
 def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.VmResult | None, str], dict],
                  *, profile: Any, out: Path | None, timeout: float,
                  stream: IO[bytes] | None | Literal["stdout"], existing_out: bool = False,
-                 db: str | Path | None = None, boot: Boot = DEFAULT_BOOT, **vm_args: Any) -> tuple[dict, Path]:
+                 db: str | Path | None = None, boot: Boot = DEFAULT_BOOT,
+                 plots: Callable[[dict[str, Any], Path], list[Path]] | None = None,
+                 **vm_args: Any) -> tuple[dict, Path]:
     """Boot the testbed once and run `python -m MODULE PLAN_JSON OUT` in the guest (an experiment's guest side),
     then build the document with assemble_doc(guest out dir, VM result or None, start time) into compare.json:
     also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json.
     existing_out: `out` is made already (and may hold an earlier session's run, which this one resumes); this
     session's VM artifacts go to the next free vm-<n> in it (session_dirs). The document is also stored in the
-    results database `db` (keep())."""
+    results database `db` (keep()). plots(doc, out dir), if given, draws the document's plots beside it once the
+    guest is done, also when it failed (from what it measured). A guest that exits 2 refused the plan (a tunable its
+    scheduler lacks, say): that is GuestRefused, exit 2 with the guest's own words, as the CLI exits on bad input."""
     check_testbed()
     out_dir = out.resolve() if existing_out and out is not None else new_out_dir(out)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -259,8 +195,13 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
         raise
     doc = {"run_uid": uid, "vm": booted, **assemble_doc(result.out_dir, result, started)}
     keep(doc, out_dir, db)
+    if plots is not None:
+        doc["plots"] = [str(p) for p in plots(doc, out_dir)]
+        keep(doc, out_dir, db)
     if result.failure:
         raise SmartioError(f"{result.failure}; what was measured is in {doc_path}")
+    if result.rc == 2:
+        raise GuestRefused(last_error(result.output_log) or f"the guest refused the plan; see {result.output_log}")
     if result.rc != 0 or doc["missing"]:
         raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
                            f"see {result.output_log}; what was measured is in {doc_path}")
@@ -288,47 +229,3 @@ def guest_entry(main: Callable[[list[str]], int]) -> None:
         sys.exit(130)
 
 
-def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
-                command: str = "smartio compare",
-                stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                db: str | Path | None = None, boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
-    """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir).
-    The document is also stored in the results database `db` (keep())."""
-    prof = vm_profile(profile, timeout)
-    modules = module_for(s.name for s in plan.schedulers)
-    check_testbed()
-    out_dir = new_out_dir(out)
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    uid = new_uid()
-    argv = [guest_python(), "-m", "smartio.compare.guest", plan.to_json(), initramfs.GUEST_OUT]
-    booted = boot.record()
-    try:
-        result = vm.run(argv, profile=prof, disks=1, disk_size=disk_size(plan), timeout=timeout,
-                        artifacts=out_dir / "vm", modules=modules, stream=stream, **boot.vm_args())
-    except KeyboardInterrupt:
-        # Keep what the guest finished before Ctrl-C; vm.run has already stopped QEMU.
-        guest_out = out_dir / "vm" / "out"
-        if guest_out.is_dir():
-            doc = assemble(plan, guest_out, profile=prof, command=command, started=started, vm_result=None)
-            keep({**doc, "run_uid": uid, "vm": booted}, out_dir, db)
-            print(f"smartio compare: interrupted; what was measured is in {out_dir / DOCUMENT}", file=sys.stderr)
-        raise
-    doc = assemble(plan, result.out_dir, profile=prof, command=command, started=started, vm_result=result)
-    doc["run_uid"], doc["vm"] = uid, booted
-    keep(doc, out_dir, db)
-    if doc["results"]:
-        from smartio.compare.report import write_plots
-
-        doc["plots"] = [str(p) for p in write_plots(doc, out_dir)]
-        keep(doc, out_dir, db)
-    if result.failure:
-        raise SmartioError(f"{result.failure}; what was measured is in {out_dir / DOCUMENT}")
-    if result.rc == 2:
-        raise GuestRefused(_last_error(result.output_log) or f"the guest refused the plan; see {result.output_log}")
-    if result.rc != 0 or doc["missing"]:
-        raise SmartioError(f"the guest exited with {result.rc}; missing: {', '.join(doc['missing']) or 'nothing'}; "
-                           f"see {result.output_log}; what was measured is in {out_dir / DOCUMENT}")
-    if doc["device"]["restored"] is not True:
-        raise SmartioError(f"{plan.device} was not restored: before {doc['device']['before']}, "
-                           f"after {doc['device']['after']}")
-    return doc, out_dir

@@ -12,23 +12,14 @@ import re
 from typing import Any, Self
 
 from smartio.errors import UsageError
-from smartio.experiments.options import parse_mixes
-from smartio.units import parse_size
 
 # The schedulers Linux 6.1's cloud kernel offers (kyber and bfq as modules) plus ours (kernel/smartio-iosched.c).
 KNOWN_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "smartio")
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio"
-EXPERIMENTS = ("slowdown", "mixed", "both")
-STREAMS = (1, 2, 4, 8)
 # blk-mq sets nr_requests to twice the device's queue depth when a scheduler is attached: 4 on the S5 eMMC's
 # depth of 2, too few for a scheduler to reorder anything (DESIGN.md). Linux's classic single-queue default.
 DEFAULT_NR_REQUESTS = 128
 
-# Sizes per stream and repeats when none are given. `smartio bench`'s own defaults (the paper's 128 MiB per stream)
-# would take hours in a TCG guest where every emulated I/O costs milliseconds; these keep a five-scheduler
-# comparison near 10 minutes (--quick: about 3) on s5-emmc.
-VM_SIZES = {"slowdown": ("512K", "128K"), "mixed": ("1M", "256K")}   # (default, --quick)
-VM_REPEATS = (3, 1)
 
 _TUNABLE_RE = re.compile(r"([a-z][a-z0-9_]*)=(-?\d+)")
 
@@ -113,60 +104,4 @@ def clock_text(plan: dict[str, Any]) -> str:
     return ("scheduler time tunables at their defaults" if k == 1 else
             f"scheduler time tunables x{k:g} (device clock)")
 
-
-@dataclasses.dataclass(frozen=True)
-class Plan(JsonPlan):
-    """Everything the guest needs to run the comparison; `smartio bench` options are passed through."""
-
-    schedulers: tuple[SchedulerSpec, ...]
-    experiment: str = "slowdown"
-    streams: int = 1
-    quick: bool = False
-    repeats: int | None = None
-    size: str | None = None
-    mixes: str | None = None
-    mixed_size: str | None = None       # the mixed workload's size when it differs from --size (bench scripts)
-    mixed_repeats: int | None = None    # the mixed workload's repeats when they differ from --repeats (bench scripts)
-    nr_requests: int = DEFAULT_NR_REQUESTS
-    device: str = "/dev/vda"
-
-    def __post_init__(self) -> None:
-        if self.experiment not in EXPERIMENTS:
-            raise UsageError("--experiment", self.experiment, f"choose one of {', '.join(EXPERIMENTS)}")
-        if self.streams not in STREAMS:
-            raise UsageError("--streams", self.streams, f"choose one of {', '.join(map(str, STREAMS))}")
-        for flag, n in (("--repeats", self.repeats), ("--repeats-mixed", self.mixed_repeats)):
-            if n is not None and n < 1:
-                raise UsageError(flag, n, "must be at least 1")
-        for size in (self.size, self.mixed_size):
-            if size is not None and parse_size("--size", size) % 4096:
-                raise UsageError("--size", size, "must be a multiple of 4 KiB (the request size)")
-        if self.mixes is not None:
-            parse_mixes(self.mixes)      # the guest's `smartio bench` would refuse it only after booting
-        if not 1 <= self.nr_requests <= 4096:
-            raise UsageError("--nr-requests", self.nr_requests, "must be between 1 and 4096")
-
-    @property
-    def experiments(self) -> tuple[str, ...]:
-        return ("slowdown", "mixed") if self.experiment == "both" else (self.experiment,)
-
-    def bench_args(self, experiment: str) -> list[str]:
-        """`smartio bench` arguments (after the experiment name) shared by every scheduler's run."""
-        args = ["--target", self.device, "--destroy-data"]
-        if experiment == "slowdown":
-            args += ["--streams", str(self.streams)]
-        repeats = self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None else self.repeats_used
-        args += ["--repeats", str(repeats), "--size", self.size_for(experiment)]
-        if self.mixes is not None and experiment == "mixed":
-            args += ["--mixes", self.mixes]
-        return args
-
-    @property
-    def repeats_used(self) -> int:
-        return self.repeats if self.repeats is not None else VM_REPEATS[self.quick]
-
-    def size_for(self, experiment: str) -> str:
-        if experiment == "mixed" and self.mixed_size is not None:
-            return self.mixed_size
-        return self.size if self.size is not None else VM_SIZES[experiment][self.quick]
 

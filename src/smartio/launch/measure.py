@@ -34,11 +34,11 @@ from smartio import __version__
 from smartio.blockdev import is_root, read_scheduler
 from smartio.engine.fio import FioEngine
 from smartio.errors import NeedsRootError, SmartioError, UsageError
-from smartio.experiments.stats import Stat
-from smartio.experiments.target import Target
 from smartio.launch import background
 from smartio.progress import Progress
 from smartio.signals import sigterm_as_interrupt
+from smartio.storebench.stats import Stat
+from smartio.storebench.target import Target
 from smartio.units import mib
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -507,7 +507,7 @@ def replay_launch(trace_path: str, target_path: str | None, settings: Settings, 
 
 
 def _open_dir(path: str | None) -> Target:
-    from smartio.experiments.target import open_target
+    from smartio.storebench.target import open_target
 
     if path and os.path.exists(path) and not os.path.isdir(path):
         raise UsageError("--target", path, "is not a directory (the launch's scratch files are made in one)")

@@ -35,7 +35,6 @@ from smartio.blockdev import Device, backing_of, memory_backed, mount_of, read_s
 from smartio.engine import Job, JobSet
 from smartio.engine.fio import BackgroundRun, FioEngine
 from smartio.errors import NeedsRootError, SmartioError, UsageError
-from smartio.experiments.stats import Stat
 from smartio.progress import Progress
 from smartio.qasio.workload import (
     BENCHMARKS,
@@ -52,6 +51,7 @@ from smartio.qasio.workload import (
     summarise,
 )
 from smartio.signals import sigterm_as_interrupt
+from smartio.storebench.stats import Stat
 
 DEP_TUNABLES = ("qasio_meta", "qasio_data", "qasio_sync")
 # ext4 on 6.1 issues the discards of freed blocks from a worker with submit_bio_wait(), which marks them REQ_SYNC

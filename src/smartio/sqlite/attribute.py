@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from smartio.experiments.stats import Stat
 from smartio.sqlite.shim import SyncCall
+from smartio.storebench.stats import Stat
 from smartio.trace import events as ev
 
 CLASSES = ("database", "journal", "wal", "fs_journal", "metadata")

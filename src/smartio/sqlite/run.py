@@ -30,11 +30,11 @@ import numpy as np
 
 from smartio import __version__
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
-from smartio.experiments.stats import Stat
 from smartio.signals import sigterm_as_interrupt
 from smartio.sqlite import fsjournal, shim
 from smartio.sqlite.attribute import Layout, Repeat, per_transaction, save_bundle, summarise
 from smartio.sqlite.settings import Settings
+from smartio.storebench.stats import Stat
 
 if TYPE_CHECKING:
     from smartio.trace.tracefs import Recorder

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from smartio.engine import Job, JobSet
-from smartio.experiments.context import RunContext
-from smartio.experiments.options import FIO_RW, Settings
-from smartio.experiments.stats import Stat
+from smartio.storebench.context import RunContext
+from smartio.storebench.options import FIO_RW, Settings
+from smartio.storebench.stats import Stat
 
 NAME = "latency"
 

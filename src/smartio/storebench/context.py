@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import Callable
 
 from smartio.engine import Engine, JobSet, RunResult
-from smartio.experiments.options import Settings
-from smartio.experiments.stats import Stat
-from smartio.experiments.target import Target
 from smartio.progress import Progress
+from smartio.storebench.options import Settings
+from smartio.storebench.stats import Stat
+from smartio.storebench.target import Target
 
 
 def read_cpu_times(path: str = "/proc/stat") -> tuple[int, int]:

@@ -189,7 +189,7 @@ def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None
     prof = vm_profile(profile, timeout, time_scale)
     plan = with_clock(plan, prof)
     modules = module_for(r.split(":")[0] for r in plan.runs)
-    return run_in_guest("smartio.compare.qasio", plan.to_json(),
+    return run_in_guest("smartio.qasio.compare", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
                         profile=prof, out=out, timeout=timeout, stream=stream, db=db, disks=1,

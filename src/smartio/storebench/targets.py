@@ -19,7 +19,7 @@ import dataclasses
 import math
 from typing import Any
 
-from smartio.experiments.stats import log_ratio_ci
+from smartio.storebench.stats import log_ratio_ci
 
 # Seed 000, Figures 11 and 12: the phone's SmartIO. The bounds: 1R1W seq read below the paper's 1.72.
 BOUNDS = {  # (streams, mode) -> (read bound, write bound), and the paper's figures where it has them

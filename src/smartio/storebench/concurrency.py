@@ -14,9 +14,9 @@ made `--quick` take minutes.
 from __future__ import annotations
 
 from smartio.engine import Job, JobResult, JobSet
-from smartio.experiments.context import RunContext
-from smartio.experiments.options import FIO_RW, Settings
-from smartio.experiments.stats import Stat
+from smartio.storebench.context import RunContext
+from smartio.storebench.options import FIO_RW, Settings
+from smartio.storebench.stats import Stat
 
 NAME = "concurrency"
 

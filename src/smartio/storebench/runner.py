@@ -15,12 +15,12 @@ from smartio import __version__
 from smartio.blockdev import SchedulerSwitch, read_scheduler, read_tunables
 from smartio.engine import Engine
 from smartio.errors import UsageError
-from smartio.experiments import READ_ONLY_CAPABLE, REGISTRY, selected
-from smartio.experiments.context import RunContext
-from smartio.experiments.options import EXPERIMENTS, Settings
-from smartio.experiments.target import Target, open_target
 from smartio.progress import Progress
 from smartio.signals import sigterm_as_interrupt
+from smartio.storebench import READ_ONLY_CAPABLE, REGISTRY, selected
+from smartio.storebench.context import RunContext
+from smartio.storebench.options import EXPERIMENTS, Settings
+from smartio.storebench.target import Target, open_target
 
 
 def device_info(target: Target) -> dict[str, Any]:

@@ -282,7 +282,7 @@ def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | No
     from smartio.compare.run import run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
-    return run_in_guest("smartio.compare.sqlite", plan.to_json(),
+    return run_in_guest("smartio.sqlite.compare", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
                         profile=prof, out=out, timeout=timeout, stream=stream, db=db, disks=2, disk_size=DISK_SIZE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from smartio.experiments import concurrency, latency, mixed, slowdown
+from smartio.storebench import concurrency, latency, mixed, slowdown
 
 REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (latency, slowdown, concurrency, mixed)}
 # Experiments that still mean something with only the read patterns (--read-only).

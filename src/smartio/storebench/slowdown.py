@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from smartio.engine import Job, JobSet
 from smartio.errors import SmartioError
-from smartio.experiments.context import RunContext
-from smartio.experiments.options import Settings
-from smartio.experiments.stats import Stat
+from smartio.storebench.context import RunContext
+from smartio.storebench.options import Settings
+from smartio.storebench.stats import Stat
 
 NAME = "slowdown"
 MODES = ("seq", "rand")

@@ -12,9 +12,9 @@ the others' for the same time to complete. So schedulers are compared by the tim
 from __future__ import annotations
 
 from smartio.engine import Job, JobSet
-from smartio.experiments.context import RunContext
-from smartio.experiments.options import Settings
-from smartio.experiments.stats import Stat
+from smartio.storebench.context import RunContext
+from smartio.storebench.options import Settings
+from smartio.storebench.stats import Stat
 
 NAME = "mixed"
 MODES = {"seq": "rw", "rand": "randrw"}

@@ -10,7 +10,7 @@ its replay cell together with their launches in turn (`measure_interleaved`), an
 OUT/runs/. The host gathers them into compare.json and a table; the headline is the cold launch beside
 a sequential writer over the cold launch on the idle device, per scheduler.
 
-    python -m smartio.compare.launch PLAN_JSON OUT_DIR        (in the guest)
+    python -m smartio.launch.compare PLAN_JSON OUT_DIR        (in the guest)
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import IO, Any, Literal
 
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec, clock_text, with_clock
 from smartio.errors import SmartioError, UsageError
-from smartio.experiments.stats import log_quotient_ci, log_quotient_stats, log_ratio_ci, log_stats_ci, pooled_log_ci
 from smartio.flashdev.profiles import device_line
 from smartio.outputs import write_whole
+from smartio.storebench.stats import log_quotient_ci, log_quotient_stats, log_ratio_ci, log_stats_ci, pooled_log_ci
 from smartio.testbed import hostload
 from smartio.testbed.boot import DEFAULT_BOOT, Boot, text_of
 
@@ -204,8 +204,6 @@ def guest_main(argv: list[str]) -> int:
 def _guest_main(argv: list[str]) -> int:
     from smartio.blockdev import device_of_node
     from smartio.compare.guest import device_state, restore, say, scheduler_counters, switch, warm_up
-    from smartio.compare.sqlite import make_fs
-    from smartio.experiments.target import open_target
     from smartio.launch.apps import APPS as APPSET
     from smartio.launch.measure import (
         Arm,
@@ -217,6 +215,8 @@ def _guest_main(argv: list[str]) -> int:
     )
     from smartio.launch.replay import Installed, Layout, Replayer
     from smartio.launch.trace import PageCacheLog, Trace, pages_by_path, record, remap
+    from smartio.sqlite.compare import make_fs
+    from smartio.storebench.target import open_target
 
     plan = LaunchPlan.from_json(argv[0])
     out = Path(argv[1])
@@ -599,7 +599,7 @@ def without_disturbed(doc: dict[str, Any], limit: float = hostload.DISTURBED_CPU
     launches kept (a figure without one value per launch is dropped); a cell left with fewer than 2 launches is left
     out. Every scheduler is filtered by the same rule, which depends on the host alone: a check on whether a
     verdict stands on other work's bursts, not a replacement for the full figures."""
-    from smartio.experiments.stats import Stat
+    from smartio.storebench.stats import Stat
 
     cells: dict[str, dict[str, Any]] = {}
     for label, per in doc["cells"].items():
@@ -1320,7 +1320,7 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
                            started=started, vm_result=result)}
 
     if guest_plan.steps():
-        doc, _ = run_in_guest("smartio.compare.launch", guest_plan.to_json(),
+        doc, _ = run_in_guest("smartio.launch.compare", guest_plan.to_json(),
                               lambda _out, result, started: whole_run(result, started), profile=prof, out=out_dir,
                               timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
                               modules=module_for(s.name for s in run_plan.schedulers), existing_out=True, db=db,

@@ -1,0 +1,331 @@
+"""StoreBench's side of `smartio compare`: Figure 11 (slowdown) and Figure 12 (mixed) under each scheduler.
+
+The host side (`run_compare`) boots the testbed once and runs `python -m smartio.storebench.compare PLAN_JSON OUT`
+in the guest; there, for each scheduler of the plan, `main` switches the device (compare.guest.switch), runs the
+StoreBench experiment in this process, whose output streams to the console (under TCG a fresh Python process spends
+about 12 s importing numpy and 40-65 s importing scipy.stats, which every bench with more than one repeat needs, so
+one process for all runs saves that per scheduler), and restores the device at the end, also on failure or Ctrl-C.
+Each bench document lands in OUT/runs/; OUT/guest.json records the device's state before, during and after every
+run, and is rewritten after each run so a crash loses nothing already measured. `assemble` builds one document
+from what the guest left (pure: tests feed it recorded files):
+
+    doc = run_compare(Plan(parse_schedulers("none,smartio")), profile="s5-emmc", out=Path("cmp"))
+    doc["results"]["smartio"]["read_slowdown"]["seq"]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from smartio.blockdev import Device, device_of_node, read_tunables, write_tunables
+from smartio.compare.guest import (
+    GUEST_FILE,
+    RUNS_DIR,
+    device_state,
+    restore,
+    say,
+    scheduler_counters,
+    switch,
+    warm_up,
+)
+from smartio.compare.run import (
+    module_for,
+    restored,
+    run_in_guest,
+    vm_profile,
+    vm_record,
+)
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec
+from smartio.errors import SmartioError, UsageError
+from smartio.results import stored_line
+from smartio.storebench.bench import PACING_TUNABLES, TUNABLE, Outputs, execute, profile as profile_run
+from smartio.storebench.options import Settings, parse_mixes
+from smartio.testbed import vm
+from smartio.testbed.boot import DEFAULT_BOOT, Boot
+from smartio.units import parse_size
+
+EXPERIMENTS = ("slowdown", "mixed", "both")
+
+
+STREAMS = (1, 2, 4, 8)
+
+
+# Sizes per stream and repeats when none are given. `smartio bench`'s own defaults (the paper's 128 MiB per stream)
+# would take hours in a TCG guest where every emulated I/O costs milliseconds; these keep a five-scheduler
+# comparison near 10 minutes (--quick: about 3) on s5-emmc.
+VM_SIZES = {"slowdown": ("512K", "128K"), "mixed": ("1M", "256K")}   # (default, --quick)
+
+
+VM_REPEATS = (3, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan(JsonPlan):
+    """Everything the guest needs to run the comparison; `smartio bench` options are passed through."""
+
+    schedulers: tuple[SchedulerSpec, ...]
+    experiment: str = "slowdown"
+    streams: int = 1
+    quick: bool = False
+    repeats: int | None = None
+    size: str | None = None
+    mixes: str | None = None
+    mixed_size: str | None = None       # the mixed workload's size when it differs from --size (bench scripts)
+    mixed_repeats: int | None = None    # the mixed workload's repeats when they differ from --repeats (bench scripts)
+    nr_requests: int = DEFAULT_NR_REQUESTS
+    device: str = "/dev/vda"
+
+    def __post_init__(self) -> None:
+        if self.experiment not in EXPERIMENTS:
+            raise UsageError("--experiment", self.experiment, f"choose one of {', '.join(EXPERIMENTS)}")
+        if self.streams not in STREAMS:
+            raise UsageError("--streams", self.streams, f"choose one of {', '.join(map(str, STREAMS))}")
+        for flag, n in (("--repeats", self.repeats), ("--repeats-mixed", self.mixed_repeats)):
+            if n is not None and n < 1:
+                raise UsageError(flag, n, "must be at least 1")
+        for size in (self.size, self.mixed_size):
+            if size is not None and parse_size("--size", size) % 4096:
+                raise UsageError("--size", size, "must be a multiple of 4 KiB (the request size)")
+        if self.mixes is not None:
+            parse_mixes(self.mixes)      # the guest's `smartio bench` would refuse it only after booting
+        if not 1 <= self.nr_requests <= 4096:
+            raise UsageError("--nr-requests", self.nr_requests, "must be between 1 and 4096")
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return ("slowdown", "mixed") if self.experiment == "both" else (self.experiment,)
+
+    def bench_args(self, experiment: str) -> list[str]:
+        """`smartio bench` arguments (after the experiment name) shared by every scheduler's run."""
+        args = ["--target", self.device, "--destroy-data"]
+        if experiment == "slowdown":
+            args += ["--streams", str(self.streams)]
+        repeats = self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None else self.repeats_used
+        args += ["--repeats", str(repeats), "--size", self.size_for(experiment)]
+        if self.mixes is not None and experiment == "mixed":
+            args += ["--mixes", self.mixes]
+        return args
+
+    def bench_settings(self, experiment: str) -> Settings:
+        """The typed settings of `smartio bench EXPERIMENT bench_args(EXPERIMENT)`: what each scheduler's run gets."""
+        repeats = self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None else self.repeats_used
+        extra: dict[str, Any] = {"streams": self.streams} if experiment == "slowdown" else {}
+        if self.mixes is not None and experiment == "mixed":
+            extra["mixes"] = parse_mixes(self.mixes)
+        return Settings(repeats=repeats, size=parse_size("--size", self.size_for(experiment)), **extra)
+
+    @property
+    def repeats_used(self) -> int:
+        return self.repeats if self.repeats is not None else VM_REPEATS[self.quick]
+
+    def size_for(self, experiment: str) -> str:
+        if experiment == "mixed" and self.mixed_size is not None:
+            return self.mixed_size
+        return self.size if self.size is not None else VM_SIZES[experiment][self.quick]
+
+
+MIN_DISK = 256 << 20
+
+
+def disk_size(plan: Plan) -> int:
+    """A disk that holds every stream's region of the largest experiment, with room to spare."""
+    need = 0
+    for exp in plan.experiments:
+        size = parse_size("--size", plan.size_for(exp))
+        need = max(need, size * (2 * plan.streams if exp == "slowdown" else 1))
+    if any(s.profiled for s in plan.schedulers):    # the profiler's 4 streams at the slowdown size (guest.profile)
+        need = max(need, 4 * parse_size("--size", plan.size_for("slowdown")))
+    size = max(MIN_DISK, 2 * need)
+    return -(-size // (1 << 20)) * (1 << 20)
+
+
+def summary(bench_doc: dict[str, Any]) -> dict[str, Any]:
+    """The figures a comparison shows for one scheduler, from its bench document."""
+    r = bench_doc["results"]
+    if bench_doc["experiment"] == "slowdown":
+        return {"read_slowdown": r["read_slowdown"], "write_slowdown": r["write_slowdown"],
+                "efficiency": {m: d["efficiency"]["mean"] for m, d in r["detail"].items()}}
+    return {"response_s": r["response_s"]}
+
+
+def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started: str,
+             vm_result: vm.VmResult | None) -> dict[str, Any]:
+    """One document from what the guest left in its out dir (pure: tests feed it recorded files)."""
+    gfile = guest_out / GUEST_FILE
+    record = json.loads(gfile.read_text()) if gfile.exists() else None
+    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    missing = []
+    for spec in plan.schedulers:
+        for exp in plan.experiments:
+            f = guest_out / run_file(spec.label, exp)
+            if not f.exists():
+                missing.append(f"{exp} under {spec.label}")
+                continue
+            d = json.loads(f.read_text())
+            runs.setdefault(spec.label, {})[exp] = d
+            results.setdefault(spec.label, {}).update(summary(d))
+    first = next((d for r in runs.values() for d in r.values()), None)
+    return {
+        "kind": "compare",
+        "experiments": list(plan.experiments),
+        "schedulers": [s.label for s in plan.schedulers],
+        "profile": profile.record(),
+        "plan": json.loads(plan.to_json()),
+        "settings": first["settings"] if first else None,
+        "kernel": vm_result.kernel if vm_result else (first or {}).get("kernel"),
+        "accel": vm_result.accel if vm_result else None,
+        "host_load": vm_result.host_load if vm_result else None,
+        "disk_transport": vm_record(vm_result).get("disk_transport"),
+        "fio_version": (first or {}).get("fio_version"),
+        "command": command,
+        "started": started,
+        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
+        "device": {"path": plan.device, "before": record and record["before"], "after": record and record["after"],
+                   "restored": restored(record), "per_run": record and record["runs"]},
+        # smartio:profile's tunables, from the Concurrency Profiler run in the guest (guest.PROFILE_FILE)
+        "profiled": (record or {}).get("profile"),
+        "missing": missing,
+        "results": results,
+        "runs": runs,
+    }
+
+
+def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
+                command: str = "smartio compare",
+                stream: IO[bytes] | None | Literal["stdout"] = "stdout",
+                db: str | Path | None = None, boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
+    """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir).
+    The document is also stored in the results database `db` (keep())."""
+    prof = vm_profile(profile, timeout)
+    modules = module_for(s.name for s in plan.schedulers)
+
+    def plots(doc: dict[str, Any], out_dir: Path) -> list[Path]:
+        from smartio.storebench.compare_report import write_plots
+
+        return write_plots(doc, out_dir) if doc["results"] else []
+
+    doc, out_dir = run_in_guest("smartio.storebench.compare", plan.to_json(),
+                                lambda guest_out, result, started: assemble(plan, guest_out, profile=prof,
+                                                                            command=command, started=started,
+                                                                            vm_result=result),
+                                profile=prof, out=out, timeout=timeout, stream=stream, db=db, boot=boot, plots=plots,
+                                disks=1, disk_size=disk_size(plan), modules=modules)
+    if doc["device"]["restored"] is not True:
+        raise SmartioError(f"{plan.device} was not restored: before {doc['device']['before']}, "
+                           f"after {doc['device']['after']}")
+    return doc, out_dir
+
+
+def run_file(label: str, experiment: str) -> str:
+    """Where one bench document goes, relative to the out dir; labels may hold ':' and '=', fine in a name."""
+    return f"{RUNS_DIR}/{label}.{experiment}.json"
+
+
+def bench(experiment: str, settings: Settings, out: Outputs, args: list[str]) -> int:
+    """One StoreBench run in this process, printed as `smartio bench ARGS` prints it; its exit code, as that command
+    would have exited (a bug is reported as a crashed child would be, and the comparison goes on with the rest)."""
+    from smartio.report import tables
+
+    try:
+        doc, _ = execute(experiment, settings, out, command=shlex.join(["smartio", *args]))
+        print(tables.render(doc))
+        print(stored_line(doc))
+        return 0
+    except SmartioError as e:
+        print(f"smartio: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except Exception:
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+
+
+PROFILE_FILE = f"{RUNS_DIR}/profile.json"
+
+
+def profile(dev: Device, plan: Plan, out: Path) -> dict[str, int]:
+    """`smartio profile --apply` on the device (under smartio): the Concurrency Profiler's dispatch limits and the
+    write pacing derived from the same run (alone latencies, write speedup), at the comparison's size; returns the
+    tunables it wrote, so later smartio:profile runs get the same ones without measuring again."""
+    args = ["--target", plan.device, "--destroy-data", "--apply", "--levels", "1,2,4", "--repeats", "2",
+            "--size", plan.size_for("slowdown"), "--json", str(out / PROFILE_FILE)]
+    say("Concurrency Profiler for smartio:profile: `smartio profile " + " ".join(args) + "`")
+    settings = Settings(repeats=2, size=parse_size("--size", plan.size_for("slowdown")), levels=(1, 2, 4), mixes=(10,),
+                        iodepth=1)
+    try:
+        profile_run(settings, Outputs(target=plan.device, destroy_data=True, json=str(out / PROFILE_FILE)), apply=True,
+                    command=shlex.join(["smartio", "profile", *args]))
+    except SmartioError as e:
+        raise SmartioError(f"`smartio profile --apply` failed: {e}") from e
+    names = (*TUNABLE.values(), *PACING_TUNABLES)
+    return {k: int(v) for k, v in read_tunables(dev).items() if k in names}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m smartio.storebench.compare PLAN_JSON OUT_DIR", file=sys.stderr)
+        return 2
+    plan = Plan.from_json(argv[0])
+    out = Path(argv[1])
+    (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+    dev = device_of_node(plan.device)
+    record: dict[str, Any] = {"device": plan.device, "before": device_state(dev), "runs": [], "after": None}
+
+    def save() -> None:
+        (out / GUEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+    save()
+    warm_up(plan.device)
+    steps = [(spec, exp) for spec in plan.schedulers for exp in plan.experiments]
+    failed = 0
+    profiled: dict[str, int] | None = None
+    try:
+        for i, (spec, exp) in enumerate(steps, 1):
+            say(f"[{i}/{len(steps)}] {exp} under {spec.label}")
+            if spec.profiled and profiled is None:
+                switch(dev, SchedulerSpec(spec.name), plan.nr_requests)   # measured at the scheduler's defaults
+                profiled = profile(dev, plan, out)
+                record["profile"] = {"file": PROFILE_FILE, "tunables": profiled}
+                save()
+            switch(dev, spec, plan.nr_requests)
+            if spec.profiled and profiled is not None:
+                write_tunables(dev, {**profiled, **dict(spec.tunables)})
+            state = device_state(dev)
+            say(f"{dev.disk}: scheduler {state['scheduler']}, nr_requests {state['nr_requests']}"
+                + "".join(f", {k}={v}" for k, v in state["tunables"].items()))
+            name = run_file(spec.label, exp)
+            args = [exp, *plan.bench_args(exp), "--json", str(out / name)]
+            cmd = ["smartio", "bench", *args]
+            started = time.monotonic()
+            rc = bench(exp, plan.bench_settings(exp), Outputs(target=plan.device, destroy_data=True,
+                                                               json=str(out / name)), ["bench", *args])
+            run = {"scheduler": spec.label, "experiment": exp, "file": name, "rc": rc, "state": state,
+                   "duration_s": round(time.monotonic() - started, 1), "command": cmd,
+                   "counters": scheduler_counters(dev)}
+            record["runs"].append(run)
+            save()
+            if rc != 0:
+                failed += 1
+                say(f"`smartio bench {exp}` under {spec.label} failed with exit code {rc}; going on with the rest")
+            else:
+                say(f"{exp} under {spec.label} done in {run['duration_s']:.0f} s")
+    finally:
+        restore(dev, record["before"])
+        record["after"] = device_state(dev)
+        save()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    from smartio.compare.run import guest_entry
+
+    guest_entry(main)
