@@ -640,7 +640,7 @@ def test_installed_copy_never_follows_a_link_out_of_itself(tmp_path):
 
 
 def test_command_is_timed_from_exec_to_exit(tmp_path):
-    from smartio.launch.measure import CommandLauncher
+    from smartio.launch.launcher import CommandLauncher
 
     sleeper = CommandLauncher(["sleep", "0.2"], str(tmp_path))
     wall = sleeper.launch()

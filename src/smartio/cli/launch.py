@@ -117,7 +117,7 @@ def _finish(a: argparse.Namespace, doc: dict[str, Any]) -> int:
 
 
 def run(a: argparse.Namespace) -> int:
-    from smartio.launch.measure import run_launch
+    from smartio.launch.commands import run_launch
     from smartio.results import Store
 
     argv = _argv(a) if a.app is None or a.argv else []
@@ -129,7 +129,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 def replay(a: argparse.Namespace) -> int:
-    from smartio.launch.measure import replay_launch
+    from smartio.launch.commands import replay_launch
     from smartio.results import Store
 
     settings = _settings(a)
@@ -144,7 +144,7 @@ def record(a: argparse.Namespace) -> int:
     from pathlib import Path
 
     from smartio.blockdev import is_root
-    from smartio.launch.measure import check_command
+    from smartio.launch.launcher import check_command
     from smartio.launch.trace import record as record_trace
 
     if not a.output:

@@ -76,7 +76,7 @@ def run_record(args: argparse.Namespace) -> int:
     if command and command[0].startswith("-"):
         raise UsageError(None, command[0], "unknown option; put the command to run after `--`")
     if command:     # before tracing starts: a command that cannot run is bad input, not a traceback
-        from smartio.launch.measure import check_command
+        from smartio.launch.launcher import check_command
         check_command(command, os.getcwd())
     res = record(args.output, args.device, args.format, command or None)
     lost = f", {res.lost} LOST (buffer overrun)" if res.lost else ""

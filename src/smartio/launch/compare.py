@@ -205,14 +205,8 @@ def _guest_main(argv: list[str]) -> int:
     from smartio.blockdev import device_of_node
     from smartio.compare.guest import device_state, restore, say, scheduler_counters, switch, warm_up
     from smartio.launch.apps import APPS as APPSET
-    from smartio.launch.measure import (
-        Arm,
-        CommandLauncher,
-        RunningBackground,
-        Settings,
-        drop_caches,
-        measure_interleaved,
-    )
+    from smartio.launch.launcher import CommandLauncher, drop_caches
+    from smartio.launch.measure import Arm, RunningBackground, Settings, measure_interleaved
     from smartio.launch.replay import Installed, Layout, Replayer
     from smartio.launch.trace import PageCacheLog, Trace, pages_by_path, record, remap
     from smartio.sqlite.compare import make_fs
@@ -418,7 +412,7 @@ def settled_warm(launcher: Any, floor: dict[str, float], name: str, sleep: Any =
 def refilled_launch(launcher: Any, paths: list[Path]) -> float:
     """One launch after dropping the page cache and reading every one of `paths` back into it (see
     INSTALLED_REFILLED_RUNS)."""
-    from smartio.launch.measure import drop_caches
+    from smartio.launch.launcher import drop_caches
 
     drop_caches()
     for p in paths:

@@ -6,9 +6,9 @@ launch comparison (`smartio compare --experiment launch`) takes a real launch an
 
     doc = measure(target, settings, launcher, what={...}, command="smartio launch run ...")
 
-`launcher` is a `Launcher`: its `launch()` does one launch and returns its wall time in seconds. A real command
-(`CommandLauncher`) is timed from just before its exec to its exit as the parent sees it; a replay
-(`replay.Replayer`) from its first operation to its last think time. Each leaves where the time went in
+`launcher` is a `Launcher` (smartio.launch.launcher): its `launch()` does one launch and returns its wall time in
+seconds. A real command (`CommandLauncher`) is timed from just before its exec to its exit as the parent sees it; a
+replay (`replay.Replayer`) from its first operation to its last think time. Each leaves where the time went in
 `last_breakdown` (the CPU time the launch used; a replay also its think time and its time per kind of operation),
 which the document keeps per launch under results.breakdown_s.
 """
@@ -21,27 +21,22 @@ import functools
 import io
 import os
 import platform
-import shlex
-import shutil
-import struct
-import subprocess
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from smartio import __version__
 from smartio.blockdev import is_root, read_scheduler
 from smartio.engine.fio import FioEngine
 from smartio.errors import NeedsRootError, SmartioError, UsageError
 from smartio.launch import background
+from smartio.launch.launcher import Launcher, drop_caches
 from smartio.progress import Progress
 from smartio.signals import sigterm_as_interrupt
 from smartio.storebench.stats import Stat
 from smartio.storebench.target import Target
 from smartio.units import mib
 
-DROP_CACHES = "/proc/sys/vm/drop_caches"
 SYS_BLOCK = Path("/sys/class/block")
 
 
@@ -84,102 +79,6 @@ class Settings:
         return {"cache": "cold" if self.cold else "warm", "background": self.background, "repeats": self.repeats,
                 "background_size_bytes": self.background_size, "background_warmup_s": self.warmup_s,
                 "settle_s": self.settle_s if self.cold else 0.0, "warmup_launches": int(self.warmup)}
-
-
-class Launcher(Protocol):
-    def launch(self) -> float: ...
-
-
-def check_command(argv: list[str], cwd: str, root: str | None = None) -> None:
-    """The command exists and is executable, as it will be run in `cwd` (a relative path is taken from there),
-    chrooted to `root` if given (then `cwd` is the host's path of the directory inside)."""
-    if not argv:
-        raise UsageError("--", "(missing)", "give the command to launch after `--`")
-    exe = argv[0]
-    if os.sep in exe:
-        path = os.path.join(cwd, exe) if root is None or not exe.startswith("/") else root + exe
-        ok = os.access(path, os.X_OK) and not os.path.isdir(path)
-    elif root is not None:
-        ok = shutil.which(exe, path=os.pathsep.join(root + d for d in os.get_exec_path() if d.startswith("/"))) \
-            is not None
-    else:
-        ok = shutil.which(exe) is not None
-    if not ok:
-        raise UsageError("--", exe, "command not found or not executable" + (f" (in {cwd})" if os.sep in exe else ""))
-
-
-class CommandLauncher:
-    """A real command, run in `cwd` with no input and its output discarded; a failure (exit code other than 0)
-    fails the run, with the end of what it wrote to stderr.
-
-    Timed from exec to exit: the child takes the time just before it execs (after fork, and the chroot of an
-    installed copy) and hands it to the parent through a pipe; the end is when the parent sees it exit. Forking
-    smartio itself (tens of MiB of Python) costs milliseconds that belong to no application's start-up."""
-
-    def __init__(self, argv: list[str], cwd: str, root: str | None = None) -> None:
-        """`root`: run the command chrooted there (an installed copy, see replay.Installed), `cwd` inside it."""
-        check_command(argv, cwd if root is None else os.path.join(root, cwd.lstrip("/")), root)
-        self.argv, self.cwd, self.root = argv, cwd, root
-        self._stamp_fd = -1
-        # {"cpu": the last launch's CPU time, "cpu_sys": the kernel's part of it}, s. From wait4, so it includes
-        # what the forked child did before exec, in the kernel mostly (its exec unmaps the parent's copied address
-        # space): milliseconds, where a replay counts from its first operation.
-        self.last_breakdown: dict[str, float] | None = None
-
-    def _before_exec(self) -> None:
-        """In the child, after fork, right before exec: only system calls, no locks (the parent has threads)."""
-        if self.root is not None:
-            os.chroot(self.root)
-            os.chdir(self.cwd)
-        os.write(self._stamp_fd, struct.pack("d", time.perf_counter()))
-
-    def launch(self) -> float:
-        self.last_breakdown = None
-        r, w = os.pipe()
-        self._stamp_fd = w
-        try:
-            with tempfile.TemporaryFile() as err:
-                proc = subprocess.Popen(self.argv, cwd=self.cwd if self.root is None else None,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                        preexec_fn=self._before_exec)
-                os.close(w)
-                w = -1
-                try:
-                    # Reaped here, for its own resource usage (and its children's that it waited for).
-                    _, status, usage = os.wait4(proc.pid, 0)
-                    rc = proc.returncode = os.waitstatus_to_exitcode(status)
-                finally:
-                    if proc.poll() is None:      # interrupted: do not leave it behind
-                        proc.kill()
-                        proc.wait()
-                end = time.perf_counter()
-                self.last_breakdown = {"cpu": round(usage.ru_utime + usage.ru_stime, 6),
-                                       "cpu_sys": round(usage.ru_stime, 6)}
-                stamp = os.read(r, 8)
-                if rc != 0:
-                    err.seek(0)
-                    tail = err.read().decode(errors="replace").strip()[-800:]
-                    raise SmartioError(f"`{shlex.join(self.argv)}` exited with {rc}" + (f": {tail}" if tail else ""))
-        finally:
-            os.close(r)
-            if w >= 0:
-                os.close(w)
-        if len(stamp) != 8:
-            raise SmartioError(f"`{shlex.join(self.argv)}`: no exec time from the child")
-        return end - struct.unpack("d", stamp)[0]
-
-
-def drop_caches(sync: bool = True) -> None:
-    """Write back dirty data (unless not `sync`), then drop the page cache, dentries and inodes: the next launch
-    starts cold. Beside a buffered writer that keeps running, `sync` would wait for its dirty pages (64 MiB at the
-    emulated device's 2.4 MiB/s: half a minute): the launch's files are clean, and dropping takes them anyway."""
-    if sync:
-        os.sync()
-    try:
-        with open(DROP_CACHES, "w") as f:
-            f.write("3\n")
-    except PermissionError as e:
-        raise NeedsRootError("--cold (dropping the page cache)") from e
 
 
 def disk_io(target: Target) -> tuple[int, int, int] | None:
@@ -445,70 +344,3 @@ def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, 
             doc["interleaved_with"] = [a.what.get("mode", a.command) for j, a in enumerate(arms) if j != k]
         docs.append(doc)
     return docs
-
-
-def run_launch(argv: list[str], target_path: str | None, settings: Settings, *, command: str,
-               app: str | None = None, progress: bool = True) -> dict[str, Any]:
-    """`smartio launch run`: time a real command, run in the target directory; with `app` (a trace), the
-    recorded application installed in the target and run there in a chroot (its command unless `argv`)."""
-    from pathlib import Path
-
-    from smartio.launch.replay import Installed
-    from smartio.launch.trace import Trace
-
-    settings.check()
-    if app is None:
-        launcher = CommandLauncher(argv, target_path or ".")
-        target = _open_dir(target_path)
-        return measure(target, settings, launcher, what={"mode": "run", "argv": argv}, command=command,
-                       progress=progress)
-    if not is_root():
-        raise NeedsRootError("--app (running the installed copy in a chroot)")
-    trace = Trace.read(Path(app), "--app")
-    trace.header["path"] = app
-    argv = argv or list(trace.header.get("command") or [])
-    target = _open_dir(target_path)
-    with sigterm_as_interrupt(), Installed(trace, target.path) as inst:
-        launcher = CommandLauncher(argv, trace.header.get("cwd") or "/", root=str(inst.root))
-        return measure(target, settings, launcher, what={"mode": "run", "argv": argv, "app": app},
-                       command=command, progress=progress)
-
-
-def replay_launch(trace_path: str, target_path: str | None, settings: Settings, *, command: str,
-                  progress: bool = True) -> dict[str, Any]:
-    """`smartio launch replay`: lay the trace's files out in the target directory, then time replays of it."""
-    from pathlib import Path
-
-    from smartio.launch.replay import Layout, Replayer
-    from smartio.launch.trace import Trace
-
-    settings.check()
-    trace = Trace.read(Path(trace_path))
-    target = _open_dir(target_path)
-    h = trace.header
-    info = {"path": str(trace_path), "command": h.get("command", []), "ops": len(trace.ops),
-            "files": len(trace.files), "mib": sum(f.size for f in trace.files) / (1 << 20),
-            "think_scale": trace.think_scale, "residency": h.get("residency"),
-            "untraced_wall_s": h.get("untraced_wall_s", 0.0), "recorded": h.get("recorded")}
-    bar = Progress(None, stream=None if progress else io.StringIO())
-    with sigterm_as_interrupt():
-        try:
-            bar.begin(f"laying out {info['files']} files ({info['mib']:.1f} MiB) in {target.path}")
-            with Layout(trace, target.path) as layout:
-                bar.begin("calibrating think times (the operations alone, warm)")
-                replayer = Replayer(trace, layout)
-                info["calibration"] = replayer.calibrate()
-                info["think_scale"] = replayer.scale
-                bar.close()
-                return measure(target, settings, replayer, what={"mode": "replay", "trace": info},
-                               command=command, progress=progress)
-        finally:
-            bar.close()
-
-
-def _open_dir(path: str | None) -> Target:
-    from smartio.storebench.target import open_target
-
-    if path and os.path.exists(path) and not os.path.isdir(path):
-        raise UsageError("--target", path, "is not a directory (the launch's scratch files are made in one)")
-    return open_target(path, writes=True, destroy_data=False)

@@ -900,7 +900,7 @@ def _launch(argv: list[str], cwd: str, prefix: list[str] | None = None) -> float
 def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) -> Trace:
     """Record the start-up of `argv` (run in `cwd`): a warm-up launch, one launch under strace, three untraced
     launches for the time without strace, and (`cold_residency`, root) one cold launch to see its mapped pages."""
-    from smartio.launch.measure import CommandLauncher, drop_caches
+    from smartio.launch.launcher import CommandLauncher, drop_caches
 
     strace = strace_path()
     say = say or (lambda m: None)
