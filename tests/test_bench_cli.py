@@ -108,7 +108,7 @@ def test_profile_prints_the_four_parameters(scratch, tmp_path):
                                                       "write_slice_ms", "write_slice_rand_ms", "write_window_ms",
                                                       "write_merge_max_kb", "write_slice_kb"]
     assert all(line.split("=")[1] in ("1", "2") for line in lines[:4])
-    # The write policy the device model derives from the alone write latencies and the write speedup (issue 11).
+    # The write policy the device model derives from the alone write latencies and the write speedup.
     assert all(int(line.split("=")[1]) > 0 for line in lines[4:-3]) and lines[-3] == "write_window_ms=0"
     assert lines[-2] == "write_merge_max_kb=0"     # no limit (see smartio.flashdev.model.pacing)
     assert lines[-1] == "write_slice_kb=0"         # one slice per request, as the slices were sized

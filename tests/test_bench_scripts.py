@@ -1,5 +1,5 @@
-"""The scripts in bench/ run as the README shows them, `bench/NAME ...`, without an activated venv (issue 15,
-item 13), and end with a message rather than a traceback on bad input (item 5). They are not run in full here:
+"""The scripts in bench/ run as the README shows them, `bench/NAME ...`, without an activated venv,
+and end with a message rather than a traceback on bad input. They are not run in full here:
 they are benchmarks, minutes long."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_there_are_bench_scripts():
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_issue15_bench_script_runs_without_an_activated_venv(script, bare_env):
+def test_bench_script_runs_without_an_activated_venv(script, bare_env):
     p = subprocess.run([str(REPO / "bench" / script), "--help"], env=bare_env, capture_output=True, text=True,
                        cwd=REPO, timeout=100)
     assert p.returncode == 0, p.stderr
@@ -74,7 +74,7 @@ def test_a_bench_script_ends_on_sigterm_as_on_ctrl_c(tmp_path: Path, sig: int) -
 
 
 @pytest.mark.parametrize("target", ["/nonexistent/place", "FILE"])
-def test_issue15_storebench_vs_fio_with_a_bad_target(target, bare_env, tmp_path):
+def test_storebench_vs_fio_with_a_bad_target_is_exit_2_without_a_traceback(target, bare_env, tmp_path):
     if target == "FILE":
         target = str(tmp_path / "a-file")
         Path(target).write_text("not a directory\n")
@@ -85,7 +85,7 @@ def test_issue15_storebench_vs_fio_with_a_bad_target(target, bare_env, tmp_path)
     assert "Traceback" not in p.stderr and f"`--target {target}`" in p.stderr
 
 
-def test_issue15_storebench_vs_fio_passes_smartio_refusal_on(bare_env, tmp_path):
+def test_storebench_vs_fio_passes_on_smartios_refusal_of_a_memory_backed_target(bare_env, tmp_path):
     # A directory smartio refuses (memory-backed): its message and exit code, not a CalledProcessError.
     shm = Path("/dev/shm")
     if not shm.is_dir() or not os.access(shm, os.W_OK):
@@ -184,7 +184,7 @@ def test_launch_run_with_a_time_breakdown_reprints_it() -> None:
 
 
 def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
-    # Issue 14: the comparison prints a table and a plot. A run writes launch.png beside compare.json; --analyze
+    # The launch comparison prints a table and a plot. A run writes launch.png beside compare.json; --analyze
     # --plot draws it from a recorded run. The PNG says what it shows in its Description chunk.
     from PIL import Image
 
@@ -208,7 +208,7 @@ def test_launch_plot_is_drawn_from_a_recorded_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("run", ["full-run", "run-20261126d", "run-20261126g", "full-20261127b"])
 def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
-    # Issue 14's table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells, 3 launches each, 8 in the 6
+    # Launch table from one run (tests/data/launch/full-run: 6 schedulers x 24 cells, 3 launches each, 8 in the 6
     # cold real cells idle and beside seq-write; run-20261126d: 6 there and 5 in the cold replay cells; run-20261126g,
     # on the device model of 9c1b753 with rule 10: the same and 4 elsewhere; full-20261127b, all four backgrounds
     # in three sessions, zeroing off: 10 in the cold real cells, 5 in the cold replay cells, 3 elsewhere): the last

@@ -23,14 +23,14 @@ def test_stat_mean_std_ci():
     assert (s.ci95_low, s.ci95_high) == pytest.approx((2.5 - half, 2.5 + half))
 
 
-def test_issue15_t_quantile_beyond_30_degrees_of_freedom():
+def test_t_quantile_is_exact_beyond_30_degrees_of_freedom():
     # The hand-typed table jumped to the normal 1.96 after 30 degrees of freedom; t(0.975, 39) = 2.0227.
     values = [float(i % 7 - 3) for i in range(40)]   # negative values: the plain t interval
     s = Stat.of(values)
     assert s.ci95_high - s.mean == pytest.approx(2.022691 * s.std / math.sqrt(40), rel=1e-6)
 
 
-def test_issue15_interval_of_a_positive_quantity_never_goes_below_zero():
+def test_interval_of_a_positive_quantity_never_goes_below_zero():
     # Three spread-out latencies: mean - t * s / sqrt(n) is far below zero.
     values = [0.1, 0.2, 5.0]
     s = Stat.of(values)
@@ -102,7 +102,7 @@ def test_read_only_runs_only_read_patterns():
 
 def test_mixed_response_is_the_time_to_complete_and_the_io_sum_keeps_nanoseconds():
     # The paper's response time is the workload's time to complete (fio's runtime, whole ms). The sum of the I/Os'
-    # latencies (lat_ns, nanoseconds; issue 15) stays beside it: it depends on how many I/Os the scheduler admits.
+    # latencies (lat_ns, nanoseconds) stays beside it: it depends on how many I/Os the scheduler admits.
     lat_ms = 0.7539371
     res = REGISTRY["mixed"].run(_ctx(ModelEngine(lambda job, others: lat_ms), mixes=(50,), repeats=2))
     ios = (1 << 20) // 4096

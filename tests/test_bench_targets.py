@@ -1,4 +1,4 @@
-"""What `smartio bench` may measure and where it may write (issue 15, items 1-3 and 15): memory-backed filesystems
+"""What `smartio bench` may measure and where it may write: memory-backed filesystems
 are refused, --destroy-data overrides only "holds data", --read-only leaves its target as it was, and small
 filesystems are usable targets whose sizes are printed as they are."""
 
@@ -85,9 +85,9 @@ def _need(tool: str) -> None:
         pytest.skip(f"{tool} is not installed")
 
 
-# --- item 1: memory-backed filesystems are refused for what they are ------------------------------------------
+# --- memory-backed filesystems are refused for what they are --------------------------------------------------
 
-def test_issue15_tmpfs_target_refused(tmp_path):
+def test_tmpfs_target_refused(tmp_path):
     # Linux 6.6+ tmpfs accepts O_DIRECT, so only the filesystem's type can tell.
     with open("/proc/self/mountinfo") as f:
         if not any(line.split()[4] == "/dev/shm" and line.split(" - ")[1].startswith("tmpfs ") for line in f):
@@ -109,7 +109,7 @@ def test_issue15_tmpfs_target_refused(tmp_path):
 
 @needs_root
 @pytest.mark.parametrize("layout", ["ramfs", "overlay-upper-on-tmpfs", "overlay-lower-on-tmpfs"])
-def test_issue15_ramfs_and_overlay_on_memory_refused(tmp_path, layout):
+def test_ramfs_and_overlay_on_memory_refused(tmp_path, layout):
     mem, disk, merged = tmp_path / "mem", tmp_path / "disk", tmp_path / "merged"
     for d in (mem, disk, merged):
         d.mkdir()
@@ -146,10 +146,10 @@ def test_overlay_on_disk_is_accepted(tmp_path):
     assert target.kind == "dir"
 
 
-# --- item 2: --destroy-data overrides "holds data" only ---------------------------------------------------------
+# --- --destroy-data overrides "holds data" only -----------------------------------------------------------------
 
 @needs_fio
-def test_issue15_destroy_data_does_not_override_mounted(loop_device, tmp_path):
+def test_destroy_data_does_not_override_a_mounted_device(loop_device, tmp_path):
     _need("mkfs.ext4")
     dev = loop_device()
     subprocess.run(["mkfs.ext4", "-q", dev], check=True)
@@ -167,7 +167,7 @@ def test_issue15_destroy_data_does_not_override_mounted(loop_device, tmp_path):
 
 
 @needs_fio
-def test_issue15_destroy_data_does_not_override_a_mounted_partition(loop_device, tmp_path):
+def test_destroy_data_does_not_override_a_mounted_partition(loop_device, tmp_path):
     for tool in ("mkfs.ext4", "partx"):
         _need(tool)
     dev = loop_device(partscan=True)
@@ -193,7 +193,7 @@ def test_issue15_destroy_data_does_not_override_a_mounted_partition(loop_device,
             check("latency", dev, SMALL, destroy_data=True)
 
 
-def test_issue15_destroy_data_does_not_override_swap(loop_device):
+def test_destroy_data_does_not_override_swap(loop_device):
     for tool in ("mkswap", "swapon", "swapoff"):
         _need(tool)
     dev = loop_device(32 << 20)
@@ -209,7 +209,7 @@ def test_issue15_destroy_data_does_not_override_swap(loop_device):
         subprocess.run(["swapoff", dev], check=False)
 
 
-def test_issue15_destroy_data_does_not_override_holders(loop_device, tmp_path, monkeypatch):
+def test_destroy_data_does_not_override_holders(loop_device, tmp_path, monkeypatch):
     # No device mapper here to make a real holder: the loop device's sysfs entry is copied with a holder added.
     dev = loop_device()
     name = Path(dev).name
@@ -239,10 +239,10 @@ def test_destroy_data_overrides_a_filesystem_signature(loop_device):
     assert check("latency", dev, SMALL, destroy_data=True).kind == "device"
 
 
-# --- item 3: --read-only does not change its target -----------------------------------------------------------
+# --- --read-only does not change its target -------------------------------------------------------------------
 
 @needs_fio
-def test_issue15_read_only_does_not_extend_a_short_file(tmp_path):
+def test_read_only_does_not_extend_a_short_file(tmp_path):
     f = tmp_path / "short.img"
     f.write_bytes(os.urandom(256 << 10))
     before = _fingerprint(f)
@@ -254,7 +254,7 @@ def test_issue15_read_only_does_not_extend_a_short_file(tmp_path):
 
 
 @needs_fio
-def test_issue15_read_only_reads_a_file_that_holds_the_slots_and_leaves_it_unchanged(tmp_path):
+def test_read_only_reads_a_file_that_holds_the_slots_and_leaves_it_unchanged(tmp_path):
     # concurrency N=1,2 of 256 KiB: the second stream starts 1 MiB in, so the run reads up to 1.25 MiB.
     args = ["bench", "concurrency", "--read-only", "--size", "256K", "--repeats", "1", "--levels", "1,2"]
     f = tmp_path / "data.img"
@@ -271,7 +271,7 @@ def test_issue15_read_only_reads_a_file_that_holds_the_slots_and_leaves_it_uncha
     assert _fingerprint(f) == before
 
 
-def test_issue15_read_only_refuses_a_directory(tmp_path):
+def test_read_only_refuses_a_directory(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     with pytest.raises(UsageError) as e:
@@ -281,7 +281,7 @@ def test_issue15_read_only_refuses_a_directory(tmp_path):
     assert list(scratch.iterdir()) == []
 
 
-# --- item 15: small filesystems, and sizes printed as they are -------------------------------------------------
+# --- small filesystems, and sizes printed as they are ----------------------------------------------------------
 
 @pytest.fixture
 def small_fs(loop_device, tmp_path) -> Iterator[Path]:
@@ -296,14 +296,14 @@ def small_fs(loop_device, tmp_path) -> Iterator[Path]:
 
 
 @needs_fio
-def test_issue15_small_filesystem_is_a_target(small_fs, tmp_path):
+def test_small_filesystem_is_a_target(small_fs, tmp_path):
     p = smartio("bench", "latency", "--target", str(small_fs), "--size", "1M", "--repeats", "1",
                 db=tmp_path / "r.db")
     assert p.returncode == 0, p.stderr
     assert [x.name for x in small_fs.iterdir() if x.name.startswith(".smartio")] == []
 
 
-def test_issue15_too_little_space_names_sizes_below_one_mib(small_fs):
+def test_too_little_space_names_sizes_below_one_mib(small_fs):
     st = os.statvfs(small_fs)
     filler = small_fs / "filler"
     # Leave about 300 KiB free.

@@ -1,4 +1,4 @@
-"""One of each (issue 15, item 16): the size parser, the SIGTERM handler, the progress display, the size
+"""One of each: the size parser, the SIGTERM handler, the progress display, the size
 formatter, the shared table helpers and the plotting code each live in one obvious place. Checked on the
 source's syntax trees, so a second copy fails here."""
 
@@ -32,31 +32,31 @@ def _calls(attr: str) -> list[str]:
     return out
 
 
-def test_issue15_one_parse_size():
+def test_sizes_are_parsed_in_one_place():
     assert _defs("parse_size") == ["units.py:parse_size"]
 
 
-def test_issue15_one_mib_formatter():
+def test_sizes_in_mib_are_formatted_in_one_place():
     assert _defs("mib") == ["units.py:mib"]
 
 
-def test_issue15_one_sigterm_handler():
+def test_signal_handlers_are_installed_in_one_place():
     # signal.signal() installs handlers; only smartio.signals does (sigterm_as_interrupt).
     assert _calls("signal") == ["signals.py"]
 
 
-def test_issue15_one_progress_mechanism():
+def test_progress_is_shown_by_one_mechanism():
     assert _defs("progress") == ["progress.py:Progress"] and _defs("tick") == []
 
 
-def test_issue15_no_private_helpers_imported_across_modules():
+def test_no_private_helpers_imported_across_modules():
     private = [f"{mod}: {alias.name} from {node.module}" for mod, tree in _modules().items()
                for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module != "__future__"
                for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert private == []
 
 
-def test_issue15_one_plotting_module():
+def test_figures_are_drawn_and_saved_by_one_module():
     # Every figure is drawn with report/plots.py's helpers and saved by its save().
     pyplot = [mod for mod, tree in _modules().items() for node in ast.walk(tree)
               if isinstance(node, (ast.Import, ast.ImportFrom))

@@ -1,4 +1,4 @@
-"""`smartio compare --experiment launch` without a VM (issue 14, item 4): the plan, and the document, table and
+"""`smartio compare --experiment launch` without a VM: the plan, and the document, table and
 bench/launch's last line assembled from run files as the guest writes them."""
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _write_values(out: Path, label: str, app: str, bg: str, values: list[float])
 
 
 def test_targets_have_verdicts_from_intervals(tmp_path):
-    # Issue 14's three targets, each decided by its 95 % interval: "the lowest" from smartio's ratio over each
+    # The three launch targets, each decided by its 95 % interval: "the lowest" from smartio's ratio over each
     # stock scheduler's (Welch on the logs of the four cells per application), so two ratios whose own intervals
     # overlap can still differ, and two that differ by less than the scatter tie (undecided).
     plan = dataclasses.replace(_plan(), schedulers=parse_schedulers("none,mq-deadline,kyber,bfq,smartio"))

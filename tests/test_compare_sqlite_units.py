@@ -1,4 +1,4 @@
-"""compare --experiment sqlite (issue 13) without a VM: what each optimisation means per filesystem, the plan's
+"""compare --experiment sqlite without a VM: what each optimisation means per filesystem, the plan's
 steps and checks, the kernel flavour, and Table 2 / Figure 4 rendered from run documents fed to assemble()."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11, build item 3: every comparison is kept in the host's results database (`smartio results list` and
+"""Every comparison is kept in the host's results database (`smartio results list` and
 `show`), with the guest's results, also one that was interrupted or failed; its id is in compare.json. Recorded
 comparisons of each kind stand in for the runs (the VM tests store real ones)."""
 

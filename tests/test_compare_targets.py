@@ -1,4 +1,4 @@
-"""Issue 11's target checks (smartio.storebench.targets) on intervals and on a recorded comparison
+"""The comparison's target checks (smartio.storebench.targets) on intervals and on a recorded comparison
 (tests/data/compare/two-schedulers, one repeat: no intervals, so nothing there can be `met`)."""
 
 from __future__ import annotations

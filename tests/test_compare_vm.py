@@ -1,4 +1,4 @@
-"""`smartio compare` for real (issue 4, section 3): one VM session, two schedulers, tiny sizes. Checks the printed
+"""`smartio compare` for real: one VM session, two schedulers, tiny sizes. Checks the printed
 Figure 11/12 tables, compare.json, that each run happened under its scheduler, and that the device's scheduler and
 nr_requests were restored; and that a tunable the scheduler lacks is refused with exit 2, restoring the device."""
 
@@ -47,7 +47,7 @@ def test_two_schedulers_one_session(tmp_path):
 
     doc = json.loads((out / "compare.json").read_text())
     assert doc["schedulers"] == labels and doc["missing"] == []
-    # kept in the host's results database, the guest's runs included (issue 11, build item 3)
+    # kept in the host's results database, the guest's runs included
     assert f"stored as run {doc['id']}" in p.stderr
     assert Store(out.parent / "host.db").get(doc["id"]) == doc
     for label in labels:

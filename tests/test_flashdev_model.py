@@ -42,7 +42,7 @@ def test_s5_solo_latency_and_speedup_are_the_papers(dev: Device) -> None:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("mode", ["seq", "rand"])
-def test_issue10_fifo_1r1w_slowdowns_are_figure_4b(dev: Device, mode: str) -> None:
+def test_fifo_1r1w_slowdowns_are_figure_4b(dev: Device, mode: str) -> None:
     r, w = slowdown(dev, mode)
     assert r == pytest.approx(T["read_slowdown"][mode], rel=0.15)
     assert w == pytest.approx(T["write_slowdown"][mode], rel=0.15)
@@ -50,7 +50,7 @@ def test_issue10_fifo_1r1w_slowdowns_are_figure_4b(dev: Device, mode: str) -> No
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["seq", "rand"])
-def test_issue10_a_read_first_schedule_reaches_figure_11a(dev: Device, mode: str) -> None:
+def test_a_read_first_schedule_reaches_figure_11a(dev: Device, mode: str) -> None:
     found = best_read_first(dev, mode, T["smartio_read_slowdown"][mode], T["smartio_write_slowdown"][mode])
     assert found["feasible"], found["best"]
     # ... which FIFO cannot: the device does more of its solo work when reads go first.
@@ -59,8 +59,8 @@ def test_issue10_a_read_first_schedule_reaches_figure_11a(dev: Device, mode: str
 
 
 @pytest.mark.timeout(120)
-def test_issue11_1r1w_seq_bounds_need_more_efficiency_than_any_read_first_point(dev: Device) -> None:
-    """Issue 11 asks 1R1W seq for reads <= 1.5 and writes <= 1.51: that needs an efficiency of 1/1.5 + 1/1.51, and
+def test_1r1w_seq_bounds_need_more_efficiency_than_any_read_first_point(dev: Device) -> None:
+    """The 1R1W seq targets, reads <= 1.5 and writes <= 1.51, need an efficiency of 1/1.5 + 1/1.51, and
     the read-first grid's most efficient point falls short of it, while the phone's own point (1.72 / 1.51) is
     inside the grid (the test above)."""
     found = best_read_first(dev, "seq", 1.5, 1.51)
@@ -141,7 +141,7 @@ def test_read_first_policy_keeps_reads_ahead_of_held_writes() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_issue11_read_first_beside_four_readers_lets_writes_through_by_the_slice() -> None:
+def test_read_first_beside_four_readers_lets_writes_through_by_the_slice() -> None:
     """With 4 readers a read is always queued, and the module sends writes only when their slice expires (and,
     paced, during the read hold after them); the model had no slice and never returned (writes starved)."""
     d = Device.from_profile(S5)
@@ -153,10 +153,10 @@ def test_issue11_read_first_beside_four_readers_lets_writes_through_by_the_slice
 
 
 @pytest.mark.timeout(120)
-def test_issue11_mixed_workload_leaves_a_scheduler_little_to_gain() -> None:
+def test_mixed_workload_leaves_a_scheduler_little_to_gain() -> None:
     """Figure 12's mixed workload (one job, queue depth 128) in the model: the one die has the same pages to read and
     program in any order, so no schedule goes below that work, and the module's read-first family gains only what
-    the device's suspensions and switches leave (the bound issue 11's closing note quotes)."""
+    the device's suspensions and switches leave (the bound on what any order can gain)."""
     d = Device.from_profile(S5)
     mixes = (10, 50, 90)
     for mode in ("seq", "rand"):
@@ -170,7 +170,7 @@ def test_issue11_mixed_workload_leaves_a_scheduler_little_to_gain() -> None:
     assert mixed_time(d, "rand", 100, only, ios=500) == pytest.approx(mixed_time(d, "rand", 100, ios=500))
 
 
-def test_issue11_mixed_workload_is_fios_offsets() -> None:
+def test_mixed_workload_uses_fios_offsets() -> None:
     """Sequential: each direction goes on from where it ended, both from the region's start; random: every block of
     the region once."""
     seq = mixed_requests("seq", 30, 200)
@@ -183,7 +183,7 @@ def test_issue11_mixed_workload_is_fios_offsets() -> None:
 
 
 @pytest.mark.timeout(120)
-def test_issue11_merging_leaves_no_order_anything_to_gain_on_the_sequential_mixes() -> None:
+def test_merging_leaves_no_order_anything_to_gain_on_the_sequential_mixes() -> None:
     """The testbed's mixed workload (128 requests of 4 KiB over 0.5 MiB, queue depth 128), merged as a scheduler's
     queue merges it (up to max_request_kb): on the sequential mixes reads-first takes less than 2 % off a merging
     FIFO's time and the die's own work leaves any order less than 5 %, so no order can be decidedly faster than

@@ -50,7 +50,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 @pytest.mark.timeout(10)
 def test_shipped_profiles_are_valid_and_all_calibrated() -> None:
-    # issue 10: an uncalibrated profile (ufs-modern was one) must not be offered as if it were calibrated.
+    # An uncalibrated profile (ufs-modern was one) must not be offered as if it were calibrated.
     profiles = all_profiles()
     assert "s5-emmc" in profiles
     for p in profiles.values():

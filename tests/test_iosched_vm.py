@@ -1,4 +1,4 @@
-"""Correctness of the smartio scheduler module in the VM (issue 4, section 4).
+"""Correctness of the smartio scheduler module in the VM.
 
 Data integrity under mixed random I/O (fio verify=crc32c) on the raw device and on ext4 under an fsync-heavy load,
 switching schedulers under load, rmmod after switching away, and the sysfs tunables' range checks. Every guest boots
@@ -133,7 +133,7 @@ class Stats:
 class ModuleBuild:
     """The module built for one of the kernels the VM tests boot."""
 
-    flavour: str    # kernelpkg flavour: cloud-amd64 (Debian's), or debug (lockdep, KASAN; issue 11)
+    flavour: str    # kernelpkg flavour: cloud-amd64 (Debian's), or debug (lockdep, KASAN)
     ko: Path
 
     @property
@@ -142,7 +142,7 @@ class ModuleBuild:
         return DEBUG_KERNEL_SLOWDOWN if self.flavour == kernelpkg.DEBUG else 1.0
 
 
-# The kernels the module's VM tests run under (issue 11: also the debug kernel, where lockdep_assert_held() fires).
+# The kernels the module's VM tests run under (also the debug kernel, where lockdep_assert_held() fires).
 TEST_KERNELS = os.environ.get("SMARTIO_TEST_KERNELS", f"{kernelpkg.FLAVOUR},{kernelpkg.DEBUG}").split(",")
 DEBUG_KERNEL_SLOWDOWN = 2.5
 
@@ -310,7 +310,7 @@ use smartio
 dd if=/dev/vda of=/dev/null bs=4k count=2000 iflag=direct 2>/dev/null
 dd if=/dev/zero of=/dev/vda bs=4k seek=20000 count=500 oflag=direct 2>/dev/null
 snap final
-# Leave smartio and unload it while writes are still going: no kprobe may stay behind (issue 12).
+# Leave smartio and unload it while writes are still going: no kprobe may stay behind.
 dd if=/dev/zero of=/dev/vda bs=64k seek=100 count=2000 2>/dev/null & dd=$!
 sleep 0.5
 use none
@@ -404,8 +404,8 @@ def fio_ios(fio_json: Path, job: str, ddir: str = "read") -> int:
     return next(j[ddir]["total_ios"] for j in data["jobs"] if j["jobname"] == job)
 
 
-def test_issue11_clock_read_under_lock_no_false_slices(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 11: `now` read before the lock let another CPU store a later fifo_time / last_write_ns, and the
+def test_clock_read_under_the_lock_opens_no_false_slices(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """`now` read before the lock let another CPU store a later fifo_time / last_write_ns, and the
     unsigned `now - t` wrapped, opening write slices and priority aging that never happened.
 
     With a 60 s write slice and 600 s aging, nothing may expire in a 15 s run; both vCPUs dispatch at once."""
@@ -454,8 +454,8 @@ use none
     return run_guest(tmp_path, "".join(runs), module_ko, profile="s5-emmc")
 
 
-def test_issue11_random_writes_have_their_own_slice(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 11, 4R4W: `write_slice_rand_ms` is the slice of a write that does not continue a stream exactly (the
+def test_random_writes_have_their_own_slice(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """4R4W: `write_slice_rand_ms` is the slice of a write that does not continue a stream exactly (the
     device's random write). Beside readers that keep reads queued, with a 60 s write_slice_ms and a 50 ms random
     slice, a random writer gets writes through by expired slices and a sequential writer does not."""
     writers = {rw: FioJob("writer", rw, 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=6"))
@@ -470,8 +470,8 @@ def test_issue11_random_writes_have_their_own_slice(tmp_path: Path, module_ko: M
     assert seq.rows["events"]["write_slice_expired"] <= 1, seq.rows["events"]
 
 
-def test_issue14_a_large_write_waits_its_slice_per_write_slice_kb(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 14: `write_slice_kb`. Beside readers that keep reads queued, with a 50 ms slice per 4 KiB, a writer of
+def test_a_large_write_waits_its_slice_per_write_slice_kb(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """`write_slice_kb`: beside readers that keep reads queued, with a 50 ms slice per 4 KiB, a writer of
     4 KiB requests gets one through every 50 ms by expired slices, a writer of 128 KiB requests one every 1.6 s."""
     writers = {bs: FioJob("writer", "write", 2, True, 64, 32, bs=bs, verify=False,
                           extra=("time_based=1", "runtime=6")) for bs in ("4k", "128k")}
@@ -488,9 +488,9 @@ def test_issue14_a_large_write_waits_its_slice_per_write_slice_kb(tmp_path: Path
     assert large_writes <= 8 < small_writes, (small_writes, large_writes)
 
 
-def test_issue14_a_start_up_holds_the_write_slices_of_its_first_startup_ms(tmp_path: Path,
-                                                                           module_ko: ModuleBuild) -> None:
-    """Issue 14, rule 11: a reader that starts beside a writer starts up; for startup_ms no 50 ms write slice
+def test_a_start_up_holds_the_write_slices_of_its_first_startup_ms(tmp_path: Path,
+                                                                   module_ko: ModuleBuild) -> None:
+    """Rule 11: a reader that starts beside a writer starts up; for startup_ms no 50 ms write slice
     expires (a write waits startup_ms), then slices expire as before. With startup_ms = 0 they expire from the
     start. One reader process: the start-up is its own, and with no anticipation it is on while that task is the
     last to read and reads are queued (two reader processes take turns at being the last)."""
@@ -510,9 +510,9 @@ def test_issue14_a_start_up_holds_the_write_slices_of_its_first_startup_ms(tmp_p
     assert expired_off > 30 and expired_on < 0.6 * expired_off, (expired_on, expired_off)
 
 
-def test_issue14_a_start_up_anticipates_its_reads_for_startup_anticipation_us(tmp_path: Path,
-                                                                              module_ko: ModuleBuild) -> None:
-    """Issue 14, rule 11: a start-up's reads think between them (here 5 ms, one read at a time). With 1 ms of
+def test_a_start_up_anticipates_its_reads_for_startup_anticipation_us(tmp_path: Path,
+                                                                      module_ko: ModuleBuild) -> None:
+    """Rule 11: a start-up's reads think between them (here 5 ms, one read at a time). With 1 ms of
     anticipation a write goes in nearly every gap; while the start-up is on (startup_ms 4 s, longer than the run),
     startup_anticipation_us of 30 ms covers the gaps, and its writer gets a small fraction of that."""
     writers = {name: FioJob("writer", "write", 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=3"))
@@ -533,8 +533,8 @@ def test_issue14_a_start_up_anticipates_its_reads_for_startup_anticipation_us(tm
     assert expired_on < 0.3 * expired_off, (on.rows["anticipation"], off.rows["anticipation"])
 
 
-def test_issue11_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 11: while writes of a higher class were held for that class's reader, reads already queued in a lower
+def test_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """While writes of a higher class were held for that class's reader, reads already queued in a lower
     class waited too (until prio_aging_ms). Held writes must not stop another class's reads."""
     jobs = [FioJob("rt-reader", "randread", 1, True, 0, 32, verify=False, extra=("time_based=1", "runtime=8")),
             FioJob("rt-writer", "randwrite", 1, True, 32, 32, iodepth=4, verify=False,
@@ -570,8 +570,8 @@ use none
     assert be >= 100 and be >= rt // 4, f"BE reader completed {be} reads beside the RT reader's {rt}"
 
 
-def test_issue11_requeue_accounting_scsi_debug(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 11: requests the driver gives back (blk_mq_requeue_request) must keep the counters balanced.
+def test_requeued_requests_keep_the_counters_balanced(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Requests the driver gives back (blk_mq_requeue_request) must keep the counters balanced.
 
     virtio-blk never requeues; scsi_debug with opts=16 (transport error) makes SCSI retry every 20th command
     (ABORTED_COMMAND -> NEEDS_RETRY -> blk_mq_requeue_request). On 6.1 a requeued request comes back at the head
@@ -620,8 +620,8 @@ echo 2000 > $Q/iosched/read_hold_us
 echo 20000 > $Q/iosched/read_anticipation_us"""
 
 
-def test_issue11_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 11, write pacing: beside a reader a random write goes at most every write_pace_rand_us (20 ms here; the
+def test_pacing_limits_writes_beside_a_reader_not_alone(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Write pacing: beside a reader a random write goes at most every write_pace_rand_us (20 ms here; the
     sequential pace, 5 ms, does not apply to it), and reads after a write's completion are held (held_reads); a
     writer alone goes at full speed (unpaced_writes)."""
     pair_jobs = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=6")),
@@ -660,8 +660,8 @@ rmmod smartio_iosched
     assert writes_alone >= 300, f"a writer alone did {writes_alone} writes in 3 s: paced ({q})"
 
 
-def test_issue11_a_readers_own_writes_are_not_paced(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 11, rule 9: with the pacing test's tunables (a 20 ms pace for random writes), one task that reads and
+def test_a_readers_own_writes_are_not_paced(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Rule 9: with the pacing test's tunables (a 20 ms pace for random writes), one task that reads and
     writes (fio randrw at queue depth 8, as the mixed workload of Figure 12) sends its writes unpaced (own_writes),
     far more than one per pace; a second task's writes beside the same reads are paced again."""
     mixed = FioJob("mixed", "randrw", 2, True, 0, 32, iodepth=8, verify=False,
@@ -695,9 +695,9 @@ rmmod smartio_iosched
     assert other_writes <= 130 and q["paced_writes"] - p["paced_writes"] >= other_writes - 5, (other_writes, p, q)
 
 
-def test_issue11_beside_two_readers_writes_go_by_their_slice_not_their_pace(tmp_path: Path,
-                                                                            module_ko: ModuleBuild) -> None:
-    """Issue 11, rule 7: pacing is for one reader. Beside two reading tasks a write whose pace is over still waits,
+def test_beside_two_readers_writes_go_by_their_slice_not_their_pace(tmp_path: Path,
+                                                                    module_ko: ModuleBuild) -> None:
+    """Rule 7: pacing is for one reader. Beside two reading tasks a write whose pace is over still waits,
     for its slice (200 ms here), so the write share no longer depends on when the readers' round trips leave no
     read queued (4R4W in the testbed: paced writes took the readers from 1.32 to 1.65). The same tunables beside
     one reader pace (the test above)."""
@@ -729,8 +729,8 @@ rmmod smartio_iosched
     assert e["write_slice_expired"] >= writes - 4, (writes, e)
 
 
-def test_issue11_writes_do_not_merge_beyond_the_limit_beside_a_reader(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    """Issue 11, rule 8: with write_merge_max_kb=4, a sequential writer at queue depth 32 beside a reader sends
+def test_writes_do_not_merge_beyond_the_limit_beside_a_reader(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Rule 8: with write_merge_max_kb=4, a sequential writer at queue depth 32 beside a reader sends
     every 4 KiB write as its own request (merges refused, counted); alone, the same writer's writes merge. A merged
     write is one long command on a device without a command queue, and the pace counts requests."""
     writer = FioJob("writer", "write", 2, True, 32, 32, iodepth=32, verify=False,

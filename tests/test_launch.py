@@ -1,4 +1,4 @@
-"""`smartio launch` (issue 14): strace parsing, the trace format, replay fidelity to the recorded operations, and
+"""`smartio launch`: strace parsing, the trace format, replay fidelity to the recorded operations, and
 real launches timed beside a real fio background writer. No VM; nothing here drops the page cache."""
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def _willneeds(files: list[Path]) -> list[tr._Raw]:
 
 
 @needs_strace
-def test_issue14_replay_reproduces_recorded_operations(tmp_path):
+def test_replay_reproduces_recorded_operations(tmp_path):
     """Record a real start-up, replay it under strace on a scratch directory, and compare: the same files, the
     same reads (offsets, sizes) and stats, in the same order; every recorded open is opened."""
     trace = tr.record([PYTHON, "-c", "import json"], str(tmp_path), cold_residency=False)
@@ -374,7 +374,7 @@ def test_issue14_replay_reproduces_recorded_operations(tmp_path):
     assert {f.path for o in trace.ops if o.op == "open" for f in trace.files if f.id == o.file} <= opened
 
 
-def test_issue14_replayed_faults_read_no_more_than_the_faults(tmp_path):
+def test_replayed_faults_read_no_more_than_their_extents(tmp_path):
     """A replayed fault reads its extent and nothing else, even through a page that an earlier read() marked for
     readahead: a pread() there starts asynchronous readahead, and chains of it turned a launch's scattered library
     faults into long sequential reads in the testbed (see replay.FAULT_CHUNK)."""

@@ -1,4 +1,4 @@
-"""`smartio compare --experiment launch` for real (issue 14, item 5): one VM session launches one application
+"""`smartio compare --experiment launch` for real: one VM session launches one application
 (vim, the smallest of the set) cold under each of the five schedulers, from its copy installed on the emulated
 disk; checks the table, compare.json, that every launch ran under its scheduler and that the device was restored."""
 
@@ -24,7 +24,7 @@ SCHEDULERS = ["none", "mq-deadline", "kyber", "bfq", "smartio"]
 
 
 @pytest.mark.timeout(520)
-def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
+def test_one_application_launches_cold_under_each_scheduler(tmp_path):
     if not MODULE.is_file():
         pytest.skip(f"{MODULE} is not built (make module)")
     out = tmp_path / "cmp"
@@ -79,7 +79,7 @@ def test_issue14_one_application_cold_under_each_scheduler(tmp_path):
 
 
 @pytest.mark.timeout(520)
-def test_issue14_real_and_replay_in_turn_beside_a_writer_that_keeps_running(tmp_path):
+def test_real_and_replay_launches_in_turn_beside_a_writer_that_keeps_running(tmp_path):
     """The default way of a launch comparison, for real: under a scheduler the sequential writer starts once,
     BACKGROUND_HEAD_S before the first launch beside it, and runs through the cells; the real and the replay cell
     take their launches in turn; each launch's background throughput is what the device wrote meanwhile."""

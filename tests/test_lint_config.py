@@ -1,4 +1,4 @@
-"""ruff and mypy see every bench script (issue 15, item 14). The scripts have no .py suffix, so neither tool finds
+"""ruff and mypy see every bench script. The scripts have no .py suffix, so neither tool finds
 them by itself: pyproject.toml names each one, and a new script left out there would go unchecked."""
 
 from __future__ import annotations

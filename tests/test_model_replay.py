@@ -1,4 +1,4 @@
-"""Issue 11: the model's picker (smartio.flashdev.picker.decide) has the module's rules, and the replay of a block
+"""The model's picker (smartio.flashdev.picker.decide) has the module's rules, and the replay of a block
 trace through it (smartio.flashdev.replay) agrees with a dispatch order that follows them and fails one that does
 not. The traces here are made by hand, so the right answer is known; tests/test_model_replay_vm.py records one."""
 
@@ -395,7 +395,7 @@ DATA = Path(__file__).parent / "data" / "model_replay"
 
 
 @pytest.mark.parametrize("mode", ["seq", "rand"])
-def test_issue11_a_recorded_run_of_the_module_replays_in_agreement(mode: str) -> None:
+def test_a_recorded_run_of_the_module_replays_in_agreement(mode: str) -> None:
     """1R1W under smartio on s5-emmc in the testbed (bench/model-agreement, 3 s, the profiler's pacing), recorded
     2026-11-23: the model made the module's choice at all but one issue per mode (README, "Model and module
     agree"). A change to the picker's rules or to the replay's reconstruction shows here without a VM."""
@@ -409,7 +409,7 @@ def test_issue11_a_recorded_run_of_the_module_replays_in_agreement(mode: str) ->
     assert res.rate(contested_only=True) == 1.0
 
 
-def test_issue11_beside_two_readers_a_write_waits_for_its_slice_not_its_pace() -> None:
+def test_beside_two_readers_a_write_waits_for_its_slice_not_its_pace() -> None:
     """Pacing is for one reader: with reads from two tasks (pids, as the trace has them and the module keeps them),
     a write whose pace is over still waits (for its slice) while the other reader was seen less than a pace ago.
     GOOD's reads from two tasks: the write that went at its pace at 1080 is one the model now holds."""

@@ -1,4 +1,4 @@
-"""Issue 11: the model and the module agree. A reader beside a writer (seq and rand) under the smartio module on the
+"""The model and the module agree. A reader beside a writer (seq and rand) under the smartio module on the
 emulated s5-emmc, with the profiler's pacing, traced in the guest; every issue of the trace is replayed through the
 model's picker (smartio.flashdev.picker.decide), which must have made the same choice.
 
@@ -36,7 +36,7 @@ def shortfalls(runs: list[Run]) -> list[str]:
             if run.result.rate() < MIN_AGREEMENT or run.result.rate(contested_only=True) < MIN_CONTESTED]
 
 
-def test_issue11_model_replays_the_modules_dispatch_order(tmp_path: Path) -> None:
+def test_model_replays_the_modules_dispatch_order(tmp_path: Path) -> None:
     """A second recording when the first falls short: the timing artefacts come in bursts when the host is busy
     (at stop 35's CI: 4 of 39 contested issues in one mode, all a hold judged on the other side of its end, with
     dispatch delays up to 28 ms). A real difference between the model and the module shows in both."""

@@ -1,4 +1,4 @@
-"""A non-editable install (`pip install .`) works (issue 15, item 12): the wheel carries the package data smartio
+"""A non-editable install (`pip install .`) works: the wheel carries the package data smartio
 reads at run time, and the licence is declared the current way (an SPDX expression, not the deprecated table)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def wheel(tmp_path_factory) -> tuple[Path, str]:
     return whl, p.stdout + p.stderr
 
 
-def test_issue15_wheel_declares_the_licence_as_an_spdx_expression(wheel):
+def test_wheel_declares_the_licence_as_an_spdx_expression(wheel):
     whl, log = wheel
     with zipfile.ZipFile(whl) as z:
         meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
@@ -49,14 +49,14 @@ def test_issue15_wheel_declares_the_licence_as_an_spdx_expression(wheel):
     assert "license" not in log.lower() or "deprecat" not in log.lower(), log
 
 
-def test_issue15_wheel_carries_the_data_smartio_reads(wheel):
+def test_wheel_carries_the_data_smartio_reads(wheel):
     whl, _ = wheel
     with zipfile.ZipFile(whl) as z:
         names = set(z.namelist())
     assert {"smartio/flashdev/profiles.toml", "smartio/trace/_native.c"} <= names
 
 
-def test_issue15_non_editable_install_reads_its_profiles(wheel, tmp_path):
+def test_non_editable_install_reads_its_profiles(wheel, tmp_path):
     whl, _ = wheel
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),

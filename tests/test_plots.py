@@ -1,5 +1,5 @@
 """Plots of bench and compare documents: every figure says where its numbers come from, and the mixed workload's
-figure has error bars on a zero-based axis (issue 15, item 8). Figures are caught as they are closed."""
+figure has error bars on a zero-based axis. Figures are caught as they are closed."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _texts(fig) -> str:
 
 
 @pytest.mark.parametrize("experiment", ("latency", "slowdown", "concurrency", "mixed"))
-def test_issue15_every_bench_plot_carries_its_provenance(experiment, tmp_path, closed_figures):
+def test_every_bench_plot_carries_its_provenance(experiment, tmp_path, closed_figures):
     doc = json.loads((DATA / experiment / "document.json").read_text())
     [path] = plots.write_plots(doc, tmp_path)
     [fig] = closed_figures
@@ -53,7 +53,7 @@ def test_issue15_every_bench_plot_carries_its_provenance(experiment, tmp_path, c
     assert doc["started"] in png.text.get("Description", "")
 
 
-def test_issue15_mixed_plot_has_error_bars_from_zero(tmp_path, closed_figures):
+def test_mixed_plot_has_error_bars_from_zero(tmp_path, closed_figures):
     doc = json.loads((DATA / "mixed" / "document.json").read_text())
     plots.write_plots(doc, tmp_path)
     [fig] = closed_figures
@@ -70,7 +70,7 @@ def test_issue15_mixed_plot_has_error_bars_from_zero(tmp_path, closed_figures):
         assert lo >= 0
 
 
-def test_issue15_compare_plots_carry_provenance(tmp_path, closed_figures):
+def test_compare_plots_carry_provenance(tmp_path, closed_figures):
     import test_compare_units as cu
 
     from smartio.storebench import compare_report as report
@@ -86,7 +86,7 @@ def test_issue15_compare_plots_carry_provenance(tmp_path, closed_figures):
     assert all(ax.get_ylim()[0] == 0 for ax in mixed.axes)
 
 
-def test_issue15_bench_plot_names_the_emulated_profile(tmp_path, closed_figures, monkeypatch):
+def test_bench_plot_names_the_emulated_profile(tmp_path, closed_figures, monkeypatch):
     from smartio.engine.fake import ReplayEngine
     from smartio.storebench.options import Settings
     from smartio.storebench.runner import check, run_bench
@@ -103,7 +103,7 @@ def test_issue15_bench_plot_names_the_emulated_profile(tmp_path, closed_figures,
     assert "(emulated s5-emmc)" in _texts(closed_figures[0])
 
 
-def test_issue15_trace_report_figures_carry_provenance(tmp_path, closed_figures):
+def test_trace_report_figures_carry_provenance(tmp_path, closed_figures):
     from smartio.trace.analyze import analyze
     from smartio.trace.formats import read_trace
     from smartio.trace.report import write_html

@@ -1,4 +1,4 @@
-"""Everything that can be checked is checked before the first I/O, boot or download (issue 15, item 4): output
+"""Everything that can be checked is checked before the first I/O, boot or download: output
 paths of `bench`, `profile --apply`'s scheduler, `compare --mixes`, and `testbed run` as an unprivileged user."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def scratch(tmp_path: Path) -> Path:
     ("--plots", "afile/plots"),              # under a regular file
     ("--plots", "afile"),                    # a regular file, not a directory
 ])
-def test_issue15_output_paths_checked_before_measuring(scratch, tmp_path, flag, where):
+def test_output_paths_checked_before_measuring(scratch, tmp_path, flag, where):
     (tmp_path / "afile").write_text("not a directory\n")
     (tmp_path / "adir").mkdir()
     out, db = tmp_path / where, tmp_path / "r.db"
@@ -65,7 +65,7 @@ def test_plots_directory_is_made_when_its_parent_exists(scratch, tmp_path):
     assert (tmp_path / "new" / "plots" / "latency.png").is_file() and (tmp_path / "out.json").is_file()
 
 
-def test_issue15_profile_apply_checks_the_scheduler_before_measuring(scratch, tmp_path):
+def test_profile_apply_checks_the_scheduler_before_measuring(scratch, tmp_path):
     dev = backing_of(str(scratch)).device
     if dev is None:
         pytest.skip(f"{scratch} has no block device underneath")
@@ -81,7 +81,7 @@ def test_issue15_profile_apply_checks_the_scheduler_before_measuring(scratch, tm
     assert p.stdout == ""
 
 
-def test_issue15_compare_mixes_checked_on_the_host(monkeypatch, capsys):
+def test_compare_mixes_checked_on_the_host_before_booting(monkeypatch, capsys):
     def boot(*args, **kwargs):
         raise AssertionError("compare booted the VM with --mixes abc")
 
@@ -104,7 +104,7 @@ def _unprivileged_python() -> str | None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root and setpriv to run smartio as an unprivileged user")
-def test_issue15_testbed_run_as_non_root_exits_3_before_downloading(tmp_path):
+def test_testbed_run_as_non_root_exits_3_before_downloading(tmp_path):
     py = _unprivileged_python()
     if py is None:
         pytest.skip("no Python interpreter that uid 65534 can run and import smartio with")
@@ -140,7 +140,7 @@ def test_issue15_testbed_run_as_non_root_exits_3_before_downloading(tmp_path):
     ["testbed", "run", "--timeout", "inf", "--", "true"],
     ["testbed", "run", "--disk-size", "99999999999999999999T", "--", "true"],
 ])
-def test_issue15_testbed_limits_checked_before_booting(monkeypatch, capsys, tmp_path, argv):
+def test_testbed_limits_checked_before_booting(monkeypatch, capsys, tmp_path, argv):
     def fetch(*args, **kwargs):
         raise AssertionError(f"{' '.join(argv)} went on to fetch the kernel and boot")
 

@@ -1,5 +1,5 @@
 """`smartio profile --apply`'s write policy (write_pace_us, write_pace_rand_us, read_hold_us, the write slices): the
-rule, from a recorded run and from the device model whose read-first optimum it was taken from (issue 11)."""
+rule, from a recorded run and from the device model whose read-first optimum it was taken from."""
 
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ def test_a_random_pace_no_longer_than_the_fifo_period_does_nothing():
 @pytest.mark.timeout(120)
 def test_the_slices_beat_the_defaults_beside_four_readers_within_the_write_bounds():
     """4R4W on s5-emmc as the testbed measures it (time scale 100, the module's clock is the guest's): the slices the
-    rule gives from the testbed's alone latencies, in the model's phone µs, against the module's defaults before
-    issue 14 (100 ms slice, 30 ms window: 1 and 0.3 ms of the phone). Reads first nearly always, writes within issue
-    11's bounds (6.12 seq, 9.32 rand), and an efficiency (1/read + 1/write slowdown) above every other scheduler's
+    rule gives from the testbed's alone latencies, in the model's phone µs, against the module's former
+    defaults (100 ms slice, 30 ms window: 1 and 0.3 ms of the phone). Reads first nearly always, writes within the
+    4R4W bounds (6.12 seq, 9.32 rand), and an efficiency (1/read + 1/write slowdown) above every other scheduler's
     measured one (kyber's 0.94 seq, 0.91 rand, README)."""
     p = load_profile("s5-emmc")
     dev = Device.from_profile(p)

@@ -45,7 +45,7 @@ def _run_in_pty(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     return proc.wait(timeout=60), out.decode("utf-8", "replace")
 
 
-def test_issue15_progress_bar_with_eta_on_a_terminal(tmp_path):
+def test_progress_bar_with_eta_on_a_terminal(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     rc, out = _run_in_pty([sys.executable, "-m", "smartio", *ARGS, "--target", str(scratch)],
@@ -58,7 +58,7 @@ def test_issue15_progress_bar_with_eta_on_a_terminal(tmp_path):
     assert "Latency alone" in out               # the table after it
 
 
-def test_issue15_plain_progress_lines_when_not_a_terminal(tmp_path):
+def test_plain_progress_lines_when_not_a_terminal(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     p = subprocess.run([sys.executable, "-m", "smartio", *ARGS, "--target", str(scratch)], capture_output=True,
@@ -69,7 +69,7 @@ def test_issue15_plain_progress_lines_when_not_a_terminal(tmp_path):
     assert "\x1b[" not in p.stderr and "━" not in p.stderr
 
 
-def test_issue15_dumb_terminal_gets_plain_lines(tmp_path):
+def test_dumb_terminal_gets_plain_lines(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     rc, out = _run_in_pty([sys.executable, "-m", "smartio", *ARGS, "--target", str(scratch)],

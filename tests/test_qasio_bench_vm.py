@@ -1,4 +1,4 @@
-"""`smartio bench qasio` in the VM (issue 12): M1 and M4 at a small scale under smartio with every dependency type
+"""`smartio bench qasio` in the VM: M1 and M4 at a small scale under smartio with every dependency type
 boosted, on ext4 (ordered, discard) over the emulated s5-emmc at time scale 10. The boost must fire, the report must
 carry every field the README names, and the writeback settings must be back afterwards. One boot, about 2 minutes."""
 
@@ -46,7 +46,7 @@ def qasio_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r.out_dir
 
 
-def test_issue12_bench_qasio_boosts_and_reports(qasio_bench: Path) -> None:
+def test_bench_qasio_boosts_and_reports(qasio_bench: Path) -> None:
     doc = json.loads((qasio_bench / "qasio.json").read_text())
     assert doc["experiment"] == "qasio" and doc["scheduler"] == "smartio"
     assert doc["settings"]["dependency"] == "all" and doc["settings"]["writeback"]["dirty_expire_centisecs"] == 200
@@ -68,7 +68,7 @@ def test_issue12_bench_qasio_boosts_and_reports(qasio_bench: Path) -> None:
     assert "writer MB/s" in report and "boosted" in report
 
 
-def test_issue12_bench_qasio_restores_settings(qasio_bench: Path) -> None:
+def test_bench_qasio_restores_settings(qasio_bench: Path) -> None:
     assert (qasio_bench / "expire-after").read_text() == (qasio_bench / "expire-before").read_text()
     boost, wbt = (qasio_bench / "after").read_text().split()
     assert boost == "1" and wbt != "0"

@@ -1,4 +1,4 @@
-"""QASIO boost of the smartio module in the VM, on the emulated s5-emmc (issue 12; issue 11's merge defect).
+"""QASIO boost of the smartio module in the VM, on the emulated s5-emmc, and sync bios merged into async writes.
 
 One guest run on ext4 (mount option discard) over `--profile s5-emmc`: a paced buffered writer keeps async writeback
 queued in the scheduler (24 random pages every 2 s, then sync_file_range(SYNC_FILE_RANGE_WRITE); dirty pages
@@ -160,7 +160,7 @@ def qasio_rows(st: Stats) -> dict[str, dict[str, int]]:
             if name.startswith("qasio_") and "detected" in row}
 
 
-def test_issue12_boost_fires_on_s5emmc(qasio_run: Path) -> None:
+def test_fsync_waits_boost_queued_async_writes_on_s5emmc(qasio_run: Path) -> None:
     st = Stats.load(qasio_run, "qasio")
     st.assert_balanced(min_dispatched=200)
     rows = qasio_rows(st)
@@ -174,13 +174,13 @@ def test_issue12_boost_fires_on_s5emmc(qasio_run: Path) -> None:
     assert rows["sync"]["boosted"] >= len(lat["fsync"]) // 2, (rows, len(lat["fsync"]))
 
 
-def test_issue12_dependency_counters_balance(qasio_run: Path) -> None:
+def test_dependency_counters_balance(qasio_run: Path) -> None:
     """detected = found_queued + found_dispatched + not_found + pending, per dependency type."""
     for dep, r in qasio_rows(Stats.load(qasio_run, "qasio")).items():
         assert r["detected"] == r["found_queued"] + r["found_dispatched"] + r["not_found"] + r["pending"], (dep, r)
 
 
-def test_issue12_qasio_log_agrees_with_the_counters(qasio_run: Path) -> None:
+def test_qasio_log_agrees_with_the_counters(qasio_run: Path) -> None:
     """debugfs qasio_log: one entry per wait's outcome and per boosted write's dispatch and completion. Unless it
     wrapped, its outcomes add up to the counters; every completion follows its dispatch."""
     log = parse_qasio_log((qasio_run / "qasio_log").read_text())
@@ -202,14 +202,14 @@ def test_issue12_qasio_log_agrees_with_the_counters(qasio_run: Path) -> None:
         assert n["X"] == total["not_found"], (n, total)
 
 
-def test_issue12_kprobes_only_while_a_queue_uses_smartio(qasio_run: Path) -> None:
+def test_kprobes_only_while_a_queue_uses_smartio(qasio_run: Path) -> None:
     live = (qasio_run / "kprobes-live").read_text()
     for sym in ("__lock_buffer", "__wait_on_buffer", "folio_wait_writeback"):
         assert sym in live, f"{sym} not probed while vda used smartio:\n{live}"
     assert (qasio_run / "kprobes-after-none").read_text().strip() == "", "probes left after vda left smartio"
 
 
-def test_issue11_int3_kprobes_hand_their_hints_to_an_irq_work(qasio_run: Path) -> None:
+def test_int3_kprobes_hand_their_hints_to_an_irq_work(qasio_run: Path) -> None:
     """A kprobe that fires from int3 (no KPROBES_ON_FTRACE: the debug kernel) runs as an NMI, where no lock may be
     taken (lockdep reported the module's sd->lock there): its hints must reach the queue through the per-CPU buffer
     and the irq_work, none lost. The guest keeps such probes from being optimized into jumps, after which their
@@ -228,13 +228,13 @@ def test_issue11_int3_kprobes_hand_their_hints_to_an_irq_work(qasio_run: Path) -
         assert deferred == 0, text
 
 
-def test_issue11_sync_bio_merged_into_async_write_is_sync(qasio_run: Path) -> None:
+def test_sync_bio_merged_into_async_write_is_sync(qasio_run: Path) -> None:
     """6.1 merges a sync bio into a queued async request; the request then counts as sync (sync_promoted)."""
     ev = Stats.load(qasio_run, "qasio").rows["events"]
     assert ev["sync_promoted"] > 0, ev
 
 
-def test_issue12_async_share_follows_the_device_not_nr_requests(qasio_run: Path) -> None:
+def test_async_share_follows_the_device_not_nr_requests(qasio_run: Path) -> None:
     """nr_requests 64 on s5-emmc (depth 2): async writes keep 75 % of the 4 tags blk-mq would give it, sync writes
     get all but 1/16 of the 64 (the shares are computed from the tag map: 6.1 updates q->nr_requests after)."""
     stats = (qasio_run / "stats-qasio").read_text()
@@ -280,8 +280,8 @@ use none
 """
 
 
-def test_issue12_a_wait_on_one_page_boosts_the_files_other_writes(tmp_path: Path,
-                                                                  module_ko: ModuleBuild) -> None:  # noqa: F811
+def test_a_wait_on_one_page_boosts_the_files_other_writes(tmp_path: Path,
+                                                          module_ko: ModuleBuild) -> None:  # noqa: F811
     """ext4 ends the writeback of a file's pages together (one io_end over its requests), so truncate() waiting on
     the first page waits for all of the file's writes: the boost moves every queued async write of that file
     (`qasio_file boosted_with_file`), not only the one holding the page."""
@@ -348,8 +348,8 @@ use none
 """
 
 
-def test_issue14_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp_path: Path,
-                                                                             module_ko: ModuleBuild) -> None:  # noqa: F811
+def test_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp_path: Path,
+                                                                     module_ko: ModuleBuild) -> None:  # noqa: F811
     """Anticipation holds writes for a reader's next read. A sync write that another task waits on holds that task
     by a write it did not choose (a launch reading an inode whose buffer jbd2 is writing): QASIO boosts it like an
     async one, and a boosted write is never held. Here a syncer overwrites a file with fdatasync() after every write

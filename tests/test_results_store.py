@@ -45,7 +45,7 @@ def _user_version(path: Path) -> int:
         return db.execute("PRAGMA user_version").fetchone()[0]
 
 
-def test_issue15_new_database_gets_the_schema_version(tmp_path):
+def test_new_database_gets_the_schema_version(tmp_path):
     db = tmp_path / "new" / "results.db"
     store = Store(db)
     run_id = store.add(_doc())
@@ -54,7 +54,7 @@ def test_issue15_new_database_gets_the_schema_version(tmp_path):
     assert Store(db).get(run_id)["experiment"] == "latency"
 
 
-def test_issue15_unversioned_smartio_database_is_migrated_keeping_its_runs(tmp_path, capsys):
+def test_unversioned_smartio_database_is_migrated_keeping_its_runs(tmp_path, capsys):
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as c:
         c.executescript(UNVERSIONED_SCHEMA)
@@ -72,7 +72,7 @@ def test_issue15_unversioned_smartio_database_is_migrated_keeping_its_runs(tmp_p
     "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)",
     "CREATE TABLE runs (id INTEGER PRIMARY KEY, host TEXT, seconds REAL)",   # a runs table, but not ours
 ], ids=["other-tables", "other-runs-table"])
-def test_issue15_foreign_database_is_refused_by_name(tmp_path, capsys, schema):
+def test_foreign_database_is_refused_by_name(tmp_path, capsys, schema):
     db = tmp_path / "someone-elses.db"
     with sqlite3.connect(db) as c:
         c.executescript(schema)
@@ -85,7 +85,7 @@ def test_issue15_foreign_database_is_refused_by_name(tmp_path, capsys, schema):
     assert db.read_bytes() == before        # not touched
 
 
-def test_issue15_database_of_a_newer_smartio_is_refused(tmp_path, capsys):
+def test_database_of_a_newer_smartio_is_refused(tmp_path, capsys):
     db = tmp_path / "future.db"
     Store(db).close()
     with sqlite3.connect(db) as c:
@@ -102,7 +102,7 @@ def test_file_that_is_not_sqlite_is_refused(tmp_path, capsys):
     assert f"`--db {db}`" in capsys.readouterr().err
 
 
-def test_issue15_row_with_invalid_json_is_an_error_not_a_traceback(tmp_path, capsys):
+def test_row_with_invalid_json_is_an_error_not_a_traceback(tmp_path, capsys):
     db = tmp_path / "r.db"
     store = Store(db)
     run_id = store.add(_doc())
@@ -114,7 +114,7 @@ def test_issue15_row_with_invalid_json_is_an_error_not_a_traceback(tmp_path, cap
     assert f"`ID {run_id}`" in err and "not valid JSON" in err and str(db) in err
 
 
-def test_issue15_db_option_after_the_action(tmp_path, capsys):
+def test_db_option_is_accepted_after_the_action(tmp_path, capsys):
     db = tmp_path / "r.db"
     store = Store(db)
     run_id = store.add(_doc(results={"patterns": {}}))
@@ -128,7 +128,7 @@ def test_issue15_db_option_after_the_action(tmp_path, capsys):
     assert "latency" in capsys.readouterr().out
 
 
-def test_issue15_show_json_into_a_closed_pipe(tmp_path):
+def test_show_json_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
     db = tmp_path / "r.db"
     store = Store(db)
     # Far more than a pipe buffer, so smartio is still writing when `head` exits.
@@ -150,13 +150,13 @@ def test_issue15_show_json_into_a_closed_pipe(tmp_path):
     ["list", "--limit", "99999999999999999999999"],   # (sqlite3.IntegrityError)
     ["list", "--limit", "0"],
 ])
-def test_issue15_numbers_beyond_sqlite_are_bad_input(tmp_path, capsys, argv):
+def test_numbers_beyond_sqlite_are_bad_input(tmp_path, capsys, argv):
     assert main(["results", *argv, "--db", str(tmp_path / "r.db")]) == 2
     err = capsys.readouterr().err
     assert argv[-1] in err and ("`ID " in err or "`--limit " in err)
 
 
-def test_issue15_device_file_as_database_is_refused_clearly(capsys):
+def test_device_file_as_database_is_refused_clearly(capsys):
     assert main(["results", "list", "--db", "/dev/null"]) == 2
     err = capsys.readouterr().err
     assert "`--db /dev/null`" in err and "rollback" not in err

@@ -1,4 +1,4 @@
-"""smartio sqlite (issue 13): per-file attribution of block writes per transaction, on synthetic events and on a
+"""smartio sqlite: per-file attribution of block writes per transaction, on synthetic events and on a
 trace recorded in the testbed (tests/data/sqlite/); the shim's log and counters; bad input; --sync-call for real."""
 
 from __future__ import annotations

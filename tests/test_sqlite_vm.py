@@ -1,4 +1,4 @@
-"""smartio sqlite in the testbed (issue 13): a short `compare --experiment sqlite` on ext4 and f2fs (so on the generic
+"""smartio sqlite in the testbed: a short `compare --experiment sqlite` on ext4 and f2fs (so on the generic
 kernel flavour), traced; block writes per insert must order DELETE >= TRUNCATE >= WAL on both.
 
 synchronous=NORMAL: with FULL, SQLite 3.40 also fsyncs the rollback journal after truncating it at commit

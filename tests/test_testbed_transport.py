@@ -1,6 +1,6 @@
 """The testbed's disk transport: choosing it, and nbdfuse delivering each completion when the device finishes it.
 
-Regression for issue 3 (c): over QEMU 7.2's NBD client a write completed only when the read queued behind it did.
+A regression test: over QEMU 7.2's NBD client a write completed only when the read queued behind it did.
 """
 
 from __future__ import annotations

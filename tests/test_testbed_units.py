@@ -340,7 +340,7 @@ def test_accel_can_be_forced(monkeypatch) -> None:
 
 
 def test_lockdep_and_atomic_sleep_reports_are_kernel_problems() -> None:
-    """Issue 11: the debug kernel's lockdep reports are not WARN()s; they must fail a run all the same."""
+    """The debug kernel's lockdep reports are not WARN()s; they must fail a run all the same."""
     log = ("[    3.1] WARNING: possible circular locking dependency detected\n"
            "[    3.2] WARNING: inconsistent lock state\n"
            "[    3.3] WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected\n"

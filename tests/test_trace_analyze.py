@@ -239,14 +239,14 @@ def test_fiemap_maps_a_file_to_its_sectors(tmp_path):
     assert att.types == ["database"]
 
 
-# --- issue 15 items 10 and 11: pairing without G events, partial completions, flushes, FUA ----------------------
+# --- pairing without G events, partial completions, flushes, FUA ------------------------------------------------
 
 def _trace(rows) -> Trace:
     return Trace(np.array(rows, dtype=EVENT_DTYPE), {100: "app", 44: "kworker"}, {"clock": "relative"})
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_issue15_without_getrq_events_bios_still_pair(mode):
+def test_without_getrq_events_bios_still_pair(mode):
     # btt pairs bios with requests by their sectors; without the G events the same Q2C and submitters come out.
     t = read_trace(DATA / f"sqlite-{mode}")
     e = t.events
@@ -259,7 +259,7 @@ def test_issue15_without_getrq_events_bios_still_pair(mode):
     assert analyze(no_g)["processes"] == analyze(t)["processes"]
 
 
-def test_issue15_without_getrq_merged_bios_pair_by_sector_range():
+def test_without_getrq_merged_bios_pair_by_sector_range():
     # blkparse's action letters, I = insert
     Q, M, F, I, D, C = ev.QUEUE, ev.BACKMERGE, ev.FRONTMERGE, ev.INSERT, ev.ISSUE, ev.COMPLETE  # noqa: E741
     t = _trace([
@@ -275,7 +275,7 @@ def test_issue15_without_getrq_merged_bios_pair_by_sector_range():
     assert m.reqs.nbios.tolist() == [3] and m.reqs.pid.tolist() == [100]
 
 
-def test_issue15_partial_completions_count_one_request():
+def test_partial_completions_count_one_request():
     Q, G, D, C = ev.QUEUE, ev.GETRQ, ev.ISSUE, ev.COMPLETE
     t = _trace([
         _ev(0, Q, 1000, 16384, "W"), _ev(100, G, 1000, 16384, "W"), _ev(1_000, D, 1000, 16384, "W"),
@@ -289,7 +289,7 @@ def test_issue15_partial_completions_count_one_request():
     assert mx["write"]["locality"]["blocks"] == 4 and mx["write"]["locality"]["max_accesses"] == 1
 
 
-def test_issue15_two_flushes_in_flight_are_not_mixed_up():
+def test_two_flushes_in_flight_are_not_mixed_up():
     Q, G, D, C = ev.QUEUE, ev.GETRQ, ev.ISSUE, ev.COMPLETE
     nosect = 2**64 - 1
     t = _trace([
@@ -330,7 +330,7 @@ def _fua_write(final: bool):
     return _trace(rows)
 
 
-def test_issue15_fua_write_is_measured_to_its_final_completion():
+def test_fua_write_is_measured_to_its_final_completion():
     mx = analyze(_fua_write(final=True))
     wr = mx["write"]
     assert wr["requests"] == 1 and wr["bytes"] == 1024 and wr["sync"] == 1
@@ -346,7 +346,7 @@ def test_issue15_fua_write_is_measured_to_its_final_completion():
     assert early["requests"] == 1 and early["q2c_ms"]["max"] == pytest.approx(0.333)
 
 
-def test_issue15_time_shares_stay_unions_when_completions_are_deferred():
+def test_time_shares_stay_unions_when_completions_are_deferred():
     # A FUA write deferred to its final completion and one that never gets one (emitted at the end, out of
     # order) leave the request columns sorted by completion time, as the sweeps need.
     t = _fua_write(final=False)
@@ -357,7 +357,7 @@ def test_issue15_time_shares_stay_unions_when_completions_are_deferred():
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_issue15_recorded_flush_sequences_end_at_their_final_completions(mode):
+def test_recorded_flush_sequences_end_at_their_final_completions(mode):
     # ext4 on a loop device (no FUA): every journal commit and fsync flush ends with a final completion of 0
     # bytes; each lengthens exactly one bio's Q2C past btt's, and none is left over as a request of its own.
     t = read_trace(DATA / f"sqlite-{mode}")

@@ -181,7 +181,7 @@ def test_cli_missing_file_is_exit_2(tmp_path, capsys):
     assert "nope" in capsys.readouterr().err
 
 
-# --- issue 15: numbers too large for the record fields are bad input, not a traceback ---------------------------
+# --- numbers too large for the record fields are bad input, not a traceback -------------------------------------
 
 _Q = "  8,0    0        1     0.000000000  1234  Q   R 100 + 8 [dd]\n"
 
@@ -195,7 +195,7 @@ _Q = "  8,0    0        1     0.000000000  1234  Q   R 100 + 8 [dd]\n"
     "  99999,0    0        2     0.000001000  1234  C   R 100 + 8 [0]\n",               # major past 12 bits
     "  8,0    0        2     0.000001000  1234  C   R 1" + "9" * 5000 + " + 8 [0]\n",   # Python's digit limit
 ], ids=["time", "pid", "sector", "bytes", "cpu", "major", "5000-digits"])
-def test_issue15_too_large_number_in_blkparse_text(tmp_path, capsys, line):
+def test_too_large_number_in_blkparse_text_is_bad_input_naming_the_line(tmp_path, capsys, line):
     p = _bad(tmp_path, "big.txt", (_Q + line).encode())
     with pytest.raises(TraceFormatError) as e:
         read_trace(p)
@@ -206,7 +206,7 @@ def test_issue15_too_large_number_in_blkparse_text(tmp_path, capsys, line):
 
 @pytest.mark.parametrize("events", [b"1e999", b"-1", b"2.5", b"99999999999999999999999999"],
                          ids=["infinite", "negative", "fraction", "huge"])
-def test_issue15_bad_event_count_in_our_header(tmp_path, capsys, events):
+def test_bad_event_count_in_our_header_is_bad_input(tmp_path, capsys, events):
     hdr = b'{"events": ' + events + b', "comms": {}}'
     p = _bad(tmp_path, "bad.smtrace", b"SMIOTRC1" + len(hdr).to_bytes(4, "little") + hdr)
     with pytest.raises(TraceFormatError) as e:
@@ -216,7 +216,7 @@ def test_issue15_bad_event_count_in_our_header(tmp_path, capsys, events):
     assert "offset" in capsys.readouterr().err
 
 
-# --- issue 15 item 10: tracefs text (trace-cmd report, cat trace) and compressed files ---------------------------
+# --- tracefs text (trace-cmd report, cat trace) and compressed files ---------------------------------------------
 
 # As Linux 6.1's include/trace/events/block.h prints them: block_bio ("%d,%d %s %llu + %u [%s]"), block_rq
 # ("%d,%d %s %u (%s) %llu + %u [%s]") and block_rq_completion ("%d,%d %s (%s) %llu + %u [%d]"). A write queued by
@@ -258,7 +258,7 @@ CAT_TRACE = """\
 
 
 @pytest.mark.parametrize("text", [TRACE_CMD, CAT_TRACE], ids=["trace-cmd-report", "cat-trace"])
-def test_issue15_tracefs_text_is_read_and_paired_without_getrq(tmp_path, text):
+def test_tracefs_text_is_read_and_paired_without_getrq(tmp_path, text):
     from smartio.trace import events as ev
     from smartio.trace.analyze import analyze
 
@@ -281,7 +281,7 @@ def test_issue15_tracefs_text_is_read_and_paired_without_getrq(tmp_path, text):
     assert procs["systemd-journal"]["reads"] == 1
 
 
-def test_issue15_tracefs_text_from_a_newer_kernel_with_ioprio(tmp_path):
+def test_tracefs_text_from_a_newer_kernel_with_ioprio_is_read(tmp_path):
     # 6.x kernels after 6.1 print the I/O priority between the size and the command.
     p = tmp_path / "new.txt"
     p.write_text("  fio-7  [000] ..... 5.000000100: block_rq_issue: 8,0 WS 4096 () 64 + 8 be,0,4 [fio]\n"
@@ -290,7 +290,7 @@ def test_issue15_tracefs_text_from_a_newer_kernel_with_ioprio(tmp_path):
     assert t.events["sector"].tolist() == [64, 64] and t.events["time"].tolist() == [5_000_000_100, 5_000_000_900]
 
 
-def test_issue15_malformed_tracefs_text_names_the_line(tmp_path):
+def test_malformed_tracefs_text_names_the_line(tmp_path):
     p = tmp_path / "bad.txt"
     p.write_text(TRACE_CMD.replace("254,0 W () 2048 + 16 [0]", "254,0 W () 2048 + [0]"))
     with pytest.raises(TraceFormatError) as e:
@@ -312,7 +312,7 @@ def _compress(kind: str, data: bytes) -> bytes:
 @pytest.mark.parametrize("kind", ["gz", "xz", "zst"])
 @pytest.mark.parametrize("name", ["sqlite-wal.blkparse.txt", "sqlite-wal.blktrace.0", "sqlite-delete.smtrace",
                                   "tracefs"])
-def test_issue15_compressed_traces(tmp_path, kind, name):
+def test_compressed_traces_read_as_their_plain_files(tmp_path, kind, name):
     plain = tmp_path / ("block.txt" if name == "tracefs" else name)   # alone: no sibling per-CPU files
     plain.write_bytes(TRACE_CMD.encode() if name == "tracefs" else (DATA / name).read_bytes())
     packed = tmp_path / f"{plain.name}.{kind}"
@@ -323,7 +323,7 @@ def test_issue15_compressed_traces(tmp_path, kind, name):
     assert got.comms == want.comms
 
 
-def test_issue15_compressed_per_cpu_blktrace_files(tmp_path):
+def test_compressed_per_cpu_blktrace_files_are_read(tmp_path):
     for cpu in (0, 1):
         src = DATA / f"sqlite-wal.blktrace.{cpu}"
         (tmp_path / f"w.blktrace.{cpu}.gz").write_bytes(_compress("gz", src.read_bytes()))
@@ -331,7 +331,7 @@ def test_issue15_compressed_per_cpu_blktrace_files(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["gz", "xz", "zst"])
-def test_issue15_truncated_compressed_file_is_exit_2(tmp_path, capsys, kind):
+def test_truncated_compressed_file_is_exit_2(tmp_path, capsys, kind):
     packed = _compress(kind, (DATA / "sqlite-wal.blkparse.txt").read_bytes())
     p = tmp_path / f"t.txt.{kind}"
     p.write_bytes(packed[:len(packed) // 2])
@@ -341,7 +341,7 @@ def test_issue15_truncated_compressed_file_is_exit_2(tmp_path, capsys, kind):
 
 @pytest.mark.parametrize("flag", ["--html", "--json"])
 @pytest.mark.parametrize("where", ["afile/out", "adir"])
-def test_issue15_analyze_output_paths_checked_before_reading(tmp_path, capsys, flag, where):
+def test_analyze_output_paths_checked_before_reading(tmp_path, capsys, flag, where):
     (tmp_path / "afile").write_text("a regular file\n")
     (tmp_path / "adir").mkdir()
     out = tmp_path / where
