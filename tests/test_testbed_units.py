@@ -16,7 +16,7 @@ import pytest
 
 from smartio.cli import main as cli_main
 from smartio.errors import MissingToolError, SmartioError, UsageError
-from smartio.testbed import debugkernel, initramfs, kernelpkg, qemu, vm
+from smartio.testbed import debugkernel, initramfs, kernelpkg, kernelrelease, qemu, vm
 from smartio.testbed.boot import Boot
 
 pytestmark = pytest.mark.timeout(60)
@@ -372,7 +372,7 @@ def test_the_repository_debug_config_asks_for_the_checks_and_the_testbed_needs()
                 "CONFIG_VIRTIO_BLK", "CONFIG_VIRTIO_FS", "CONFIG_OVERLAY_FS", "CONFIG_EXT4_FS", "CONFIG_ACPI",
                 "CONFIG_MQ_IOSCHED_KYBER", "CONFIG_IOSCHED_BFQ", "CONFIG_BLK_DEBUG_FS", "CONFIG_MODULE_UNLOAD"):
         assert wanted.get(opt) == "y", opt
-    assert wanted["CONFIG_LOCALVERSION"] == f'"{debugkernel.LOCALVERSION}"'
+    assert wanted["CONFIG_LOCALVERSION"] == f'"{kernelrelease.LOCALVERSION}"'
 
 
 def test_debug_flavour_is_the_cloud_version_built_here(monkeypatch, tmp_path: Path) -> None:

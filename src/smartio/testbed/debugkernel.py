@@ -27,21 +27,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from smartio.errors import SmartioError
+from smartio.testbed.debian import run, source_tarball
+from smartio.testbed.kernelrelease import SOURCE_DIR, KernelRelease
 
-if TYPE_CHECKING:
-    from smartio.testbed.kernelpkg import KernelRelease
-
-LOCALVERSION = "-smartio-debug"
 CONFIG_FRAGMENT = Path(__file__).resolve().parents[3] / "kernel" / "debug.config"
-SOURCE_DIR = "linux-source-6.1"
-
-
-def uname(version: str) -> str:
-    """The debug kernel's release for a Debian package version: upstream version plus our local version."""
-    return version.split("-")[0].split(":")[-1] + LOCALVERSION
 
 
 def wanted_options(fragment: Path) -> dict[str, str]:
@@ -66,15 +57,13 @@ def _stamp(fragment: Path, rel: KernelRelease) -> str:
 
 
 def _unpack_source(rel: KernelRelease, src: Path) -> None:
-    from smartio.testbed import kernelpkg
-
     tmp = rel.dir / "source-tmp"
-    tarball = kernelpkg.source_tarball(rel, tmp)
+    tarball = source_tarball(rel, tmp)
     print(f"smartio: unpacking {tarball.name} into {src.parent}", file=sys.stderr, flush=True)
     if src.exists():
         shutil.rmtree(src)
     src.parent.mkdir(parents=True, exist_ok=True)
-    kernelpkg._run(["tar", "-xJf", str(tarball), "-C", str(src.parent)])
+    run(["tar", "-xJf", str(tarball), "-C", str(src.parent)])
     shutil.rmtree(tmp)
 
 

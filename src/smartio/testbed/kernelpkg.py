@@ -30,18 +30,19 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
-from smartio.cache import cache_dir
-from smartio.errors import MissingToolError, SmartioError
+from smartio.errors import SmartioError
 from smartio.testbed import debugkernel
+from smartio.testbed.debian import download as _download, extract as _extract, run as _run, source_tarball
+from smartio.testbed.kernelrelease import (
+    DEBUG,
+    FLAVOUR,
+    FLAVOURS,
+    GENERIC,
+    KernelRelease,
+    cache_root,
+)
 
-META_IMAGE = "linux-image-cloud-amd64"
-FLAVOUR = "cloud-amd64"
-GENERIC = "amd64"
-# Built here from the same version's linux-source with lockdep and KASAN (smartio.testbed.debugkernel).
-DEBUG = "debug"
-FLAVOURS = {FLAVOUR: META_IMAGE, GENERIC: "linux-image-amd64", DEBUG: META_IMAGE}
 # Filesystems the cloud flavour lacks (DESIGN.md); testbed users pick the generic flavour for them.
 GENERIC_ONLY_FS = ("f2fs", "nilfs2")
 # Private block-layer headers an out-of-tree elevator needs; the headers package lacks them.
@@ -49,58 +50,6 @@ PRIVATE_HEADERS = ("block/elevator.h", "block/blk.h", "block/blk-mq.h", "block/b
                    "block/blk-mq-tag.h", "block/blk-mq-debugfs.h", "block/blk-stat.h",
                    "block/blk-rq-qos.h", "block/blk-wbt.h", "block/blk-ioprio.h", "block/blk-cgroup.h",
                    "block/blk-crypto-internal.h")
-
-
-def cache_root() -> Path:
-    return cache_dir()
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelRelease:
-    abi: str        # "6.1.0-56"
-    version: str    # Debian package version, "6.1.192-2"
-    flavour: str = FLAVOUR
-
-    @property
-    def uname(self) -> str:
-        if self.flavour == DEBUG:
-            return debugkernel.uname(self.version)
-        return f"{self.abi}-{self.flavour}"
-
-    @property
-    def dir(self) -> Path:
-        suffix = "" if self.flavour == FLAVOUR else f"-{self.flavour}"
-        return cache_root() / "kernel" / f"{self.abi}-{self.version}{suffix}"
-
-    @property
-    def vmlinuz(self) -> Path:
-        return self.dir / "image" / "boot" / f"vmlinuz-{self.uname}"
-
-    @property
-    def modules_dir(self) -> Path:
-        return self.dir / "image" / "lib" / "modules" / self.uname
-
-    @property
-    def build_dir(self) -> Path:
-        """Where `make -C ... M=$PWD` builds an external module."""
-        if self.flavour == DEBUG:
-            return self.dir / "src" / debugkernel.SOURCE_DIR
-        return self.dir / "headers" / "usr" / "src" / f"linux-headers-{self.uname}"
-
-    @property
-    def private_headers(self) -> Path:
-        """Flavour-independent, so kept with the cloud flavour's files of the same version."""
-        return cache_root() / "kernel" / f"{self.abi}-{self.version}" / "private-headers"
-
-
-def _run(cmd: list[str], cwd: Path | None = None) -> str:
-    try:
-        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise MissingToolError(cmd[0], "install Debian's apt and dpkg (this needs a Debian 12 host)") from None
-    if p.returncode != 0:
-        raise SmartioError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
-    return p.stdout
 
 
 def resolve(pinned: str | None = None, flavour: str = FLAVOUR) -> KernelRelease:
@@ -157,27 +106,6 @@ def _version_ge(a: str, b: str) -> bool:
     return subprocess.run(["dpkg", "--compare-versions", a, "ge", b]).returncode == 0
 
 
-def _download(rel: KernelRelease, packages: list[str], versions: dict[str, str] | None = None) -> list[Path]:
-    """Each package at rel's version, or at the one `versions` names for it."""
-    debs = rel.dir / "debs"
-    debs.mkdir(parents=True, exist_ok=True)
-    version = {p: (versions or {}).get(p, rel.version) for p in packages}
-    deb = {p: f"{p}_{version[p].replace(':', '%3a')}_*.deb" for p in packages}     # apt's file name of it
-    todo = [f"{p}={version[p]}" for p in packages if not any(debs.glob(deb[p]))]
-    if todo:
-        print(f"smartio: downloading {' '.join(todo)}", file=sys.stderr)
-        _run(["apt-get", "download", "-q", *todo], cwd=debs)
-    return [next(debs.glob(deb[p])) for p in packages]
-
-
-def _extract(debs: list[Path], dest: Path) -> None:
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    for deb in debs:
-        _run(["dpkg-deb", "-x", str(deb), str(dest)])
-
-
 def fetch_image(rel: KernelRelease) -> KernelRelease:
     if rel.flavour == DEBUG:
         return debugkernel.build(rel)
@@ -213,15 +141,6 @@ def fetch_headers(rel: KernelRelease) -> KernelRelease:
             raise SmartioError(f"{rel.build_dir}/Makefile missing after unpacking the headers")
         stamp.touch()
     return rel
-
-
-def source_tarball(rel: KernelRelease, tmp: Path) -> Path:
-    """linux-source-6.1 of rel's version unpacked into tmp: the kernel source tarball in it (the .deb, 140 MB, is
-    deleted; the caller removes tmp)."""
-    deb = _download(rel, ["linux-source-6.1"])[0]
-    _extract([deb], tmp)
-    deb.unlink()
-    return next(tmp.glob("usr/src/linux-source-6.1.tar.xz"))
 
 
 def fetch_source_headers(rel: KernelRelease) -> KernelRelease:
