@@ -723,7 +723,7 @@ def test_each_launch_counts_the_disk_reads_it_caused(tmp_path, monkeypatch):
     monkeypatch.setattr(me, "SYS_BLOCK", tmp_path / "sys")
     target = open_target(str(tmp_path), writes=True, destroy_data=False)
     target.device = Device("vdz", "vdz", 1 << 30, "254:0")
-    doc = me.measure(target, me.Settings(repeats=2), Reader(), what={"mode": "run"}, command="t", progress=False)
+    doc = me.measure(target, me.LaunchSettings(repeats=2), Reader(), what={"mode": "run"}, command="t", progress=False)
     r = doc["results"]                                   # the warm-up launch (3 requests) is not counted
     assert r["disk_read_requests"]["values"] == [4.0, 5.0] and r["disk_read_kib"]["values"] == [256.0, 320.0]
     from smartio.launch.report import render
@@ -755,7 +755,7 @@ def test_a_cold_launch_series_starts_with_an_untimed_cold_launch(tmp_path, monke
         events.clear()
         target = open_target(str(tmp_path), writes=True, destroy_data=False)
         monkeypatch.setattr(me, "is_root", lambda: True)
-        return me.measure(target, me.Settings(repeats=2, **kw), Clock(), what={"mode": "run"}, command="t",
+        return me.measure(target, me.LaunchSettings(repeats=2, **kw), Clock(), what={"mode": "run"}, command="t",
                           progress=False)
 
     doc = run(cold=True)
@@ -809,7 +809,7 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
     target = open_target(str(tmp_path), writes=True, destroy_data=False)
     arms = [me.Arm(Named("real", 10.0), {"mode": "real", "app": "a"}, "c-real", 3),
             me.Arm(Named("replay", 20.0), {"mode": "replay", "app": "a"}, "c-replay", 2)]
-    real, replay = me.measure_interleaved(target, me.Settings(cold=True, repeats=1), arms, progress=False)
+    real, replay = me.measure_interleaved(target, me.LaunchSettings(cold=True, repeats=1), arms, progress=False)
     launches = [e for e in events if e != "drop"]
     assert launches == ["real", "replay", "real", "replay", "real", "replay", "real"]   # warm-ups, then spread
     assert events == [x for e in launches for x in ("drop", e)]     # every cold launch right after its own drop
@@ -824,11 +824,11 @@ def test_interleaved_arms_take_their_launches_in_turn(tmp_path, monkeypatch):
                    + [(*s, "replay") for s in replay["results"]["launch_unix_s"]])
     assert [m for *_, m in spans] == launches[2:] and all(a <= b for a, b, _ in spans)
     # One arm is `measure`: no interleaved_with.
-    doc = me.measure(target, me.Settings(repeats=2), Named("x", 1.0), what={"mode": "run"}, command="t",
+    doc = me.measure(target, me.LaunchSettings(repeats=2), Named("x", 1.0), what={"mode": "run"}, command="t",
                      progress=False)
     assert "interleaved_with" not in doc and doc["results"]["wall_s"]["values"] == [3.0, 4.0]
     with pytest.raises(ValueError):
-        me.measure_interleaved(target, me.Settings(), [], progress=False)
+        me.measure_interleaved(target, me.LaunchSettings(), [], progress=False)
 
 
 def test_launches_beside_a_background_that_keeps_running(tmp_path, monkeypatch):
@@ -864,14 +864,14 @@ def test_launches_beside_a_background_that_keeps_running(tmp_path, monkeypatch):
         for _ in range(2):                               # two measurements, one writer
             target = open_target(str(launches), writes=True, destroy_data=False)
             target.device = Device("vdz", "vdz", 1 << 30, "254:0")
-            doc = me.measure_interleaved(target, me.Settings(background="buffered-write", repeats=2),
+            doc = me.measure_interleaved(target, me.LaunchSettings(background="buffered-write", repeats=2),
                                          [me.Arm(Writes(), {"mode": "run"}, "t", 2)], progress=False,
                                          background_run=bg)[0]
             assert bg.run.proc.pid == pid and bg.run.running()
             assert doc["results"]["background_write_mib_s"]["values"] == [6.0, 6.0]
             assert doc["settings"]["background_running"]["since_s"] >= 0.2 and doc["fio_version"]
         with pytest.raises(ValueError, match="running 'buffered-write'"):
-            me.measure_interleaved(target, me.Settings(background="seq-write"), [me.Arm(Writes(), {}, "t", 1)],
+            me.measure_interleaved(target, me.LaunchSettings(background="seq-write"), [me.Arm(Writes(), {}, "t", 1)],
                                    progress=False, background_run=bg)
     assert list(scratch.iterdir()) == []
     from smartio.errors import UsageError
@@ -910,7 +910,7 @@ def test_beside_a_running_background_cold_drops_do_not_sync_and_a_dead_writer_fa
             return 1.0
 
     target = open_target(str(tmp_path), writes=True, destroy_data=False)
-    settings = me.Settings(cold=True, background="seq-write", repeats=2)
+    settings = me.LaunchSettings(cold=True, background="seq-write", repeats=2)
     doc = me.measure_interleaved(target, settings, [me.Arm(Launch(), {"mode": "real"}, "t", 2)], progress=False,
                                  background_run=Writer())[0]          # type: ignore[arg-type]
     assert events == ["check", "drop sync=False", "launch"] + ["drop sync=False", "check", "launch", "check"] * 2

@@ -95,13 +95,13 @@ QASIO_REFUSED = ("quick", "size", "scheduler", "destroy_data", "read_only", "plo
 
 def bench_qasio(a: argparse.Namespace) -> int:
     from smartio.qasio.report import render_bench
-    from smartio.qasio.run import Settings, run_qasio
+    from smartio.qasio.run import QasioSettings, run_qasio
     from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 
     for dest in QASIO_REFUSED:
         if getattr(a, dest) not in (None, False):
             raise UsageError(f"--{dest.replace('_', '-')}", getattr(a, dest), "does not apply to `bench qasio`")
-    settings = Settings(benchmarks=parse_benchmarks(a.benchmarks) if a.benchmarks else BENCHMARKS,
+    settings = QasioSettings(benchmarks=parse_benchmarks(a.benchmarks) if a.benchmarks else BENCHMARKS,
                         dependency=a.dependency, scale=a.scale, count_scale=a.count_scale,
                         repeats=a.repeats if a.repeats is not None else 1)
     if a.json:

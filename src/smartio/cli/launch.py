@@ -98,9 +98,9 @@ def _argv(a: argparse.Namespace) -> list[str]:
 
 
 def _settings(a: argparse.Namespace) -> Any:
-    from smartio.launch.measure import Settings
+    from smartio.launch.measure import LaunchSettings
 
-    s = Settings(cold=a.cold, background=a.background, repeats=a.repeats,
+    s = LaunchSettings(cold=a.cold, background=a.background, repeats=a.repeats,
                  background_size=parse_size("--background-size", a.background_size), warmup_s=a.background_warmup)
     s.check()
     return s

@@ -8,7 +8,7 @@ from typing import Any
 
 from smartio.outputs import check_output_file
 from smartio.results import Store, save_run, stored_line
-from smartio.sqlite.settings import OPTIONS, Settings
+from smartio.sqlite.settings import OPTIONS, SqliteSettings
 from smartio.storebench.runner import command_line
 
 
@@ -46,7 +46,7 @@ def sqlite(a: argparse.Namespace) -> int:
     from smartio.sqlite.report import render
     from smartio.sqlite.run import run_sqlite
 
-    settings = Settings.from_args(a)
+    settings = SqliteSettings.from_args(a)
     if a.json:
         check_output_file("--json", a.json)
     store = Store(a.db)                      # a bad --db fails before anything runs

@@ -12,7 +12,7 @@ from typing import Any
 from smartio.blockdev import is_root
 from smartio.errors import NeedsRootError, UsageError
 from smartio.launch.launcher import CommandLauncher
-from smartio.launch.measure import Settings, measure
+from smartio.launch.measure import LaunchSettings, measure
 from smartio.launch.replay import Installed, Layout, Replayer
 from smartio.launch.trace import Trace
 from smartio.progress import Progress
@@ -20,7 +20,7 @@ from smartio.signals import sigterm_as_interrupt
 from smartio.storebench.target import Target, open_target
 
 
-def run_launch(argv: list[str], target_path: str | None, settings: Settings, *, command: str,
+def run_launch(argv: list[str], target_path: str | None, settings: LaunchSettings, *, command: str,
                app: str | None = None, progress: bool = True) -> dict[str, Any]:
     """`smartio launch run`: time a real command, run in the target directory; with `app` (a trace), the
     recorded application installed in the target and run there in a chroot (its command unless `argv`)."""
@@ -42,7 +42,7 @@ def run_launch(argv: list[str], target_path: str | None, settings: Settings, *, 
                        command=command, progress=progress)
 
 
-def replay_launch(trace_path: str, target_path: str | None, settings: Settings, *, command: str,
+def replay_launch(trace_path: str, target_path: str | None, settings: LaunchSettings, *, command: str,
                   progress: bool = True) -> dict[str, Any]:
     """`smartio launch replay`: lay the trace's files out in the target directory, then time replays of it."""
     settings.check()

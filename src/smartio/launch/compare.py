@@ -206,7 +206,7 @@ def _guest_main(argv: list[str]) -> int:
     from smartio.compare.guest import device_state, restore, say, scheduler_counters, switch, warm_up
     from smartio.launch.apps import APPS as APPSET
     from smartio.launch.launcher import CommandLauncher, drop_caches
-    from smartio.launch.measure import Arm, RunningBackground, Settings, measure_interleaved
+    from smartio.launch.measure import Arm, LaunchSettings, RunningBackground, measure_interleaved
     from smartio.launch.replay import Installed, Layout, Replayer
     from smartio.launch.trace import PageCacheLog, Trace, pages_by_path, record, remap
     from smartio.sqlite.compare import make_fs
@@ -337,7 +337,7 @@ def _guest_main(argv: list[str]) -> int:
             say(f"[{first + 1}{f'-{first + len(group)}' if len(group) > 1 else ''}/{len(steps)}] {spec.label}: "
                 f"{name} {cache} {' and '.join(modes)}{', interleaved' if len(group) > 1 else ''}, background {bg}")
             trace, inst, layout, cwd, app_argv = installs[name]
-            settings = Settings(cold=cache == "cold", background=bg, repeats=plan.repeats_of(cache, bg, modes[0]),
+            settings = LaunchSettings(cold=cache == "cold", background=bg, repeats=plan.repeats_of(cache, bg, modes[0]),
                                 background_size=plan.background_size, warmup_s=plan.warmup_s)
             started = time.monotonic()
             runs: list[dict[str, Any]] = [{"scheduler": spec.label, "app": name, "cache": cache, "background": bg,

@@ -41,7 +41,7 @@ SYS_BLOCK = Path("/sys/class/block")
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
+class LaunchSettings:
     cold: bool = False
     background: str = "none"
     repeats: int = 5
@@ -119,7 +119,7 @@ class RunningBackground:
 
     def __enter__(self) -> RunningBackground:
         try:
-            filename = _prepare_background(self.target, Settings(background=self.name, background_size=self.size))
+            filename = _prepare_background(self.target, LaunchSettings(background=self.name, background_size=self.size))
             assert filename is not None
             self.run = self.engine.start(background.jobset(self.name, filename, self.size), f"background {self.name}")
             self.run.wait_started()
@@ -162,7 +162,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
-def _prepare_background(target: Target, settings: Settings) -> str | None:
+def _prepare_background(target: Target, settings: LaunchSettings) -> str | None:
     """The background workload's scratch file, allocated up front so that fio does not lay it out (a burst of
     writes of its own) while a launch is timed."""
     if settings.background == "none":
@@ -181,7 +181,7 @@ def _prepare_background(target: Target, settings: Settings) -> str | None:
     return filename
 
 
-def measure(target: Target, settings: Settings, launcher: Launcher, *, what: dict[str, Any], command: str,
+def measure(target: Target, settings: LaunchSettings, launcher: Launcher, *, what: dict[str, Any], command: str,
             progress: bool = True) -> dict[str, Any]:
     """Run `settings.repeats` timed launches; returns the result document (see the README's launch section)."""
     return measure_interleaved(target, settings, [Arm(launcher, what, command, settings.repeats)],
@@ -206,7 +206,7 @@ def interleaving(repeats: list[int]) -> list[int]:
     return [k for *_, k in sorted(keys)]
 
 
-def measure_interleaved(target: Target, settings: Settings, arms: list[Arm], *, progress: bool = True,
+def measure_interleaved(target: Target, settings: LaunchSettings, arms: list[Arm], *, progress: bool = True,
                         background_run: RunningBackground | None = None) -> list[dict[str, Any]]:
     """Several launch series under the same settings (cache, background), their launches taken in turn, and one
     result document per arm, as `measure` writes it. The launches are spread over each other (`interleaving`:

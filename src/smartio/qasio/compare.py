@@ -77,9 +77,9 @@ class QasioPlan(JsonPlan):
             raise UsageError("--repeats", self.repeats, "must be between 1 and 100")
 
     def settings(self, dependency: str | None) -> Any:
-        from smartio.qasio.run import Settings
+        from smartio.qasio.run import QasioSettings
 
-        return Settings(benchmarks=self.benchmarks, dependency=dependency, scale=self.scale,
+        return QasioSettings(benchmarks=self.benchmarks, dependency=dependency, scale=self.scale,
                         count_scale=self.count_scale, repeats=self.repeats)
 
 

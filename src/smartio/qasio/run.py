@@ -1,6 +1,6 @@
 """Carry out M1-M5 (smartio.qasio.workload) on a mounted ext4 directory, beside fio's background writer.
 
-    doc = run_qasio(Settings(dependency="all"), "/mnt/t", command="smartio bench qasio ...")
+    doc = run_qasio(QasioSettings(dependency="all"), "/mnt/t", command="smartio bench qasio ...")
     doc["results"]["benchmarks"]["m1"]["calls"]["creat"]["max_ms"]
 
 For the run (root), and restored afterwards, also on Ctrl-C and SIGTERM:
@@ -75,7 +75,7 @@ def dependency_tunables(dep: str) -> dict[str, int]:
     return {"qasio_boost": int(dep != "none"), **{t: int(t in on) for t in DEP_TUNABLES}}
 
 
-class Settings:
+class QasioSettings:
     """What `smartio bench qasio` was asked to do, validated."""
 
     def __init__(self, *, benchmarks: tuple[str, ...] = BENCHMARKS, dependency: str | None = None,
@@ -101,7 +101,7 @@ class Settings:
         return max(need[b] for b in self.benchmarks) + z["background"] + (64 << 20)
 
 
-def check_target(path: str | None, settings: Settings) -> tuple[Path, Device]:
+def check_target(path: str | None, settings: QasioSettings) -> tuple[Path, Device]:
     """A writable directory on ext4 (data=ordered, mount option discard) with a block device and the space."""
     if not path:
         raise UsageError("--target", "(missing)", "a directory on a mounted ext4 filesystem is required "
@@ -268,7 +268,7 @@ def wait_for_writer(writer: BackgroundRun, path: Path, timeout: float = 30.0) ->
         time.sleep(0.02)
 
 
-def run_one(bench: str, root: Path, dev: Device, engine: FioEngine, settings: Settings,
+def run_one(bench: str, root: Path, dev: Device, engine: FioEngine, settings: QasioSettings,
             say: Any) -> dict[str, Any]:
     """One run of one benchmark in the fresh directory `root`; its calls, total time, writer and counters."""
     z = settings.params.sizes
@@ -372,7 +372,7 @@ def slowest_of(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out or None
 
 
-def run_qasio(settings: Settings, target: str | None, *, command: str = "smartio bench qasio",
+def run_qasio(settings: QasioSettings, target: str | None, *, command: str = "smartio bench qasio",
               progress: bool = True) -> dict[str, Any]:
     """Run the benchmarks of `settings` in `target`; returns the result document (see README)."""
     root, dev = check_target(target, settings)

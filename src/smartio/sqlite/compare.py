@@ -170,7 +170,7 @@ def make_fs(fs: str, external: bool) -> list[str]:
 
 def guest_main(argv: list[str]) -> int:
     from smartio.sqlite.run import run_sqlite
-    from smartio.sqlite.settings import Settings
+    from smartio.sqlite.settings import SqliteSettings
 
     plan = SqlitePlan.from_json(argv[0])
     out = Path(argv[1])
@@ -197,7 +197,7 @@ def guest_main(argv: list[str]) -> int:
                 # In this process rather than as `smartio sqlite` children: importing numpy and scipy takes
                 # about 40 s of a TCG guest's time, once per process.
                 name = run_file(fs, cfg, op)
-                settings = Settings(op=op, journal=cfg.journal, sync=plan.sync, sync_call=cfg.sync_call,
+                settings = SqliteSettings(op=op, journal=cfg.journal, sync=plan.sync, sync_call=cfg.sync_call,
                                     transactions=plan.transactions, record_bytes=plan.record_bytes,
                                     repeats=plan.repeats)
                 command = (f"smartio sqlite --target {MOUNT} --op {op} --journal {cfg.journal} --sync {plan.sync} "

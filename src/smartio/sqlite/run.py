@@ -1,6 +1,6 @@
 """The host side of `smartio sqlite`: check the target, run the repeats in a worker process, summarise, clean up.
 
-    doc = run_sqlite(Settings(journal="wal"), "/mnt/scratch", trace=False, command="smartio sqlite ...")
+    doc = run_sqlite(SqliteSettings(journal="wal"), "/mnt/scratch", trace=False, command="smartio sqlite ...")
     doc["results"]["tx_per_s"]["mean"]
 
 Everything goes into a scratch directory `.smartio-sqlite-<token>/` inside the target, removed afterwards, also on
@@ -33,7 +33,7 @@ from smartio.errors import MissingToolError, NeedsRootError, SmartioError, Usage
 from smartio.signals import sigterm_as_interrupt
 from smartio.sqlite import fsjournal, shim
 from smartio.sqlite.attribute import Layout, Repeat, per_transaction, save_bundle, summarise
-from smartio.sqlite.settings import Settings
+from smartio.sqlite.settings import SqliteSettings
 from smartio.storebench.stats import Stat
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 SCRATCH_PREFIX = ".smartio-sqlite-"
 
 
-def check_target(path: str | None, settings: Settings) -> Path:
+def check_target(path: str | None, settings: SqliteSettings) -> Path:
     if not path:
         raise UsageError("--target", "(missing)", "a target directory is required; the database is made in a "
                          "scratch directory inside it and removed afterwards")
@@ -91,7 +91,7 @@ def _device_info(target: Path) -> dict[str, Any]:
 class _Worker:
     """Runs one repeat in a child process, with the shim preloaded when there is one."""
 
-    def __init__(self, scratch: Path, settings: Settings, lib: Path | None, log_syncs: bool) -> None:
+    def __init__(self, scratch: Path, settings: SqliteSettings, lib: Path | None, log_syncs: bool) -> None:
         self.scratch, self.settings, self.lib, self.log_syncs = scratch, settings, lib, log_syncs
 
     def run(self, name: str, **override: Any) -> tuple[dict[str, Any], shim.Counts | None, list[shim.SyncCall]]:
@@ -137,7 +137,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
-def run_sqlite(settings: Settings, target: str | None, *, trace: bool = False, trace_file: Path | None = None,
+def run_sqlite(settings: SqliteSettings, target: str | None, *, trace: bool = False, trace_file: Path | None = None,
                command: str = "smartio sqlite", progress: bool = True) -> dict[str, Any]:
     """Run the workload `settings.repeats` times in `target`; returns the result document (see README)."""
     root = check_target(target, settings)
@@ -233,7 +233,7 @@ def _check_issued(sync_call: str, c: shim.Counts) -> None:
         raise SmartioError(f"--sync-call {sync_call}: the shim issued {wrong} call(s) of the other kind")
 
 
-def _sync_summary(settings: Settings, library_call: str | None, counts: list[shim.Counts],
+def _sync_summary(settings: SqliteSettings, library_call: str | None, counts: list[shim.Counts],
                   counted: bool) -> dict[str, Any]:
     if not counted:
         return {"library": None, "issued_as": "as the library does", "note": "no C compiler: calls not counted"}

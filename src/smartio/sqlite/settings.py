@@ -1,4 +1,5 @@
-"""The options of `smartio sqlite`, declared once: the CLI builds its parser from them and `Settings` checks them."""
+"""The options of `smartio sqlite`, declared once: the CLI builds its parser from them and `SqliteSettings` checks
+them."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ OPTIONS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
+class SqliteSettings:
     op: str = "insert"
     journal: str = "delete"
     sync: str = "full"
@@ -60,7 +61,7 @@ class Settings:
             raise UsageError("--repeats", self.repeats, "must be between 1 and 1000")
 
     @classmethod
-    def from_args(cls, a: Any) -> Settings:
+    def from_args(cls, a: Any) -> SqliteSettings:
         return cls(op=a.op, journal=a.journal, sync=a.sync, sync_call=a.sync_call, transactions=a.transactions,
                    record_bytes=a.record_bytes, repeats=a.repeats)
 
