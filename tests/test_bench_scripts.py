@@ -109,9 +109,9 @@ def test_qasio_targets_of_benchmarks_not_run_say_not_measured() -> None:
 
 
 def test_qasio_analyze_of_a_run_with_tunables_in_its_setting() -> None:
-    # The deep setting's run (tests/data/qasio/deep-1024: smartio with async_depth=960, nr_requests 1024) has a
+    # The deep setting's run (runs/qasio-table2-deep-20261125: smartio with async_depth=960, nr_requests 1024) has a
     # summary line with `setting=async_depth=960`; splitting it on every '=' gave a traceback instead of the targets.
-    p = subprocess.run([str(REPO / "bench" / "qasio"), "--analyze", str(REPO / "tests/data/qasio/deep-1024")],
+    p = subprocess.run([str(REPO / "bench" / "qasio"), "--analyze", str(REPO / "runs/qasio-table2-deep-20261125")],
                        capture_output=True, text=True)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     assert "holds: M4 truncate() max reduced" in p.stdout and "does NOT hold: M1 total time" in p.stdout
@@ -285,7 +285,7 @@ def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
       "  4R4W rand efficiency, highest of all": " met"}),
     # 2026-11-27, `--repeats 8 --repeats-4 5`, commit caf0bad (`profile --apply` writes write_merge_max_kb=0): all
     # nine random mixes met; the sequential ones tie, which the model with merging says is all any order can do
-    ("bench-run-20261127", "smartio_read_slowdown_seq=1.930 best_other_read_slowdown_seq=4.824 "
+    ("../../runs/storebench-compare-20261127", "smartio_read_slowdown_seq=1.930 best_other_read_slowdown_seq=4.824 "
      "smartio_write_slowdown_seq=1.541 smartio_efficiency=1.174 best_other_efficiency=1.052 targets_met=21/34 "
      "ci_max_halfwidth_pct=53.1 undecided=4",
      {"  mixed rand 10% reads": " met", "  mixed seq 10% reads": " NOT met", "  1R1W rand read slowdown ": " undecided",
@@ -313,7 +313,7 @@ def test_compare_schedulers_analyze_of_a_missing_run(tmp_path) -> None:
     assert p.returncode == 2 and "cannot read the recorded run" in p.stderr and "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("args", [["--skip-mixed"], ["--analyze", "tests/data/compare/bench-run-20261127"]])
+@pytest.mark.parametrize("args", [["--skip-mixed"], ["--analyze", "runs/storebench-compare-20261127"]])
 def test_compare_schedulers_refuses_repeats_mixed_without_mixes(args) -> None:
     p = subprocess.run([str(REPO / "bench" / "compare-schedulers"), *args, "--repeats-mixed", "8"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)

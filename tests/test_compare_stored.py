@@ -15,7 +15,7 @@ from smartio.results import Store
 
 DATA = Path(__file__).parent / "data"
 RECORDED = {
-    "slowdown and mixed": DATA / "compare/bench-run-20261127/1r1w/compare.json",
+    "slowdown and mixed": DATA.parent.parent / "runs/storebench-compare-20261127/1r1w/compare.json",
     "launch": DATA / "launch/run-20261126g/compare.json",
     "qasio": DATA / "qasio/m1-three-runs/compare.json",
 }

@@ -169,7 +169,7 @@ def test_guest_keeps_the_schedulers_counters_after_a_run(tmp_path, monkeypatch):
 
 def test_header_names_the_mixed_workloads_own_repeats():
     """bench/compare-schedulers --repeats-mixed: the tables say how many repeats each experiment had."""
-    doc = json.loads((Path(__file__).parent / "data/compare/bench-run-20261127/1r1w/compare.json").read_text())
+    doc = json.loads((Path(__file__).parent.parent / "runs/storebench-compare-20261127/1r1w/compare.json").read_text())
     assert "; repeats: 8\n" in report.render(doc) + "\n"
     for runs in doc["runs"].values():
         runs["mixed"]["settings"]["repeats"] = 4
@@ -181,7 +181,7 @@ def test_tables_and_plots_say_how_the_guest_booted():
     """--cpus and --kernel-arg change what is measured: a document that keeps them ("vm") says them in its header
     and plot line, the testbed's own arguments first; one from before they were kept says nothing rather than
     guess."""
-    doc = json.loads((Path(__file__).parent / "data/compare/bench-run-20261127/1r1w/compare.json").read_text())
+    doc = json.loads((Path(__file__).parent.parent / "runs/storebench-compare-20261127/1r1w/compare.json").read_text())
     assert "vm" not in doc and text_of(doc) is None and "vCPU" not in report.render(doc)
     doc["vm"] = Boot(cpus=1, default_args=(), kernel_args=("tsc=reliable", "nohz=off")).record()
     assert text_of(doc) == "1 vCPU, kernel args tsc=reliable nohz=off"

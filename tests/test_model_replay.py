@@ -391,7 +391,7 @@ def test_the_models_own_schedule_replays_with_full_agreement(mode: str) -> None:
     assert max(res.delays_us) < 1e-6          # the model never waits where its own picker would send
 
 
-DATA = Path(__file__).parent / "data" / "model_replay"
+DATA = Path(__file__).parent.parent / "runs" / "model-agreement-20261123"
 
 
 @pytest.mark.parametrize("mode", ["seq", "rand"])

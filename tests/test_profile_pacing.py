@@ -87,13 +87,13 @@ def test_the_slices_beat_the_defaults_beside_four_readers_within_the_write_bound
 
 
 def test_the_recorded_mixed_workload_backs_merging_without_a_limit():
-    """Why pacing() writes write_merge_max_kb = 0: in tests/data/compare/mixed-merge-20261126l, smartio with the
+    """Why pacing() writes write_merge_max_kb = 0: in runs/storebench-merge-limit-20261126, smartio with the
     profiled tunables and no merge limit completes every random mix faster than kyber and mq-deadline and than with
     the old limit of 4 KiB at 10 to 50 % reads (95 % intervals of the ratio, Welch on the logarithms), and no
     sequential mix slower (no interval above 1)."""
     from smartio.storebench.stats import log_ratio_ci
 
-    doc = json.loads((Path(__file__).parent / "data" / "compare" / "mixed-merge-20261126l" / "compare.json")
+    doc = json.loads((Path(__file__).parent.parent / "runs" / "storebench-merge-limit-20261126" / "compare.json")
                      .read_text())
     det = {s: r["mixed"]["results"]["detail"] for s, r in doc["runs"].items()}
     new = det["smartio:profile:write_merge_max_kb=0"]

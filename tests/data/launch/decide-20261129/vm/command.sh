@@ -1,2 +1,0 @@
-cd /work/wt-decide 2>/dev/null || { echo "smartio testbed: /work/wt-decide is not visible in the guest" >&2; exit 125; }
-exec /work/wt-decide/.venv/bin/python -m smartio.compare.launch '{"schedulers": ["smartio", "bfq"], "apps": ["python-stdlib", "editor", "sqlite"], "backgrounds": ["none", "seq-write"], "caches": ["cold"], "modes": ["real"], "repeats": 24, "headline_repeats": null, "replay_repeats": null, "background_size": 67108864, "warmup_s": 1.0, "nr_requests": 128, "clock_scale": 10.0, "done": [], "interleave": true, "background_start": "once"}' /smartio/out
