@@ -323,8 +323,8 @@ def test_compare_schedulers_refuses_repeats_mixed_without_mixes(args) -> None:
 def test_launch_analyze_of_a_directory_without_a_run_says_so(tmp_path: Path) -> None:
     p = subprocess.run([str(REPO / "bench" / "launch"), "--analyze", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.strip() == (f"bench/launch: `--analyze {tmp_path}`: holds no launch comparison (no compare.json "
-                                "or cell files)")
+    assert p.stderr.strip() == (f"bench/launch: error: `--analyze {tmp_path}`: holds no launch comparison "
+                                "(no compare.json or cell files)")
 
 
 def test_launch_pool_of_recorded_runs_and_of_too_few(tmp_path: Path) -> None:

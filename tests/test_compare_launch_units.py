@@ -426,7 +426,7 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     monkeypatch.setattr(cr, "run_in_guest", fake_guest)
     monkeypatch.setattr(cr, "check_testbed", lambda: None)
     monkeypatch.setattr(cr, "module_for", lambda names: [])
-    monkeypatch.setattr(la, "plot", lambda doc, path: path)
+    monkeypatch.setattr(la.host, "plot", lambda doc, path: path)
     out = tmp_path / "run"
     doc, d = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0,
                                    boot=Boot(cpus=1, kernel_args=("tsc=reliable",)))
@@ -464,14 +464,16 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--resume", "{tmp}"], "applies to --experiment launch only"),
-    (["--experiment", "launch", "--resume", "{tmp}/nope"], "is not a directory"),
-    (["--experiment", "launch", "--resume", "{tmp}", "--apps", "editor"], "drop --apps"),
-    (["--experiment", "launch", "--resume", "{tmp}", "--quick", "--repeats", "2"], "drop --repeats, --quick"),
-    (["--experiment", "launch", "--resume", "{tmp}", "--cpus", "1"], "drop --cpus"),
-    (["--experiment", "launch", "--resume", "{tmp}", "--kernel-arg", "tsc=reliable"], "drop --kernel-arg"),
-    (["--experiment", "launch", "--resume", "{tmp}", "--separate"], "drop --separate"),
-    (["--experiment", "launch", "--resume", "{tmp}", "--background-start", "once"], "drop --background-start"),
+    (["resume", "{tmp}/nope"], "is not a directory"),
+    (["resume", "{tmp}", "--apps", "editor"], "unrecognized arguments: --apps editor"),
+    (["resume", "{tmp}", "--quick", "--repeats", "2"], "unrecognized arguments: --quick --repeats 2"),
+    (["resume", "{tmp}", "--cpus", "1"], "unrecognized arguments: --cpus 1"),
+    (["resume", "{tmp}", "--kernel-arg", "tsc=reliable"], "unrecognized arguments: --kernel-arg"),
+    (["resume", "{tmp}", "--separate"], "unrecognized arguments: --separate"),
+    (["resume", "{tmp}", "--background-start", "once"], "unrecognized arguments: --background-start"),
+    # the old spellings, rewritten to the new grammar with a notice
+    (["--experiment", "launch", "--resume", "{tmp}", "--apps", "editor"], "unrecognized arguments: --apps editor"),
+    (["--experiment", "mixed", "--resume", "{tmp}"], "unrecognized arguments: --resume"),
 ])
 def test_resume_refuses_what_would_change_the_plan(tmp_path, capsys, args, message):
     from smartio.cli import main
@@ -558,7 +560,7 @@ def test_a_run_still_measuring_is_reprinted_from_its_cell_files(tmp_path, monkey
     monkeypatch.setattr(cr, "run_in_guest", first_session)
     monkeypatch.setattr(cr, "check_testbed", lambda: None)
     monkeypatch.setattr(cr, "module_for", lambda names: [])
-    monkeypatch.setattr(la, "plot", lambda doc, path: path)
+    monkeypatch.setattr(la.host, "plot", lambda doc, path: path)
     out = tmp_path / "run"
     kept, _ = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0)
     assert len(kept["missing"]) == len(steps) - 2 and kept["kernel"] == "6.1.0-first"   # not the VM's: interrupted
@@ -861,9 +863,9 @@ def test_a_stored_cell_takes_the_host_load_of_its_run_file_only_for_the_same_lau
     # launches, not when a resumed session measured the cell again since.
     stored = {"wall_s": {"values": [1.0, 2.0]}}
     again = {"wall_s": {"values": [1.0, 2.0]}, "host_other_cpus": {"values": [0.0, 0.5], "from": "launch"}}
-    assert la._with_host_load(stored, again)["host_other_cpus"] == again["host_other_cpus"]
+    assert la.host._with_host_load(stored, again)["host_other_cpus"] == again["host_other_cpus"]
     other = {**again, "wall_s": {"values": [1.5, 2.5, 3.0]}}
-    assert la._with_host_load(stored, other) == stored and la._with_host_load(stored, None) == stored
+    assert la.host._with_host_load(stored, other) == stored and la.host._with_host_load(stored, None) == stored
 
 
 class ScriptedLauncher:

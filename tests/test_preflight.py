@@ -85,7 +85,7 @@ def test_compare_mixes_checked_on_the_host_before_booting(monkeypatch, capsys):
     def boot(*args, **kwargs):
         raise AssertionError("compare booted the VM with --mixes abc")
 
-    monkeypatch.setattr("smartio.cli.compare.run_compare", boot)
+    monkeypatch.setattr("smartio.storebench.compare.run_compare", boot)
     assert main(["compare", "--experiment", "mixed", "--mixes", "abc"]) == 2
     assert "`--mixes abc`" in capsys.readouterr().err
     assert main(["compare", "--experiment", "mixed", "--mixes", "10,101"]) == 2

@@ -11,6 +11,11 @@ Exit codes (also in the README):
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+from collections.abc import Callable
+
 
 class SmartioError(Exception):
     """A failure while running; exit code 1."""
@@ -43,3 +48,28 @@ class NeedsRootError(SmartioError):
 
     def __init__(self, action: str) -> None:
         super().__init__(f"{action} needs root; run smartio as root (e.g. with sudo)")
+
+
+def exit_code(main: Callable[[], int | None], prog: str) -> int:
+    """Run `main` and turn what reaches the top into the documented exit code, with one line on stderr: the one
+    handler of the CLI, the testbed's guest entries and the bench scripts. A closed output pipe (`| head`) says
+    nothing, as a program killed by SIGPIPE would, and points stdout at /dev/null so the interpreter's last flush of
+    what is still buffered cannot fail again."""
+    try:
+        rc = int(main() or 0)
+        sys.stdout.flush()      # a closed pipe shows here, not in the interpreter's flush at exit
+        return rc
+    except SmartioError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):   # stdout is not a file (pytest's capture)
+            pass
+        return 128 + int(signal.SIGPIPE)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import signal
 import sys
+from typing import Any
 
 # numpy's OpenBLAS would start a spinning thread per core; smartio does no BLAS work.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from smartio import __version__
-from smartio.errors import SmartioError
+from smartio.errors import exit_code
 
 # Subcommand groups, in the order `smartio --help` lists them.
 COMMAND_MODULES = (
@@ -27,13 +27,24 @@ COMMAND_MODULES = (
     "smartio.cli.trace",
     "smartio.cli.flashdev",
     "smartio.cli.compare",
-    "smartio.cli.sqlite",
     "smartio.cli.launch",
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """The `smartio` parser: the old spellings of commands are rewritten to the new grammar before parsing
+    (smartio.cli.aliases), also when a caller (a test, a bench script) parses with it directly."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:     # subcommands' parsers never call it
+        from smartio import registry
+        from smartio.cli import aliases
+
+        argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(aliases.rewrite(argv, registry.COMPARE), namespace)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="smartio",
         description="Measure, trace and fix the read latency that writes cause on flash storage.",
         epilog="Exit codes: 0 ok, 1 run failed, 2 bad input, 3 needs root, 130 interrupted.",
@@ -51,27 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("smartio: interrupted", file=sys.stderr)
         return 130
-    args = parser.parse_args(argv)
     try:
-        rc = int(args.func(args) or 0)
-        sys.stdout.flush()      # a closed pipe shows here, not in the interpreter's flush at exit
-        return rc
-    except SmartioError as e:
-        print(f"smartio: error: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print("smartio: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`| head`). Say nothing, as a program killed by SIGPIPE would, and point stdout at
-        # /dev/null so the interpreter's last flush of what is still buffered cannot fail again.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):   # stdout is not a file (pytest's capture)
-            pass
-        return 128 + int(signal.SIGPIPE)
+        args = parser.parse_args(argv)
+    except SystemExit as e:     # argparse refused the input (exit 2), or printed --help or --version (exit 0)
+        return e.code if isinstance(e.code, int) else 2
+    return exit_code(lambda: args.func(args), "smartio")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,20 @@
-"""`smartio bench` and `smartio profile`: parse, then hand over to smartio.storebench."""
+"""`smartio bench EXPERIMENT` and `smartio profile`: parse, then hand over to the experiment's library.
+
+The experiments are the registry's (smartio.registry) that have a bench side: StoreBench's here, qasio here, sqlite
+and launch from their own CLI modules, which add their subcommands to this one's."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from smartio.errors import UsageError
+from smartio import registry
 from smartio.outputs import check_output_file
 from smartio.qasio.workload import DEPENDENCIES
 from smartio.report import tables
 from smartio.results import Store, save_run, stored_line
 from smartio.storebench.bench import Outputs, execute, profile as profile_run
-from smartio.storebench.options import EXPERIMENTS, OPTIONS, Option, Settings
+from smartio.storebench.options import OPTIONS, Option, Settings
 from smartio.storebench.runner import command_line
 
 PROFILE_SKIPS = {"--streams", "--mixes", "--iodepth"}
@@ -32,25 +35,41 @@ def _add(parser: argparse.ArgumentParser, opt: Option) -> None:
     parser.add_argument(opt.flag, **kw)
 
 
+EXIT_CODES = "Exit codes: 0 ok, 1 run failed, 2 bad input, 3 needs root, 130 interrupted."
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="StoreBench measurements with fio: latency, slowdown, concurrency, mixed; "
-                                     "qasio: seed 001's M1-M5",
-                       description="Run a StoreBench experiment (seed 000, section 4) with fio as the engine, or "
-                                   "`qasio`: seed 001's microbenchmarks M1-M5 beside a background buffered writer "
-                                   "on a mounted ext4 directory (root).",
-                       epilog="Exit codes: 0 ok, 1 run failed, 2 bad input, 3 needs root, 130 interrupted.")
-    p.add_argument("experiment", choices=(*EXPERIMENTS, "qasio"), metavar="EXPERIMENT",
-                   help=f"one of: {', '.join(EXPERIMENTS)}, qasio")
+    p = sub.add_parser("bench", help="measure on this machine: StoreBench (latency, slowdown, concurrency, mixed, "
+                                     "all), qasio (M1-M5), sqlite, launch",
+                       description="Run one experiment in place on this machine, with fio as the engine where it "
+                                   "does I/O. Each experiment is a subcommand with its own options.",
+                       epilog=EXIT_CODES)
+    exps = p.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
+    for name in registry.STOREBENCH:
+        q = exps.add_parser(name, help=registry.get(name).summary,
+                            description=f"{registry.get(name).summary}. StoreBench (seed 000, section 4) with fio "
+                                        "as the engine.", epilog=EXIT_CODES)
+        for opt in OPTIONS:
+            _add(q, opt)
+        q.set_defaults(func=bench)
+    q = exps.add_parser("qasio", help=registry.get("qasio").summary,
+                        description="Seed 001's microbenchmarks M1-M5 beside a background buffered writer on a "
+                                    "mounted ext4 directory (root).", epilog=EXIT_CODES)
     for opt in OPTIONS:
-        _add(p, opt)
-    q = p.add_argument_group("qasio (seed 001's M1-M5; --target, --repeats, --json and --db apply too)")
+        if opt.flag in QASIO_SHARED:
+            _add(q, opt)
     for flag, kw in QASIO_OPTIONS:
         q.add_argument(flag, **kw)
-    p.set_defaults(func=bench)
+    q.set_defaults(func=bench_qasio)
+    from smartio.cli import launch, sqlite
+
+    sqlite.register_bench(exps)
+    launch.register_bench(exps)
 
     q = sub.add_parser("profile", help="the Concurrency Profiler: print the four concurrency parameters",
                        description="Measure the concurrency parameters (the N of maximal speedup for seq/rand "
-                                   "read/write) and optionally write them into smartio-iosched's tunables.")
+                                   "read/write) and optionally write them into smartio-iosched's tunables.",
+                       epilog=EXIT_CODES)
     for opt in OPTIONS:
         if opt.flag not in PROFILE_SKIPS:
             _add(q, opt)
@@ -65,11 +84,6 @@ def _outputs(a: argparse.Namespace) -> Outputs:
 
 
 def bench(a: argparse.Namespace) -> int:
-    if a.experiment == "qasio":
-        return bench_qasio(a)
-    given = [flag for flag, _ in QASIO_OPTIONS if getattr(a, flag[2:].replace("-", "_")) is not None]
-    if given:
-        raise UsageError(given[0], getattr(a, given[0][2:].replace("-", "_")), "applies to `smartio bench qasio` only")
     doc, _ = execute(a.experiment, Settings.from_args(a), _outputs(a), command=command_line())
     print(tables.render(doc))
     print(stored_line(doc))
@@ -89,8 +103,8 @@ QASIO_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                        "help": "multiply the iteration counts (500, 200, 500) and M3's size by C (default 0.1)"}),
     ("--benchmarks", {"metavar": "LIST", "help": "comma-separated subset of m1,m2,m3,m4,m5 (default all)"}),
 )
-# StoreBench's options that mean nothing to `bench qasio`: refused rather than ignored.
-QASIO_REFUSED = ("quick", "size", "scheduler", "destroy_data", "read_only", "plots")
+# StoreBench's options that `bench qasio` takes too.
+QASIO_SHARED = ("--target", "--repeats", "--json", "--db")
 
 
 def bench_qasio(a: argparse.Namespace) -> int:
@@ -98,9 +112,6 @@ def bench_qasio(a: argparse.Namespace) -> int:
     from smartio.qasio.run import QasioSettings, run_qasio
     from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 
-    for dest in QASIO_REFUSED:
-        if getattr(a, dest) not in (None, False):
-            raise UsageError(f"--{dest.replace('_', '-')}", getattr(a, dest), "does not apply to `bench qasio`")
     settings = QasioSettings(benchmarks=parse_benchmarks(a.benchmarks) if a.benchmarks else BENCHMARKS,
                         dependency=a.dependency, scale=a.scale, count_scale=a.count_scale,
                         repeats=a.repeats if a.repeats is not None else 1)

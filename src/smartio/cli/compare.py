@@ -1,4 +1,5 @@
-"""`smartio compare`: parse the options and hand them to smartio.compare."""
+"""`smartio compare EXPERIMENT | analyze DIR | resume DIR`: parse the options and hand them to the experiment's
+comparison side (smartio.registry names it) and smartio.compare's host runner."""
 
 from __future__ import annotations
 
@@ -8,125 +9,174 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from smartio import registry
 from smartio.compare.run import check_testbed, kept_line, vm_profile
-from smartio.compare.spec import DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, parse_schedulers
-from smartio.errors import UsageError
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, GUEST_TIME_SCALE, parse_schedulers
+from smartio.errors import SmartioError, UsageError
 from smartio.launch import compare as la
 from smartio.qasio import compare as qa
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 from smartio.results import Store
 from smartio.signals import sigterm_as_interrupt
 from smartio.sqlite import compare as sq
-from smartio.storebench.compare import EXPERIMENTS, STREAMS, VM_REPEATS, VM_SIZES, Plan, run_compare
-from smartio.storebench.compare_report import render
+from smartio.storebench.compare import STREAMS, VM_REPEATS, VM_SIZES, Plan
 from smartio.storebench.runner import command_line
 from smartio.testbed.boot import DEFAULT_CPUS, Boot
 
+EXIT_CODES = "Exit codes: 0 ok, 1 a run failed, 2 bad input, 3 needs root, 130 interrupted."
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="one experiment under several I/O schedulers, in one VM session",
-                       description="Boot the testbed once with an emulated flash device and run the same "
-                                   "`smartio bench` experiment under each scheduler; print the paper's Figure 11 "
-                                   "(slowdown) and/or Figure 12 (mixed workload) per scheduler, write "
-                                   "compare.json and PNG plots. The device's scheduler is restored afterwards.",
-                       epilog="example: smartio compare --profile s5-emmc --schedulers none,mq-deadline,kyber,bfq,"
-                              "smartio,smartio:read_anticipation_us=0 --quick. Exit codes: 0 ok, 1 a run failed, "
-                              "2 bad input.")
+
+def _common(p: argparse.ArgumentParser, default_schedulers: str, schedulers_help: str = "") -> None:
+    """The options of every experiment's comparison: the device, the schedulers, the VM, the outputs."""
     p.add_argument("--profile", default="s5-emmc", metavar="NAME",
                    help="emulated flash profile (see `smartio flashdev profiles`; default s5-emmc)")
     p.add_argument("--schedulers", metavar="LIST",
-                   help=f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets tunables after "
-                        f"switching (default {DEFAULT_SCHEDULERS}; for launch {la.DEFAULT_SCHEDULERS})")
-    p.add_argument("--experiment", default="slowdown", choices=(*EXPERIMENTS, "sqlite", "launch", "qasio"),
-                   help="slowdown (Figure 11), mixed (Figure 12), both, sqlite (seed 002's Table 2 and "
-                        "Figure 4 per filesystem and optimisation), launch (application start-up, real and "
-                        "replayed, cold and warm, idle and beside background writes), or qasio (seed 001's Table 2 "
-                        "and Figure 8: M1-M5 per scheduler and QASIO dependency type); see the options below "
-                        "(default slowdown)")
-    p.add_argument("--streams", type=int, default=1, choices=STREAMS,
-                   help="readers and writers of the slowdown experiment (4 = 4R4W; default 1)")
-    p.add_argument("--quick", action="store_true",
-                   help=f"smaller sizes and {VM_REPEATS[1]} repeat(s): "
-                        + ", ".join(f"{e} {q}" for e, (_, q) in VM_SIZES.items()))
-    p.add_argument("--repeats", type=int, metavar="N",
-                   help=f"repeats of every measurement (default {VM_REPEATS[0]})")
-    p.add_argument("--size", metavar="S",
-                   help="data per stream, e.g. 1M (default " + ", ".join(f"{e} {d}" for e, (d, _) in VM_SIZES.items())
-                        + "; the VM makes every I/O cost milliseconds)")
-    p.add_argument("--mixes", metavar="LIST", help="read percentages of the mixed sweep (bench's default)")
+                   help=schedulers_help or f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets "
+                                           f"tunables after switching, smartio:profile runs the Concurrency Profiler "
+                                           f"first (default {default_schedulers})")
+    p.add_argument("--repeats", type=int, metavar="N", help="repeats of every measurement")
     p.add_argument("--nr-requests", type=int, default=DEFAULT_NR_REQUESTS, metavar="N",
                    help=f"raise the queue's nr_requests to N under every scheduler but none, so the scheduler "
                         f"holds the requests a shallow device queue cannot (default {DEFAULT_NR_REQUESTS})")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="new or empty directory for compare.json, plots and the VM's artifacts "
                         "(default ./artifacts/compare-<timestamp>)")
-    p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
-                   help="kill the VM after S seconds (default 3600)")
+    _session(p)
     p.add_argument("--cpus", type=int, metavar="N",
                    help=f"the guest's vCPUs (default {DEFAULT_CPUS}); under TCG a second vCPU makes the guest drop its "
-                        "TSC for the HPET and spreads a cold launch's kernel time (README, \"Where the scatter comes "
-                        "from\")")
+                        "TSC for the HPET and spreads a cold launch's kernel time (docs/faq.md)")
     p.add_argument("--kernel-arg", action="append", metavar="ARG", dest="kernel_args",
                    help="one more guest kernel argument, e.g. tsc=reliable (repeat for more)")
+
+
+def _session(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+                   help="kill the VM after S seconds (default 3600)")
     p.add_argument("--db", metavar="FILE",
                    help="results database that keeps the comparison, also an interrupted or failed one (default "
                         "$SMARTIO_DB or ~/.local/share/smartio/results.db; `smartio results list`)")
-    q = p.add_argument_group("--experiment sqlite")
-    q.add_argument("--filesystems", default=",".join(sq.FILESYSTEMS), metavar="LIST",
+
+
+def _time_scale(p: argparse.ArgumentParser, clock: bool) -> None:
+    p.add_argument("--time-scale", type=float, default=GUEST_TIME_SCALE, metavar="X",
+                   help=f"the profile's time scale for this experiment (default {GUEST_TIME_SCALE:g}; see "
+                        "docs/design/testbed.md)")
+    if clock:
+        p.add_argument("--scheduler-clock", choices=("device", "guest"), metavar="{device,guest}",
+                       help="device (default) multiplies every scheduler's time tunables (deadlines, latency "
+                            "targets, slices, idle and anticipation windows) by the time scale, as the device and the "
+                            "guest's programs are slowed; guest leaves them at the kernel's defaults")
+
+
+def _storebench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--streams", type=int, default=1, choices=STREAMS,
+                   help="readers and writers of the slowdown experiment (4 = 4R4W; default 1)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smaller sizes and {VM_REPEATS[1]} repeat(s): "
+                        + ", ".join(f"{e} {q}" for e, (_, q) in VM_SIZES.items()))
+    p.add_argument("--size", metavar="S",
+                   help="data per stream, e.g. 1M (default " + ", ".join(f"{e} {d}" for e, (d, _) in VM_SIZES.items())
+                        + "; the VM makes every I/O cost milliseconds)")
+    p.add_argument("--mixes", metavar="LIST", help="read percentages of the mixed sweep (bench's default)")
+
+
+def _sqlite(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help=f"{sq.VM_TX[1]} transactions and {sq.VM_REPEATS[1]} repeats")
+    p.add_argument("--filesystems", default=",".join(sq.FILESYSTEMS), metavar="LIST",
                    help=f"filesystems, in order (default {','.join(sq.FILESYSTEMS)}; f2fs and nilfs2 boot the "
                         "generic kernel flavour)")
-    q.add_argument("--optimisations", default=",".join(sq.OPTIMISATIONS), metavar="LIST",
+    p.add_argument("--optimisations", default=",".join(sq.OPTIMISATIONS), metavar="LIST",
                    help=f"of {','.join(sq.OPTIMISATIONS)} (default all)")
-    q.add_argument("--ops", default=",".join(sq.OPS), metavar="LIST", help="insert,update (default both)")
-    q.add_argument("--journal-modes", default=",".join(sq.FIG4_MODES), metavar="LIST",
+    p.add_argument("--ops", default=",".join(sq.OPS), metavar="LIST", help="insert,update (default both)")
+    p.add_argument("--journal-modes", default=",".join(sq.FIG4_MODES), metavar="LIST",
                    help="journal modes of the Figure 4 table, inserts with fsync on every filesystem "
                         f"(default {','.join(sq.FIG4_MODES)}; empty for none)")
-    q.add_argument("--sync", default="full", choices=("off", "normal", "full"),
+    p.add_argument("--sync", default="full", choices=("off", "normal", "full"),
                    help="PRAGMA synchronous of every run (default full, SQLite's default)")
-    q.add_argument("--transactions", type=int, metavar="N",
+    p.add_argument("--transactions", type=int, metavar="N",
                    help=f"transactions per repeat (default {sq.VM_TX[0]}, --quick {sq.VM_TX[1]})")
-    q.add_argument("--time-scale", type=float, default=sq.DEFAULT_TIME_SCALE, metavar="X",
-                   help=f"the profile's time scale for this experiment, launch and qasio (default "
-                        f"{sq.DEFAULT_TIME_SCALE:g}; see README)")
-    q.add_argument("--scheduler-clock", choices=("device", "guest"), metavar="{device,guest}",
-                   help="launch and qasio: device (default) multiplies every scheduler's time tunables (deadlines, "
-                        "latency targets, slices, idle and anticipation windows) by the time scale, as the device "
-                        "and the guest's programs are slowed; guest leaves them at the kernel's defaults")
-    g = p.add_argument_group("--experiment launch (default schedulers: " + la.DEFAULT_SCHEDULERS + ")")
-    g.add_argument("--apps", metavar="LIST", help=f"applications of the set (default {','.join(la.APPS)}; "
+    _time_scale(p, clock=False)
+
+
+def _launch(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="python-stdlib only, cold only, 1 repeat")
+    p.add_argument("--apps", metavar="LIST", help=f"applications of the set (default {','.join(la.APPS)}; "
                                                   "--quick python-stdlib)")
-    g.add_argument("--backgrounds", metavar="LIST", help=f"of {','.join(la.BACKGROUNDS)} (default none,"
+    p.add_argument("--backgrounds", metavar="LIST", help=f"of {','.join(la.BACKGROUNDS)} (default none,"
                                                          f"{la.HEADLINE_BG})")
-    g.add_argument("--caches", metavar="LIST", help="cold,warm (default both; --quick cold)")
-    g.add_argument("--modes", metavar="LIST", help="real,replay (default both)")
-    g.add_argument("--headline-repeats", type=int, metavar="N",
+    p.add_argument("--caches", metavar="LIST", help="cold,warm (default both; --quick cold)")
+    p.add_argument("--modes", metavar="LIST", help="real,replay (default both)")
+    p.add_argument("--headline-repeats", type=int, metavar="N",
                    help=f"launches in the cells of the headline (cold, real, idle and beside {la.HEADLINE_BG}), "
                         "for every scheduler; default --repeats")
-    g.add_argument("--replay-repeats", type=int, metavar="N",
+    p.add_argument("--replay-repeats", type=int, metavar="N",
                    help="launches in the cold replay cells, for every scheduler (where replay against real is "
                         "decided); default --repeats")
-    g.add_argument("--separate", action="store_true",
+    p.add_argument("--separate", action="store_true",
                    help="measure a real cell and its replay cell one after the other instead of taking their "
                         "launches in turn (the default, so that both see the scheduler in the same state)")
-    g.add_argument("--background-start", choices=la.BACKGROUND_STARTS, metavar="{once,each-launch}",
+    p.add_argument("--background-start", choices=la.BACKGROUND_STARTS, metavar="{once,each-launch}",
                    help=f"once (default): under each scheduler a background workload starts "
                         f"{la.BACKGROUND_HEAD_S:g} s before the first launch beside it and runs through all of them, "
                         "as a download would (a writer started anew for each launch is weight-raised by bfq as a new "
                         "process); each-launch: started a second before every launch")
-    g.add_argument("--resume", type=Path, metavar="DIR",
-                   help="go on with the launch comparison in DIR (its --out) in a new VM session: its plan, profile "
-                        "and time scale, only the cells no earlier session finished; the table is then the whole "
-                        "run's (a comparison of all four backgrounds takes longer than one sitting)")
-    r = p.add_argument_group("--experiment qasio (--schedulers then lists runs: smartio:DEPENDENCY with DEPENDENCY "
-                             "none, all, meta, data, sync or discard, and none, mq-deadline, kyber, bfq; default "
-                             + ",".join(qa.DEFAULT_RUNS) + ")")
-    r.add_argument("--scale", type=float, default=qa.DEFAULT_SCALE, metavar="F",
+    _time_scale(p, clock=True)
+
+
+def _qasio(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scale", type=float, default=qa.DEFAULT_SCALE, metavar="F",
                    help=f"bench qasio's --scale: the paper's sizes times F (default {qa.DEFAULT_SCALE:g})")
-    r.add_argument("--count-scale", type=float, default=qa.DEFAULT_COUNT_SCALE, metavar="C",
+    p.add_argument("--count-scale", type=float, default=qa.DEFAULT_COUNT_SCALE, metavar="C",
                    help=f"bench qasio's --count-scale: iterations times C (default {qa.DEFAULT_COUNT_SCALE:g})")
-    r.add_argument("--benchmarks", default=",".join(BENCHMARKS), metavar="LIST",
+    p.add_argument("--benchmarks", default=",".join(BENCHMARKS), metavar="LIST",
                    help="of m1,m2,m3,m4,m5 (default all)")
-    p.set_defaults(func=compare)
+    _time_scale(p, clock=True)
+
+
+QASIO_SCHEDULERS = ("runs: smartio:DEPENDENCY with DEPENDENCY none, all, meta, data, sync or discard, and none, "
+                    "mq-deadline, kyber, bfq (default " + ",".join(qa.DEFAULT_RUNS) + ")")
+# Each experiment's own options, and its default schedulers.
+OPTIONS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], str]] = {
+    "slowdown": (_storebench, DEFAULT_SCHEDULERS), "mixed": (_storebench, DEFAULT_SCHEDULERS),
+    "both": (_storebench, DEFAULT_SCHEDULERS), "sqlite": (_sqlite, DEFAULT_SCHEDULERS),
+    "launch": (_launch, la.DEFAULT_SCHEDULERS), "qasio": (_qasio, ",".join(qa.DEFAULT_RUNS)),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="one experiment under several I/O schedulers, in one VM session",
+                       description="Boot the testbed once with an emulated flash device and run the same experiment "
+                                   "under each scheduler; print its table (Figure 11 and 12 for StoreBench, seed 001's "
+                                   "Table 2 for qasio, seed 002's Table 2 and Figure 4 for sqlite, launch per "
+                                   "scheduler and background), write compare.json and PNG plots. The device's "
+                                   "scheduler is restored afterwards. `analyze DIR` reprints a comparison, `resume "
+                                   "DIR` goes on with an unfinished launch comparison.",
+                       epilog="example: smartio compare slowdown --profile s5-emmc --schedulers none,mq-deadline,kyber,"
+                              "bfq,smartio,smartio:read_anticipation_us=0 --quick. " + EXIT_CODES)
+    exps = p.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
+    for name in registry.COMPARE:
+        exp = registry.get(name)
+        own, default_schedulers = OPTIONS[name]
+        q = exps.add_parser(name, help=exp.summary, description=exp.summary + ", under each scheduler in one VM "
+                            "session of the testbed.", epilog=EXIT_CODES)
+        _common(q, default_schedulers, QASIO_SCHEDULERS if name == "qasio" else "")
+        own(q)
+        q.set_defaults(func=compare)
+    q = exps.add_parser("analyze", help="reprint a comparison from its directory, run nothing",
+                        description="Print the tables of the comparison in DIR (its compare.json; for a launch "
+                                    "comparison still going, assembled from its cell files), and the scheduler "
+                                    "counters behind them where the experiment keeps them.", epilog=EXIT_CODES)
+    q.add_argument("dir", type=Path, metavar="DIR", help="a comparison's --out directory")
+    q.add_argument("--plots", type=Path, metavar="DIR", help="draw the comparison's plots into DIR")
+    q.set_defaults(func=analyze)
+    q = exps.add_parser("resume", help="go on with an unfinished launch comparison in a new VM session",
+                        description="Go on with the launch comparison in DIR (its --out) in a new VM session: its "
+                                    "plan, profile, time scale and guest settings, only the cells no earlier session "
+                                    "finished; the table is then the whole run's (a comparison of all four "
+                                    "backgrounds takes longer than one sitting).", epilog=EXIT_CODES)
+    q.add_argument("dir", type=Path, metavar="DIR", help="the launch comparison's --out directory")
+    _session(q)
+    q.set_defaults(func=resume, experiment="launch")
 
 
 GUEST_EXPERIMENTS = ("launch", "qasio", "sqlite")     # a guest side of their own, with --time-scale
@@ -174,73 +224,97 @@ def _clock(a: argparse.Namespace) -> float | None:
     return 1.0 if a.scheduler_clock == "guest" else None
 
 
-def _check_resume(a: argparse.Namespace) -> None:
-    """--resume takes the plan from the run it resumes: it is refused beside anything that would change it."""
-    if a.experiment != "launch":
-        raise UsageError("--resume", a.resume, "applies to --experiment launch only")
-    if not a.resume.is_dir():
-        raise UsageError("--resume", a.resume, "is not a directory (give the --out of a launch comparison)")
-    given = [flag for flag, v in (("--schedulers", a.schedulers), ("--apps", a.apps), ("--backgrounds", a.backgrounds),
-                                  ("--caches", a.caches), ("--modes", a.modes), ("--repeats", a.repeats),
-                                  ("--headline-repeats", a.headline_repeats), ("--replay-repeats", a.replay_repeats),
-                                  ("--out", a.out), ("--scheduler-clock", a.scheduler_clock), ("--cpus", a.cpus),
-                                  ("--kernel-arg", a.kernel_args), ("--background-start", a.background_start))
-             if v is not None]
-    given += [flag for flag, v in (("--quick", a.quick), ("--separate", a.separate)) if v]
-    if given:
-        raise UsageError("--resume", a.resume, f"takes the plan of the run it resumes; drop {', '.join(given)}")
+PLANS: dict[str, Callable[[argparse.Namespace], Any]] = {
+    "launch": launch_plan_from_args, "qasio": qasio_plan_from_args, "sqlite": sqlite_plan_from_args}
 
 
 def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, Path]], Any, Callable[[dict], str]]:
     """The runner, plan and renderer of an experiment with a guest side of its own (launch, qasio, sqlite)."""
-    if a.experiment == "launch":
-        return la.run_launch_compare, launch_plan_from_args(a), la.render
-    if a.experiment == "qasio":
-        from smartio.qasio.report import render_compare
-
-        return qa.run_qasio_compare, qasio_plan_from_args(a), render_compare
-    from smartio.sqlite.compare_report import render as render_sqlite
-
-    return sq.run_sqlite_compare, sqlite_plan_from_args(a), render_sqlite
+    exp = registry.get(a.experiment)
+    assert exp.compare is not None
+    return registry.resolve(exp.compare.run), PLANS[a.experiment](a), exp.compare_renderer()
 
 
 def compare(a: argparse.Namespace) -> int:
-    if a.scheduler_clock and a.experiment not in ("launch", "qasio"):
-        raise UsageError("--scheduler-clock", a.scheduler_clock, "applies to --experiment launch and qasio only")
-    for flag, n in (("--headline-repeats", a.headline_repeats), ("--replay-repeats", a.replay_repeats)):
-        if n is not None and a.experiment != "launch":
-            raise UsageError(flag, n, "applies to --experiment launch only")
     # A comparison runs for up to hours, often under nohup or a job runner, where Ctrl-C is not available (a
     # background job of a non-interactive shell ignores SIGINT): SIGTERM and SIGHUP stop it as Ctrl-C does, and
     # compare.json keeps every run the guest finished.
     with sigterm_as_interrupt():
-        return _compare(a)
+        doc, out = _compare(a)
+    print(registry.get(a.experiment).compare_renderer()(doc))
+    print("\n" + kept_line(doc, out), file=sys.stderr)
+    return 0
 
 
-def _compare(a: argparse.Namespace) -> int:
+def _compare(a: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     # The plan is checked first, then --db, then the testbed boots: bad input costs nothing and writes nothing.
-    if a.resume is not None:
-        _check_resume(a)
-        render_doc: Callable[[dict], str] = la.render
-        plan: Any = None
-    elif a.experiment in GUEST_EXPERIMENTS:
-        run, plan, render_doc = _guest_experiment(a)
+    if a.experiment in GUEST_EXPERIMENTS:
+        run, plan, _ = _guest_experiment(a)
     else:
-        plan, render_doc = plan_from_args(a), render
-    boot = Boot.of(a.cpus, a.kernel_args)    # checked here; a resumed run boots as its first session did
-    vm_profile(a.profile, a.timeout, a.time_scale if a.resume is None and a.experiment in GUEST_EXPERIMENTS else None)
+        plan = plan_from_args(a)
+    boot = Boot.of(a.cpus, a.kernel_args)    # checked here
+    vm_profile(a.profile, a.timeout, a.time_scale if a.experiment in GUEST_EXPERIMENTS else None)
     check_testbed()                          # root, QEMU: exit 3 or 1 before a database is made
     Store(a.db).close()
-    if a.resume is not None:
-        doc, out = la.run_launch_compare(None, profile=a.profile, out=None, timeout=a.timeout, command=command_line(),
-                                         stream=sys.stderr.buffer, resume=a.resume, db=a.db)
-    elif a.experiment in GUEST_EXPERIMENTS:
-        doc, out = run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
-                       command=command_line(), stream=sys.stderr.buffer, db=a.db, boot=boot)
-    else:
-        # progress on stderr, apart from the tables
-        doc, out = run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command_line(),
-                               stream=sys.stderr.buffer, db=a.db, boot=boot)
-    print(render_doc(doc))
+    if a.experiment in GUEST_EXPERIMENTS:
+        return run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
+                   command=command_line(), stream=sys.stderr.buffer, db=a.db, boot=boot)
+    from smartio.storebench.compare import run_compare
+
+    # progress on stderr, apart from the tables
+    return run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command_line(),
+                       stream=sys.stderr.buffer, db=a.db, boot=boot)
+
+
+def resume(a: argparse.Namespace) -> int:
+    with sigterm_as_interrupt():
+        doc, out = _resume(a)
+    print(la.render(doc))
     print("\n" + kept_line(doc, out), file=sys.stderr)
+    return 0
+
+
+def _resume(a: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+    if not a.dir.is_dir():
+        raise UsageError("DIR", a.dir, "is not a directory (give the --out of a launch comparison)")
+    vm_profile("s5-emmc", a.timeout)         # checks --timeout
+    check_testbed()
+    Store(a.db).close()
+    return la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=a.timeout, command=command_line(),
+                                 stream=sys.stderr.buffer, resume=a.dir, db=a.db)
+
+
+def run_command(argv: list[str]) -> tuple[dict[str, Any], Path]:
+    """`smartio compare ARGV` (an experiment or `resume`) in this process, for the bench scripts: prints what the
+    command prints and returns the comparison's document and directory; bad input is a UsageError (exit 2)."""
+    from smartio.cli import build_parser
+
+    try:
+        a = build_parser().parse_args(["compare", *argv])
+    except SystemExit as e:
+        raise UsageError(None, " ".join(argv), "not a `smartio compare` command line (see above)") from e
+    if a.experiment not in (*registry.COMPARE, "resume"):
+        raise UsageError(None, " ".join(argv), "runs no comparison")
+    with sigterm_as_interrupt():
+        doc, out = _resume(a) if a.func is resume else _compare(a)
+    print(registry.get(a.experiment).compare_renderer()(doc))
+    print("\n" + kept_line(doc, out), file=sys.stderr)
+    return doc, out
+
+
+def analyze(a: argparse.Namespace) -> int:
+    doc, exp, note = registry.read_comparison(a.dir)
+    if note:
+        print(f"smartio compare analyze: {note}", file=sys.stderr)
+    print("\n".join(registry.analysis(a.dir, doc, exp)))
+    if a.plots is not None:
+        assert exp.compare is not None
+        if exp.compare.plot is None:
+            raise UsageError("--plots", a.plots, f"a {exp.name} comparison has no plots")
+        a.plots.mkdir(parents=True, exist_ok=True)
+        try:
+            for path in registry.resolve(exp.compare.plot)(doc, a.plots):
+                print(f"plot: {path}", file=sys.stderr)
+        except OSError as e:
+            raise SmartioError(f"cannot write the plots into {a.plots}: {e.strerror}") from e
     return 0

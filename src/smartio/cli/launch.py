@@ -1,4 +1,5 @@
-"""`smartio launch run | record | replay`: parse, then hand over to smartio.launch."""
+"""`smartio bench launch` (time a start-up, real or replayed) and `smartio launch record`: parse, then hand over to
+smartio.launch."""
 
 from __future__ import annotations
 
@@ -15,58 +16,18 @@ EXIT_CODES = "Exit codes: 0 ok, 1 run failed (or the command did), 2 bad input, 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from smartio.launch import background
     from smartio.launch.apps import APPS
 
-    p = sub.add_parser("launch", help="application start-up time, cold or warm, beside background writes; "
-                                      "record a start-up's file I/O and replay it",
-                       description="Start-up time of an application (seed 000 section 7.4, seed 001 section 6.3), "
-                                   "real or replayed from a recording (seed 002's Mobigen).")
+    p = sub.add_parser("launch", help="record a start-up's file I/O (strace), for `smartio bench launch --replay`",
+                       description="Record the file-level I/O of an application's start-up (seed 002's Mobigen): "
+                                   "`smartio bench launch` times it, real or replayed from the recording.")
     lsub = p.add_subparsers(dest="launch_command", metavar="ACTION", required=True)
-
-    def timing(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--target", metavar="DIR", help="directory on the filesystem to measure (required); the "
-                                                       "background's scratch file is made in it and removed after")
-        cache = q.add_mutually_exclusive_group()
-        cache.add_argument("--cold", dest="cold", action="store_true",
-                           help="drop the page cache, dentries and inodes before each launch, after one untimed "
-                                "cold launch (root)")
-        cache.add_argument("--warm", dest="cold", action="store_false",
-                           help="one untimed launch first, so that every timed one finds its files cached (default)")
-        q.add_argument("--background", default="none", choices=background.NAMES,
-                       help="workload fio runs from before each launch until its end: "
-                            + "; ".join(f"{w.name}: {w.help}" for w in background.WORKLOADS.values())
-                            + " (default none)")
-        q.add_argument("--repeats", type=int, default=5, metavar="N", help="timed launches (default 5)")
-        q.add_argument("--background-size", default="256M", metavar="SIZE",
-                       help="size of the background's scratch file (default 256M)")
-        q.add_argument("--background-warmup", type=float, default=1.0, metavar="S",
-                       help="seconds the background runs before the launch starts (default 1)")
-        q.add_argument("--json", metavar="FILE", help="write the result document as JSON")
-        q.add_argument("--db", metavar="FILE", help="results database (default $SMARTIO_DB or "
-                                                     "~/.local/share/smartio/results.db)")
-
-    r = lsub.add_parser("run", help="time a real command's start-up: exec to exit",
-                        description="Wall time from exec to exit of COMMAND, run in --target with no input and its "
-                                    "output discarded; mean, 95 % interval, min and max over --repeats launches. "
-                                    "For a launch that reads from the target, install the application there, or "
-                                    "use --app.",
-                        epilog=EXIT_CODES)
-    timing(r)
-    r.add_argument("--app", metavar="TRACE",
-                   help="install the application a trace recorded (its files, real content, and the symbolic "
-                        "links it followed) in --target and run it there in a chroot (root): a real launch "
-                        "from the target's filesystem, beside which `replay` of the same trace can be set. "
-                        "COMMAND defaults to the recorded one")
-    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to launch")
-    r.set_defaults(func=run)
-
     c = lsub.add_parser("record", help="record the file-level I/O of a command's start-up (strace)",
                         description="Runs COMMAND warm once, once under strace (opens, stats, reads and writes "
                                     "with offsets and sizes, mmaps, fsyncs, think times), five times without "
                                     "strace (its real warm time: the shortest), and as root once cold to see "
                                     "which pages of mapped files it faults in (mincore). Writes a JSON-lines "
-                                    "trace; its format is in the README.",
+                                    "trace; its format is in docs/design/file-formats.md.",
                         epilog=EXIT_CODES)
     c.add_argument("-o", "--output", metavar="TRACE", help="trace file to write (required)")
     c.add_argument("--app", metavar="NAME",
@@ -78,14 +39,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to record")
     c.set_defaults(func=record)
 
-    y = lsub.add_parser("replay", help="lay a trace's files out in a directory and time replays of it",
-                        description="Lays out the trace's files (same paths, same sizes) under a scratch "
-                                    "directory in --target, then replays the operations in order, with their "
-                                    "think times, timed as `run` times a command; the files are removed after.",
+
+def _timing(q: argparse.ArgumentParser) -> None:
+    from smartio.launch import background
+
+    q.add_argument("--target", metavar="DIR", help="directory on the filesystem to measure (required); the "
+                                                   "background's scratch file is made in it and removed after")
+    cache = q.add_mutually_exclusive_group()
+    cache.add_argument("--cold", dest="cold", action="store_true",
+                       help="drop the page cache, dentries and inodes before each launch, after one untimed "
+                            "cold launch (root)")
+    cache.add_argument("--warm", dest="cold", action="store_false",
+                       help="one untimed launch first, so that every timed one finds its files cached (default)")
+    q.add_argument("--background", default="none", choices=background.NAMES,
+                   help="workload fio runs from before each launch until its end: "
+                        + "; ".join(f"{w.name}: {w.help}" for w in background.WORKLOADS.values())
+                        + " (default none)")
+    q.add_argument("--repeats", type=int, default=5, metavar="N", help="timed launches (default 5)")
+    q.add_argument("--background-size", default="256M", metavar="SIZE",
+                   help="size of the background's scratch file (default 256M)")
+    q.add_argument("--background-warmup", type=float, default=1.0, metavar="S",
+                   help="seconds the background runs before the launch starts (default 1)")
+    q.add_argument("--json", metavar="FILE", help="write the result document as JSON")
+    q.add_argument("--db", metavar="FILE", help="results database (default $SMARTIO_DB or "
+                                                 "~/.local/share/smartio/results.db)")
+
+
+def register_bench(exps: argparse._SubParsersAction) -> None:
+    """`smartio bench launch` (the subcommand `smartio bench` adds for it)."""
+    r = exps.add_parser("launch", help="application start-up time, real or replayed, cold or warm, beside "
+                                       "background writes",
+                        description="Start-up time of an application (seed 000 section 7.4, seed 001 section 6.3): "
+                                    "wall time from exec to exit of COMMAND, run in --target with no input and its "
+                                    "output discarded; or, with --replay TRACE, of a replay of a recorded start-up "
+                                    "(`smartio launch record`): its files laid out under a scratch directory in "
+                                    "--target, its operations replayed in order with their think times, the files "
+                                    "removed after. Mean, 95 % interval, min and max over --repeats launches.",
                         epilog=EXIT_CODES)
-    y.add_argument("trace", metavar="TRACE", help="a trace from `smartio launch record`")
-    timing(y)
-    y.set_defaults(func=replay)
+    _timing(r)
+    src = r.add_mutually_exclusive_group()
+    src.add_argument("--app", metavar="TRACE",
+                     help="install the application a trace recorded (its files, real content, and the symbolic "
+                          "links it followed) in --target and run it there in a chroot (root): a real launch "
+                          "from the target's filesystem, beside which --replay of the same trace can be set. "
+                          "COMMAND defaults to the recorded one")
+    src.add_argument("--replay", metavar="TRACE", help="replay this trace's start-up instead of running a command")
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to launch")
+    r.set_defaults(func=bench_launch)
 
 
 def _argv(a: argparse.Namespace) -> list[str]:
@@ -116,6 +116,14 @@ def _finish(a: argparse.Namespace, doc: dict[str, Any]) -> int:
     return 0
 
 
+def bench_launch(a: argparse.Namespace) -> int:
+    if a.replay is not None:
+        if a.argv and a.argv != ["--"]:
+            raise UsageError("--replay", a.replay, "replays a trace; give no COMMAND beside it")
+        return replay(a)
+    return run(a)
+
+
 def run(a: argparse.Namespace) -> int:
     from smartio.launch.commands import run_launch
     from smartio.results import Store
@@ -136,7 +144,7 @@ def replay(a: argparse.Namespace) -> int:
     if a.json:
         check_output_file("--json", a.json)
     Store(a.db).close()
-    return _finish(a, replay_launch(a.trace, a.target, settings, command=command_line()))
+    return _finish(a, replay_launch(a.replay, a.target, settings, command=command_line()))
 
 
 def record(a: argparse.Namespace) -> int:

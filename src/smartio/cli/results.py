@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from smartio.report import tables
+from smartio import registry
 from smartio.results import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="list and show stored runs",
-                       description="Every run of `smartio bench`, `smartio launch run` and `replay`, "
-                                   "`smartio sqlite` and `smartio compare` (and the bench scripts' comparisons) is "
-                                   "stored in a SQLite database.")
+                       description="Every run of `smartio bench` and `smartio compare` (and the bench scripts' "
+                                   "comparisons) is stored in a SQLite database.")
     db_help = "results database (default: ~/.local/share/smartio/results.db or $SMARTIO_DB)"
     p.add_argument("--db", help=db_help)
     rs = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -49,42 +47,5 @@ def show_run(a: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"run {a.id}: {doc['command']}\n")
-        print(_renderer(doc)(doc))
+        print(registry.renderer(doc)(doc))
     return 0
-
-
-def _renderer(doc: dict[str, Any]) -> Any:
-    """The table of a stored document: StoreBench's, or that of the command that made it."""
-    experiment = doc.get("experiment")
-    if doc.get("kind") == "compare":
-        return _compare_renderer(experiment)
-    if experiment == "launch":
-        from smartio.launch.report import render as launch
-
-        return launch
-    if experiment == "sqlite":
-        from smartio.sqlite.report import render as sqlite
-
-        return sqlite
-    if experiment in tables.RENDER or experiment == "all":
-        return tables.render
-    return lambda doc: f"(no table for experiment {experiment!r}; see --json)"
-
-
-def _compare_renderer(experiment: str | None) -> Any:
-    """`smartio compare`'s table of its document, per experiment (slowdown and mixed documents name none)."""
-    if experiment == "launch":
-        from smartio.launch.compare import render as launch
-
-        return launch
-    if experiment == "qasio":
-        from smartio.qasio.report import render_compare
-
-        return render_compare
-    if experiment == "sqlite":
-        from smartio.sqlite.compare_report import render as sqlite
-
-        return sqlite
-    from smartio.storebench.compare_report import render
-
-    return render

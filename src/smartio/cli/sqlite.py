@@ -1,4 +1,4 @@
-"""`smartio sqlite`: parse, then hand over to smartio.sqlite."""
+"""`smartio bench sqlite`: parse, then hand over to smartio.sqlite."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from smartio.sqlite.settings import OPTIONS, SqliteSettings
 from smartio.storebench.runner import command_line
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sqlite", help="SQLite transactions/s and latency per journal mode and sync call; "
+def register_bench(exps: argparse._SubParsersAction) -> None:
+    """`smartio bench sqlite` (the subcommand `smartio bench` adds for it)."""
+    p = exps.add_parser("sqlite", help="SQLite transactions/s and latency per journal mode and sync call; "
                                       "--trace: block writes per transaction by file",
                        description="Mobibench's SQLite workload (seed 002) on the system's SQLite: one statement "
                                    "per transaction, timed; the database lives in a scratch directory inside "

@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.errors import NeedsRootError, SmartioError, UsageError
+from smartio.errors import NeedsRootError, SmartioError, UsageError, exit_code
 from smartio.outputs import write_whole
 from smartio.results import Row, Store, stored_line
 from smartio.testbed import initramfs, vm
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
+from smartio.testbed.interpreter import guest_python
 
 DOCUMENT = "compare.json"
 
@@ -141,13 +142,6 @@ def module_for(schedulers: Iterable[str]) -> list[Path]:
     return [ko]
 
 
-def guest_python() -> str:
-    """The interpreter the guest runs: the checkout's venv (where smartio and fio's wrappers live) if there is one."""
-    repo = vm.repo_root()
-    venv = repo / ".venv" / "bin" / "python" if repo else None
-    return str(venv) if venv and venv.exists() else sys.executable
-
-
 def restored(record: dict[str, Any] | None) -> bool | None:
     if not record or not record.get("after"):
         return None
@@ -219,13 +213,7 @@ def session_dirs(out_dir: Path) -> list[Path]:
 
 
 def guest_entry(main: Callable[[list[str]], int]) -> None:
-    """The `python -m` entry of an experiment's guest side: exit codes as the CLI's."""
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except SmartioError as e:
-        print(f"smartio: error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    """The `python -m` entry of an experiment's guest side: exit codes and messages as the CLI's."""
+    sys.exit(exit_code(lambda: main(sys.argv[1:]), "smartio"))
 
 

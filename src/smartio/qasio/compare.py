@@ -29,7 +29,6 @@ DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "
                 "mq-deadline", "kyber", "bfq")
 DISK = "/dev/vda"
 MOUNT = "/mnt/smartio-qasio"
-DEFAULT_TIME_SCALE = 10.0      # with --scale 0.1 the sizes take the emulated device as long as the phone's
 DEFAULT_COUNT_SCALE = 0.01     # M1 5 iterations, M2 2, M4 5: 90-130 s per run on s5-emmc (README)
 RUN_DIR = "runs"
 GUEST_FILE = "qasio-guest.json"

@@ -43,7 +43,6 @@ E_NA = "{fs} has no separate journal to move (log-structured or copy-on-write)"
 DATA_DISK, JOURNAL_DISK = "/dev/vda", "/dev/vdb"
 MOUNT = "/mnt/smartio-sqlite"
 DISK_SIZE = 512 << 20          # mkfs.xfs wants at least 300 MiB
-DEFAULT_TIME_SCALE = 10.0      # see README: x100 makes one insert cost about half a second of the VM's time
 VM_TX = (30, 10)               # transactions per repeat (default, --quick)
 VM_REPEATS = (3, 2)
 RUN_DIR = "runs"
