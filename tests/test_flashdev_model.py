@@ -20,8 +20,8 @@ from smartio.flashdev.model import (
     solo,
     speedup,
 )
-from smartio.flashdev.picker import Tunables
 from smartio.flashdev.profiles import CLASSES
+from smartio.iosched.policy import Tunables
 
 S5 = load_profile("s5-emmc")
 T = S5.targets

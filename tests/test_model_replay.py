@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from smartio.cli import main
-from smartio.flashdev.picker import ANTICIPATING, READ, WINDOW, WRITE, Queued, State, Tunables, decide, reader_seen
-from smartio.flashdev.replay import Event, events_from_trace, load_tunables, replay
+from smartio.iosched.modelcheck import Event, check_events, events_from_trace, load_tunables
+from smartio.iosched.policy import ANTICIPATING, READ, WINDOW, WRITE, Queued, State, Tunables, decide, reader_seen
 from smartio.trace import events as ev
 from smartio.trace.formats import write_ours
 
@@ -292,7 +292,7 @@ GOOD = [
 
 
 def test_a_dispatch_order_by_the_rules_agrees() -> None:
-    res = replay(GOOD, TUN)
+    res = check_events(GOOD, TUN)
     assert [c.verdict for c in res.checks] == ["agree"] * 5, res.to_json()
     assert res.rate() == 1.0 and res.skipped == 0
     assert sum(c.contested for c in res.checks) == 2       # 512 (read over a queued write), 1080 (write, held read)
@@ -316,7 +316,7 @@ BAD = [
 
 def test_a_dispatch_order_against_the_rules_fails() -> None:
     bad = BAD
-    res = replay(bad, TUN, tolerance_us=50)
+    res = check_events(bad, TUN, tolerance_us=50)
     verdicts = [c.verdict for c in res.checks]
     assert verdicts == ["agree", "agree", "kind", "agree", "waited"], res.to_json()
     assert res.rate() == pytest.approx(3 / 5) and len(res.disagreements) == 2
@@ -331,9 +331,9 @@ def test_the_replay_tells_a_readers_own_writes_by_the_inserting_pid() -> None:
     # against the rules when the write is another task's.
     evs = [ev_(0, "I", 0, True, pid=1), ev_(5, "D", 0, True), ev_(10, "I", 5000, False, pid=1),
            ev_(12, "D", 5000, False), ev_(20, "I", 8, True, pid=1), ev_(22, "D", 8, True)]
-    assert [c.verdict for c in replay(evs, TUN).checks] == ["agree"] * 3
+    assert [c.verdict for c in check_events(evs, TUN).checks] == ["agree"] * 3
     other = [dataclasses.replace(e, pid=2) if e.write and e.action == "I" else e for e in evs]
-    assert [c.verdict for c in replay(other, TUN).checks][-1] == "waited"
+    assert [c.verdict for c in check_events(other, TUN).checks][-1] == "waited"
 
 
 def test_the_tolerance_takes_the_clock_read_before_the_issue_event() -> None:
@@ -342,8 +342,8 @@ def test_the_tolerance_takes_the_clock_read_before_the_issue_event() -> None:
     evs = [ev_(0, "I", 0, True), ev_(5, "D", 0, True), ev_(10, "I", 5000, False), ev_(12, "D", 5000, False),
            ev_(20, "I", 8, True), ev_(900, "C", 0, True), ev_(950, "C", 5000, False), ev_(960, "I", 5008, False),
            ev_(1210, "D", 8, True)]
-    assert [c.verdict for c in replay(evs, TUN, tolerance_us=50).checks][-1] == "agree_within"
-    assert [c.verdict for c in replay(evs, TUN, tolerance_us=5).checks][-1] == "kind"
+    assert [c.verdict for c in check_events(evs, TUN, tolerance_us=50).checks][-1] == "agree_within"
+    assert [c.verdict for c in check_events(evs, TUN, tolerance_us=5).checks][-1] == "kind"
 
 
 def _trace(events: list[Event]) -> ev.Trace:
@@ -383,8 +383,8 @@ def test_the_models_own_schedule_replays_with_full_agreement(mode: str) -> None:
     log: list[tuple[float, str, int, bool, int]] = []
     run_streams(Device.from_profile(load_profile("s5-emmc")), [f"{mode}_read", f"{mode}_write"],
                 Policy("read_first", tunables=tun), ios=300, log=log)
-    res = replay([Event(t, a, sector, 8, w, pid=i) for t, a, sector, w, i in sorted(log, key=lambda x: x[0])], tun,
-                 tolerance_us=0.0)
+    res = check_events([Event(t, a, sector, 8, w, pid=i) for t, a, sector, w, i in sorted(log, key=lambda x: x[0])],
+                       tun, tolerance_us=0.0)
     assert len(res.checks) >= 500 and res.skipped == 0
     assert res.rate(within=False) == 1.0, res.to_json()["disagreements"][:3]
     assert sum(c.contested for c in res.checks) > 50, "reads and writes never competed: the test tests nothing"
@@ -399,10 +399,10 @@ def test_a_recorded_run_of_the_module_replays_in_agreement(mode: str) -> None:
     """1R1W under smartio on s5-emmc in the testbed (bench/model-agreement, 3 s, the profiler's pacing), recorded
     2026-11-23: the model made the module's choice at all but one issue per mode (README, "Model and module
     agree"). A change to the picker's rules or to the replay's reconstruction shows here without a VM."""
-    from smartio.flashdev.replay import replay_trace
+    from smartio.iosched.modelcheck import check_trace
     from smartio.trace.formats import read_trace
 
-    res = replay_trace(read_trace(DATA / f"{mode}.smtrace"), load_tunables(DATA / f"tunables-{mode}"),
+    res = check_trace(read_trace(DATA / f"{mode}.smtrace"), load_tunables(DATA / f"tunables-{mode}"),
                        queue_depth=2)
     assert len(res.checks) >= 140 and res.skipped == 0
     assert len(res.disagreements) <= 1, res.to_json()["disagreements"]
@@ -414,7 +414,7 @@ def test_beside_two_readers_a_write_waits_for_its_slice_not_its_pace() -> None:
     a write whose pace is over still waits (for its slice) while the other reader was seen less than a pace ago.
     GOOD's reads from two tasks: the write that went at its pace at 1080 is one the model now holds."""
     two = [e if e.write else dataclasses.replace(e, pid=100 + e.sector % 16 // 8) for e in GOOD]
-    res = replay(two, TUN)
+    res = check_events(two, TUN)
     last_write = [c for c in res.checks if c.actual == WRITE][-1]
     assert last_write.verdict == "waited" and last_write.decision.reason == "several readers: writes by their slice"
-    assert [c.verdict for c in replay(GOOD, TUN).checks] == ["agree"] * 5      # one task: paced as before
+    assert [c.verdict for c in check_events(GOOD, TUN).checks] == ["agree"] * 5      # one task: paced as before

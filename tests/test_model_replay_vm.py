@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from smartio.flashdev.replay import format_text
-from smartio.flashdev.replay_vm import Run, record_and_replay
+from smartio.iosched.modelcheck import format_text
+from smartio.testbed.modelcheck import Run, record_and_check
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1000), pytest.mark.usefixtures("testbed_ready")]
 
@@ -43,7 +43,7 @@ def test_model_replays_the_modules_dispatch_order(tmp_path: Path) -> None:
     module = os.environ.get("SMARTIO_TEST_MODULE")
     reports: list[str] = []
     for attempt in (1, 2):
-        r, runs = record_and_replay(tmp_path / f"run{attempt}", module=Path(module) if module else None)
+        r, runs = record_and_check(tmp_path / f"run{attempt}", module=Path(module) if module else None)
         before = "".join(f"{x}\n" for x in reports)
         assert r.failure is None, before + str(r.failure)
         assert r.rc == 0, f"{before}guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"

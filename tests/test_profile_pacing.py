@@ -10,7 +10,7 @@ import pytest
 
 from smartio.flashdev import load_profile
 from smartio.flashdev.model import Device, Policy, pacing, slowdown, solo, speedup
-from smartio.flashdev.picker import Tunables
+from smartio.iosched.policy import Tunables
 
 DATA = Path(__file__).parent / "data" / "fio" / "concurrency"
 

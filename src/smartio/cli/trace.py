@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from smartio.errors import UsageError
-from smartio.flashdev.replay import TOLERANCE_US
+from smartio.iosched.modelcheck import TOLERANCE_US
 from smartio.outputs import check_output_file
 
 
@@ -126,8 +126,8 @@ def run_analyze(args: argparse.Namespace) -> int:
 def run_model_check(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from smartio.flashdev.picker import Tunables
-    from smartio.flashdev.replay import format_text, load_tunables, replay_trace
+    from smartio.iosched.modelcheck import check_trace, format_text, load_tunables
+    from smartio.iosched.policy import Tunables
     from smartio.trace.formats import read_trace
 
     if args.json is not None:
@@ -147,7 +147,7 @@ def run_model_check(args: argparse.Namespace) -> int:
         if one is None:
             raise UsageError("--tunable", item, "expected NAME=VALUE")
         tun = dataclasses.replace(tun, **{name: getattr(one, name)})
-    res = replay_trace(read_trace(args.file), tun, tolerance_us=args.tolerance_us, queue_depth=args.queue_depth)
+    res = check_trace(read_trace(args.file), tun, tolerance_us=args.tolerance_us, queue_depth=args.queue_depth)
     if not res.checks:
         raise UsageError(None, args.file, "no issue of a request inserted through the scheduler in this trace")
     print(format_text(res, show=args.show))

@@ -1,8 +1,8 @@
 """The flashdev timing model in Python: the same discrete-event device as flashdev/flashdev.c, plus the host side
 (QD1 fio streams, the device queue depth, a FIFO or read-first dispatch policy) so that a profile's solo latencies,
 concurrency speedups and 1R1W / 4R4W slowdowns can be predicted and fitted without booting the testbed. The
-read-first policy is the smartio module's own picker (smartio.flashdev.picker.decide), which
-smartio.flashdev.replay checks against traces of the module (`smartio trace model-check`).
+read-first policy is the smartio module's own decision (its Python twin, smartio.iosched.policy.decide), which
+the model check (smartio.iosched.modelcheck) checks against traces of the module (`smartio trace model-check`).
 
 The device (times in µs of the real device, unscaled):
   - a request spends cmd[class] in its front end (overlapping everything else);
@@ -30,7 +30,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from smartio.flashdev.picker import (
+from smartio.flashdev.profiles import CLASSES, Profile
+from smartio.iosched.policy import (
     ANTICIPATING,
     READING,
     Decision,
@@ -41,7 +42,6 @@ from smartio.flashdev.picker import (
     is_read,
     reader_seen,
 )
-from smartio.flashdev.profiles import CLASSES, Profile
 
 NEVER = math.inf
 READ, WRITE, FLUSH = "read", "write", "flush"
@@ -246,7 +246,7 @@ class Engine:
 
 @dataclasses.dataclass(frozen=True)
 class Policy:
-    """none: dispatch in arrival order. read_first: the smartio module's picker (smartio.flashdev.picker.decide)
+    """none: dispatch in arrival order. read_first: the smartio module's picker (smartio.iosched.policy.decide)
     with write pacing `pace` µs (write_pace_us) and a read hold of `hold` µs (read_hold_us) after a write completed,
     no anticipation beyond the pace; `tunables` (the module's, in the device's µs) replaces pace and hold when
     given. Beside an active reader a write goes only when `pace` µs passed since the last write was dispatched, so
@@ -285,11 +285,11 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
                 seed: int = 1, log: list[tuple[float, str, int, bool, int]] | None = None) -> list[float]:
     """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream.
 
-    Under read_first the host is the module's picker (picker.decide): each stream writes or reads its own region,
+    Under read_first the host is the module's picker (policy.decide): each stream writes or reads its own region,
     sequentially or with gaps, so that the module's sequential/random tell (for the pace) sees what it would.
     `log` gets (time, 'I' | 'D' | 'C', sector, is a write, stream) for every insert, dispatch and completion, as a
-    block trace has them, the stream as its pid: each is a task of its own (tests replay it through
-    smartio.flashdev.replay)."""
+    block trace has them, the stream as its pid: each is a task of its own (tests put it through the model check,
+    smartio.iosched.modelcheck)."""
     rng = random.Random(seed)
     eng = Engine(dev)
     host: list[tuple[float, int, int]] = []          # (time, seq, stream) submissions

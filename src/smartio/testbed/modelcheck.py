@@ -1,4 +1,4 @@
-"""Records what the replay check (smartio.flashdev.replay) reads: one reader beside one writer (QD1, 4 KiB, direct)
+"""Records what the model check (smartio.iosched.modelcheck) reads: one reader beside one writer (QD1, 4 KiB, direct)
 under the smartio module on an emulated device in the testbed, sequential and random, each run traced with
 `smartio trace record` in the guest, and the module's tunables as they were. Used by tests/test_model_replay_vm.py
 and bench/model-agreement.
@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from smartio.compare.run import guest_python
-from smartio.flashdev.picker import Tunables
-from smartio.flashdev.replay import Result, load_tunables, replay_trace
+from smartio.iosched.modelcheck import Result, check_trace, load_tunables
+from smartio.iosched.policy import Tunables
 from smartio.testbed import vm
+from smartio.testbed.interpreter import guest_python
 from smartio.trace.formats import read_trace
 
 MODES = ("seq", "rand")
@@ -54,12 +54,12 @@ class Run:
     result: Result
 
 
-def record_and_replay(workdir: Path, tunables: dict[str, int] | None = None, profile: str = "s5-emmc",
+def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, profile: str = "s5-emmc",
                       size: str = "256k", seconds: float = 3.0, modes: tuple[str, ...] = MODES,
                       module: Path | None = None, tolerance_us: float | None = None,
                       timeout: float = 420.0) -> tuple[vm.VmResult, list[Run]]:
     """Boots the testbed once, records each mode (reader and writer side by side for `seconds`, each over a `size`
-    region) and replays each trace against the tunables the guest read back. The VM's artifacts go to
+    region) and checks each trace against the tunables the guest read back. The VM's artifacts go to
     workdir/art, the traces to workdir/art/out."""
     workdir.mkdir(parents=True, exist_ok=True)
     for mode in modes:
@@ -76,5 +76,5 @@ def record_and_replay(workdir: Path, tunables: dict[str, int] | None = None, pro
         for mode in modes:
             tun = load_tunables(r.out_dir / f"tunables-{mode}")
             trace = r.out_dir / f"{mode}.smtrace"
-            runs.append(Run(mode, trace, tun, replay_trace(read_trace(trace), tun, queue_depth=QUEUE_DEPTH, **kw)))
+            runs.append(Run(mode, trace, tun, check_trace(read_trace(trace), tun, queue_depth=QUEUE_DEPTH, **kw)))
     return r, runs

@@ -1,8 +1,8 @@
-"""Replays the smartio module's dispatch order from a block trace through the model's picker (picker.decide), so
-that the model (src/smartio/flashdev/model.py, which designs the policy) and the module (which runs it) cannot
-drift apart unnoticed.
+"""The model check: the smartio module's dispatch order in a block trace, checked issue by issue against the policy
+twin (iosched/policy.py, decide()), so that the device model (src/smartio/flashdev/model.py, which designs the
+policy with that twin) and the module (which runs it) cannot drift apart unnoticed. `smartio trace model-check`.
 
-From the trace's block_rq_insert / block_rq_issue / block_rq_complete events of one device, `replay()` rebuilds
+From the trace's block_rq_insert / block_rq_issue / block_rq_complete events of one device, `check_events()` rebuilds
 what the module knew at every issue: the queued reads and writes (insert times are their fifo_time), what is in
 flight per kind (seq/rand as the module's stream table tells them), the last write dispatch and whether it was
 random (it did not start where the write before it ended), the last write and read completions, and the phase.
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from smartio.flashdev.picker import (
+from smartio.iosched.policy import (
     ANTICIPATING,
     READ,
     READING,
@@ -203,7 +203,7 @@ class _Req:
     pid: int = 0       # the task that inserted it (a read's: the module's reader; a write's: rule 7's task)
 
 
-class _Replayer:
+class _Checker:
     def __init__(self, tunables: Tunables, tolerance_us: float, late_us: float, queue_depth: int | None) -> None:
         self.t = tunables
         self.tol, self.late_us, self.depth = tolerance_us, late_us, queue_depth
@@ -282,7 +282,7 @@ class _Replayer:
         if s.writes:
             last = s.last_write if s.last_write is not None else -np.inf
             pts += [max(q.arrival, last) + slice_us(q, t) for q in s.writes]
-            if s.startup is not None:        # a start-up's end, its task gone, its hold over (picker rule 9)
+            if s.startup is not None:        # a start-up's end, its task gone, its hold over (policy rule 9)
                 pts += [s.startup[1] + t.startup_ms * 1000, s.startup[2] + startup_window_us(s, t)]
                 pts += [max(q.arrival, last) + t.startup_ms * 1000 for q in s.writes]
         if s.phase == WINDOW:
@@ -383,17 +383,18 @@ class _Replayer:
             self.prev_time = e.time
 
 
-def replay(events: Sequence[Event], tunables: Tunables, tolerance_us: float = TOLERANCE_US,
+def check_events(events: Sequence[Event], tunables: Tunables, tolerance_us: float = TOLERANCE_US,
            late_us: float = LATE_US, queue_depth: int | None = None) -> Result:
     """Checks every issue of `events` (in time order) against decide(); see the module docstring.
     queue_depth: the device's (the module is not asked while it is full), for the dispatch delays only."""
-    r = _Replayer(tunables, tolerance_us, late_us, queue_depth)
+    r = _Checker(tunables, tolerance_us, late_us, queue_depth)
     r.run(events)
     return Result(r.checks, r.skipped, r.delays, r.late, tolerance_us, late_us)
 
 
-def replay_trace(trace: ev.Trace, tunables: Tunables, **kw: Any) -> Result:
-    return replay(events_from_trace(trace), tunables, **kw)
+def check_trace(trace: ev.Trace, tunables: Tunables, **kw: Any) -> Result:
+    """check_events() on the events of the trace's busiest device (events_from_trace)."""
+    return check_events(events_from_trace(trace), tunables, **kw)
 
 
 def load_tunables(path: Path) -> Tunables:

@@ -33,13 +33,14 @@ timer would run the queue again). It has the module's rules and the module's tun
      startup_anticipation_us where that is longer than read_anticipation_us, and the start-up's task counts as
      reading as long.
 
-Left out (the replay and run_streams see one class, no QASIO): the priority classes and their aging, boosted
+Left out (the model check and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list; discards (the module gives them one slice whatever their size). A request's size
-is the caller's: a trace replay's is the size it was inserted with (merges after insertion are not seen). Writes
+is the caller's: in a model check, the size it was inserted with (merges after insertion are not seen). Writes
 are in two FIFO groups, sync before async, as in the module.
 
-Times are µs on the caller's clock (the guest's CLOCK_MONOTONIC for a trace replay, the device's phone µs in
+Times are µs on the caller's clock (the guest's CLOCK_MONOTONIC for a model check, the device's phone µs in
 model.run_streams); the tunables are read in that clock, write_slice_ms and write_window_ms in ms of it.
+The tunables' names, units and defaults are the module's table (iosched/tunables.py).
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
+
+from smartio.iosched.tunables import NAMES, default
 
 KINDS = ("seq_read", "seq_write", "rand_read", "rand_write")
 READING, ANTICIPATING, WINDOW = "read", "anticipate", "window"   # the module's sio_phase
@@ -62,28 +65,28 @@ def is_read(kind: str) -> bool:
 class Tunables:
     """The module's tunables (sysfs names, its units; 0 = off) that matter for one class. Module defaults."""
 
-    write_pace_us: float = 0.0
-    write_pace_rand_us: float = 0.0
-    read_hold_us: float = 0.0
-    read_anticipation_us: float = 3000.0
-    write_slice_ms: float = 100.0
-    write_slice_kb: float = 0.0
-    write_slice_rand_ms: float = 0.0
-    write_window_ms: float = 0.0
-    single_write_ms: float = 100.0
-    startup_ms: float = 1000.0
-    startup_anticipation_us: float = 10000.0
-    dispatch_limit_seq_read: int = 0
-    dispatch_limit_seq_write: int = 0
-    dispatch_limit_rand_read: int = 0
-    dispatch_limit_rand_write: int = 0
+    write_pace_us: float = float(default("write_pace_us"))
+    write_pace_rand_us: float = float(default("write_pace_rand_us"))
+    read_hold_us: float = float(default("read_hold_us"))
+    read_anticipation_us: float = float(default("read_anticipation_us"))
+    write_slice_ms: float = float(default("write_slice_ms"))
+    write_slice_kb: float = float(default("write_slice_kb"))
+    write_slice_rand_ms: float = float(default("write_slice_rand_ms"))
+    write_window_ms: float = float(default("write_window_ms"))
+    single_write_ms: float = float(default("single_write_ms"))
+    startup_ms: float = float(default("startup_ms"))
+    startup_anticipation_us: float = float(default("startup_anticipation_us"))
+    dispatch_limit_seq_read: int = default("dispatch_limit_seq_read")
+    dispatch_limit_seq_write: int = default("dispatch_limit_seq_write")
+    dispatch_limit_rand_read: int = default("dispatch_limit_rand_read")
+    dispatch_limit_rand_write: int = default("dispatch_limit_rand_write")
 
-    # Tunables of the module that play no part in one class without QASIO: accepted, ignored. async_depth caps
-    # the scheduler tags async (buffered) writes may hold; the replay and run_streams issue sync (O_DIRECT) writes.
-    # write_merge_max_kb limits merges: run_streams' requests are single 4 KiB pages that never merge, and
-    # model.mixed_time merges by its own merge_kb.
-    IGNORED = ("prio_aging_ms", "qasio_boost", "qasio_meta", "qasio_data", "qasio_sync", "async_depth",
-               "write_merge_max_kb")
+    # The module's other tunables play no part in one class without QASIO: accepted, ignored (set below, from the
+    # table: every tunable that is not a field). prio_aging_ms and qasio_* act across classes and on boosts;
+    # async_depth caps the scheduler tags async (buffered) writes may hold, and the model check and run_streams
+    # issue sync (O_DIRECT) writes. write_merge_max_kb limits merges: run_streams' requests are single 4 KiB pages
+    # that never merge, and model.mixed_time merges by its own merge_kb.
+    IGNORED: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Tunables:
@@ -100,6 +103,9 @@ class Tunables:
 
     def limit(self, kind: str) -> int:
         return int(getattr(self, f"dispatch_limit_{kind}"))
+
+
+Tunables.IGNORED = tuple(n for n in NAMES if n not in {f.name for f in dataclasses.fields(Tunables)})
 
 
 @dataclasses.dataclass(frozen=True)
