@@ -11,6 +11,7 @@ import pytest
 
 from smartio.cli import main
 from smartio.errors import UsageError
+from smartio.iosched.debugfs import parse_qasio_log, qasio_counters as parse_counters
 from smartio.qasio import compare as qa, report
 from smartio.qasio.run import dependency_tunables, summary
 from smartio.qasio.workload import (
@@ -20,8 +21,6 @@ from smartio.qasio.workload import (
     explain_waits,
     ops,
     parse_benchmarks,
-    parse_counters,
-    parse_qasio_log,
     percentile,
     setup_ops,
     summarise,

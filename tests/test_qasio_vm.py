@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from test_iosched_vm import KERNEL_ARGS, PRELUDE, ModuleBuild, Stats, module_ko  # noqa: F401  (module_ko: a fixture)
 
-from smartio.qasio.workload import LOG_EVENTS, LOG_SIZE, parse_qasio_log
+from smartio.iosched.debugfs import QASIO_LOG_EVENTS as LOG_EVENTS, QASIO_LOG_SIZE as LOG_SIZE, parse_qasio_log
 from smartio.testbed import vm
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1500), pytest.mark.usefixtures("testbed_ready")]

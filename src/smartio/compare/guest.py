@@ -21,9 +21,10 @@ from typing import Any
 from smartio.blockdev import Device, read_scheduler, read_tunables, write_tunables
 from smartio.compare.spec import SchedulerSpec
 from smartio.errors import SmartioError, UsageError
+from smartio.iosched import debugfs, tunables
 
 GUEST_FILE = "guest.json"
-DEBUGFS_BLOCK = Path("/sys/kernel/debug/block")
+DEBUGFS_BLOCK = debugfs.DEBUGFS_BLOCK
 RUNS_DIR = "runs"
 
 
@@ -38,14 +39,8 @@ def scheduler_counters(dev: Device) -> dict[str, str]:
     `phase`; mq-deadline: `starved`, `batching`, `queued`, `owned_by_driver`; kyber: `batching`), read after a run
     so that a figure can be traced to the rules that made it. Missing files (debugfs not mounted, another scheduler)
     are left out."""
-    sched = DEBUGFS_BLOCK / dev.disk / "sched"
-    out: dict[str, str] = {}
-    for name in ("stats", "phase", "starved", "batching", "queued", "owned_by_driver"):
-        try:
-            out[name] = (sched / name).read_text().strip()
-        except OSError:
-            continue
-    return out
+    return debugfs.read_files(dev.disk, ("stats", "phase", "starved", "batching", "queued", "owned_by_driver"),
+                              root=DEBUGFS_BLOCK)
 
 
 def _write(path: Path, value: str | int) -> None:
@@ -61,9 +56,7 @@ CLOCK_TUNABLES = {
     "mq-deadline": ("read_expire", "write_expire", "prio_aging_expire"),
     "kyber": ("read_lat_nsec", "write_lat_nsec"),
     "bfq": ("slice_idle_us", "timeout_sync", "fifo_expire_sync", "fifo_expire_async"),
-    "smartio": ("read_anticipation_us", "write_slice_ms", "write_slice_rand_ms", "write_window_ms", "prio_aging_ms",
-                "write_pace_us", "write_pace_rand_us", "read_hold_us", "single_write_ms", "startup_ms",
-                "startup_anticipation_us"),
+    "smartio": tunables.CLOCK,
 }
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from smartio.compare.spec import clock_text
 from smartio.flashdev.profiles import device_line
-from smartio.qasio.workload import BENCHMARKS, DEPENDENCIES, KEY_CALLS, LOG_EVENTS
+from smartio.iosched.debugfs import QASIO_LOG_EVENTS
+from smartio.qasio.workload import BENCHMARKS, DEPENDENCIES, KEY_CALLS
 from smartio.report.tables import grid as table
 from smartio.testbed.boot import text_of
 
@@ -98,7 +99,7 @@ def wait_text(x: dict[str, Any]) -> str:
     waits = {k: ev.get(k, 0) for k in "QDRPX" if ev.get(k)}
     if not waits:
         return "no wait on a write the probes saw (a journal commit's sync writes, a tag, the CPU)"
-    text = ", ".join(f"{n} {LOG_EVENTS[k]}" for k, n in waits.items())
+    text = ", ".join(f"{n} {QASIO_LOG_EVENTS[k]}" for k, n in waits.items())
     # A write found queued is boosted unless it already was or it is the waiter's own sync write: the d lines count.
     boosted = ev.get("d", 0)
     text += f"; {boosted} write{'' if boosted == 1 else 's'} boosted"

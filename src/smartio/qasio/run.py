@@ -35,6 +35,9 @@ from smartio.blockdev import Device, backing_of, memory_backed, mount_of, read_s
 from smartio.engine import Job, JobSet
 from smartio.engine.fio import BackgroundRun, FioEngine
 from smartio.errors import NeedsRootError, SmartioError, UsageError
+from smartio.iosched import debugfs
+from smartio.iosched.diskstat import read_disk_stat
+from smartio.iosched.tunables import QASIO_DEPENDENCIES
 from smartio.progress import Progress
 from smartio.qasio.workload import (
     BENCHMARKS,
@@ -45,15 +48,13 @@ from smartio.qasio.workload import (
     counter_delta,
     explain_waits,
     ops,
-    parse_counters,
-    parse_qasio_log,
     setup_ops,
     summarise,
 )
 from smartio.signals import sigterm_as_interrupt
 from smartio.storebench.stats import Stat
 
-DEP_TUNABLES = ("qasio_meta", "qasio_data", "qasio_sync")
+DEP_TUNABLES = QASIO_DEPENDENCIES     # qasio_meta, qasio_data, qasio_sync (the module's table)
 # ext4 on 6.1 issues the discards of freed blocks from a worker with submit_bio_wait(), which marks them REQ_SYNC
 # (kernel/smartio-iosched.c, header item 5): they are sync I/O, already above every async write, and the module has
 # nothing to boost for D_discard. `--dependency discard` therefore boosts nothing; the module counts async discards
@@ -182,14 +183,10 @@ def set_writeback(knobs: Knobs, wb: dict[str, int]) -> dict[str, dict[str, int]]
     return {"before": before, "after": {k: int((VM / k).read_text()) for k in before}}
 
 
-def stats_file(dev: Device) -> Path:
-    return Path("/sys/kernel/debug/block") / dev.disk / "sched" / "stats"
-
-
 def read_qasio_log(dev: Device) -> list[dict[str, Any]] | None:
     """The module's QASIO log (debugfs qasio_log: its last 1024 events), or None without it."""
     try:
-        return parse_qasio_log((stats_file(dev).parent / "qasio_log").read_text())
+        return debugfs.read_qasio_log(dev.disk)
     except OSError:
         return None
 
@@ -199,13 +196,13 @@ def read_counters(dev: Device) -> dict[str, dict[str, int]] | None:
     if read_scheduler(dev)[0] != "smartio":
         return None
     try:
-        return parse_counters(stats_file(dev).read_text())
+        return debugfs.qasio_counters(debugfs.read_file(dev.disk, "stats"))
     except OSError:
         return None
 
 
 def sectors_written(dev: Device) -> int:
-    return int((Path("/sys/block") / dev.disk / "stat").read_text().split()[6])
+    return read_disk_stat(dev.disk).write_sectors
 
 
 def execute(root: Path, calls: list[Op] | Any, lat: dict[str, list[float]] | None,

@@ -43,6 +43,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from smartio.errors import UsageError
+from smartio.iosched.debugfs import QASIO_LOG_SIZE
 
 BENCHMARKS = ("m1", "m2", "m3", "m4", "m5")
 # --dependency: what the boost acts on (Figure 8's order; "all" is Table 2's ALL, "none" its NONE).
@@ -190,49 +191,12 @@ def parse_benchmarks(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def parse_counters(text: str) -> dict[str, dict[str, int]]:
-    """The qasio_* lines of the module's debugfs `stats` file, as {dependency: {counter: value}}.
-
-    `qasio_meta detected=3 found_queued=1 ... boosted=1` and `qasio_discard async_inserted=0`."""
-    rows: dict[str, dict[str, int]] = {}
-    for line in text.splitlines():
-        name, *fields = line.split()
-        if not name.startswith("qasio_"):
-            continue
-        try:
-            rows[name[len("qasio_"):]] = {k: int(v) for k, v in (f.split("=", 1) for f in fields)}
-        except ValueError:
-            continue
-    return rows
-
-
 def counter_delta(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """What a run added to each counter (`pending` is a level, not a count: its value after)."""
     out = {}
     for dep, row in after.items():
         b = before.get(dep, {})
         out[dep] = {k: v if k == "pending" else v - b.get(k, 0) for k, v in row.items()}
-    return out
-
-
-# The module's debugfs qasio_log: "<ms since boot>.<us> <what> <dep> <start>+<sectors> <pid>" (kernel/smartio-iosched.c)
-LOG_SIZE = 1024    # SIO_NR_QLOG: a full log may have lost what came before its first entry
-LOG_EVENTS = {"Q": "found queued", "D": "found dispatched", "P": "not queued yet", "R": "found on a retry",
-              "X": "never found", "d": "boosted write dispatched", "c": "boosted write completed"}
-
-
-def parse_qasio_log(text: str) -> list[dict[str, Any]]:
-    """The log's entries, oldest first: {t (s, CLOCK_MONOTONIC), what, dep (None for d/c), start, sectors, pid}.
-    pid is the waiting task (for d and c the write's submitter), None in logs of modules older than it."""
-    out = []
-    for line in text.splitlines():
-        try:
-            t, what, dep, rng, *rest = line.split()
-            start, n = rng.split("+")
-            out.append({"t": float(t) / 1e3, "what": what, "dep": None if dep == "-" else dep,
-                        "start": int(start), "sectors": int(n), "pid": int(rest[0]) if rest else None})
-        except ValueError:
-            continue
     return out
 
 
@@ -251,5 +215,5 @@ def explain_waits(spans: dict[str, tuple[float, float]], log: list[dict[str, Any
         done = [e["t"] - start for e in inside if e["what"] == "c"]
         out[call] = {"ms": round(dur * 1e3, 3), "events": counts,
                      "last_boosted_done_ms": round(max(done) * 1e3, 3) if done else None,
-                     "log_covers": len(log) < LOG_SIZE or log[0]["t"] <= start}
+                     "log_covers": len(log) < QASIO_LOG_SIZE or log[0]["t"] <= start}
     return out

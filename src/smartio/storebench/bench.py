@@ -17,16 +17,17 @@ from smartio.engine.fake import RecordingEngine, ReplayEngine
 from smartio.engine.fio import FioEngine
 from smartio.errors import NeedsRootError, UsageError
 from smartio.flashdev.model import pacing
+from smartio.iosched.tunables import DISPATCH_LIMITS, WRITE_POLICY
 from smartio.outputs import check_output_dir, check_output_file
 from smartio.results import Store, save_run
 from smartio.storebench.options import PATTERNS, Settings
 from smartio.storebench.runner import check, run_bench
 from smartio.storebench.target import Target
 
-# The module's tunables that take the Concurrency Profiler's parameters (kernel/smartio-iosched.c).
-TUNABLE = {p: f"dispatch_limit_{p}" for p in PATTERNS}
-PACING_TUNABLES = ("write_pace_us", "write_pace_rand_us", "read_hold_us", "write_slice_ms", "write_slice_rand_ms",
-                   "write_window_ms", "write_merge_max_kb", "write_slice_kb")
+# The module's tunables that take the Concurrency Profiler's parameters, and the write policy derived with them
+# (pacing()), from the module's table.
+TUNABLE = {p: DISPATCH_LIMITS[p] for p in PATTERNS}
+PACING_TUNABLES = WRITE_POLICY
 
 
 @dataclasses.dataclass(frozen=True)

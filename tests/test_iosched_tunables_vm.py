@@ -1,0 +1,68 @@
+"""The loaded smartio module has the tunables of the Python table (smartio.iosched.tunables), with its defaults and
+its ranges, and the debugfs files smartio.iosched.debugfs reads. tests/test_iosched_contract.py checks the same table
+against the C source; this checks it against what the kernel actually lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_iosched_vm import ModuleBuild, module_ko, run_guest  # noqa: F401  (module_ko: a fixture)
+
+from smartio.iosched import debugfs, tunables
+
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(1200), pytest.mark.usefixtures("testbed_ready")]
+
+
+def _clamp_script() -> str:
+    """For every tunable with a fixed range, write one past each end and record what the module kept."""
+    lines = []
+    for t in tunables.TUNABLES:
+        if t.maximum is None:
+            continue
+        for label, value in (("below", t.minimum - 1), ("above", t.maximum + 1)):
+            lines.append(f'echo {value} > $T/{t.name}; echo "{t.name} $(cat $T/{t.name})" >> "$SMARTIO_OUT/{label}"')
+        lines.append(f"echo {t.default} > $T/{t.name}")
+    return "\n".join(lines)
+
+
+def _pairs(path: Path) -> dict[str, str]:
+    assert path.is_file(), f"the guest left no {path.name}: the script stopped before it"
+    out = {}
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition(" ")
+        out[name] = value.strip()
+    return out
+
+
+def test_the_loaded_module_lists_the_tables_tunables_with_their_defaults_and_ranges(
+        tmp_path: Path, module_ko: ModuleBuild) -> None:  # noqa: F811  (the fixture)
+    script = f"""
+T=$Q/iosched
+use smartio
+for f in $T/*; do echo "$(basename $f) $(cat $f)"; done > "$SMARTIO_OUT/defaults"
+grep -q "^depth " $D/stats || fail "no depth line in stats: $(cat $D/stats)"
+grep "^depth " $D/stats > "$SMARTIO_OUT/depth"
+ls $D > "$SMARTIO_OUT/debugfs"
+: > "$SMARTIO_OUT/below"; : > "$SMARTIO_OUT/above"
+{_clamp_script()}
+use none
+"""
+    r = run_guest(tmp_path, script, module_ko, disk_mb=64)
+    listed = _pairs(r.out_dir / "defaults")
+    assert sorted(listed) == sorted(tunables.NAMES), "the module's iosched/ and the table differ"
+    for t in tunables.TUNABLES:
+        if t.default is not None:
+            assert listed[t.name] == str(t.default), f"{t.name}: the module starts at {listed[t.name]}, " \
+                                                     f"the table says {t.default}"
+    # async_depth comes from the device: the module's stats say what it set.
+    depth = debugfs.parse_stats((r.out_dir / "depth").read_text())["depth"]
+    assert int(listed["async_depth"]) == depth["async"] and 1 <= depth["async"] <= depth["sync_write"], depth
+    below, above = _pairs(r.out_dir / "below"), _pairs(r.out_dir / "above")
+    for t in tunables.TUNABLES:
+        if t.maximum is None:
+            continue
+        assert (below[t.name], above[t.name]) == (str(t.minimum), str(t.maximum)), \
+            f"{t.name} clamps to [{below[t.name]}, {above[t.name]}], the table says {t.range}"
+    files = (r.out_dir / "debugfs").read_text().split()
+    assert sorted(files) == sorted(debugfs.FILES), "the module's debugfs files and smartio.iosched.debugfs differ"
