@@ -285,7 +285,7 @@ def test_launch_headline_agrees_with_the_recorded_full_run(run: str) -> None:
       "  4R4W rand efficiency, highest of all": " met"}),
     # 2026-11-27, `--repeats 8 --repeats-4 5`, commit caf0bad (`profile --apply` writes write_merge_max_kb=0): all
     # nine random mixes met; the sequential ones tie, which the model with merging says is all any order can do
-    ("../../runs/storebench-compare-20261127", "smartio_read_slowdown_seq=1.930 best_other_read_slowdown_seq=4.824 "
+    ("../../../runs/storebench-compare-20261127", "smartio_read_slowdown_seq=1.930 best_other_read_slowdown_seq=4.824 "
      "smartio_write_slowdown_seq=1.541 smartio_efficiency=1.174 best_other_efficiency=1.052 targets_met=21/34 "
      "ci_max_halfwidth_pct=53.1 undecided=4",
      {"  mixed rand 10% reads": " met", "  mixed seq 10% reads": " NOT met", "  1R1W rand read slowdown ": " undecided",
