@@ -92,9 +92,9 @@ def test_parse_strace_merges_processes_by_time(tmp_path):
 
 
 def test_build_think_times_and_mapped_extents(tmp_path):
-    raws = [tr._Raw(1.0, 0.001, 1, "exec", "/bin/x"), tr._Raw(1.002, 0.0005, 1, "read", "/lib/y", 0, 832),
-            tr._Raw(1.003, 0.0001, 1, "mmap", "/lib/y", 0, 5 * 4096),
-            tr._Raw(1.004, 0.0001, 1, "mmap", "/lib/y", 8192, 8192)]
+    raws = [tr.RawOp(1.0, 0.001, 1, "exec", "/bin/x"), tr.RawOp(1.002, 0.0005, 1, "read", "/lib/y", 0, 832),
+            tr.RawOp(1.003, 0.0001, 1, "mmap", "/lib/y", 0, 5 * 4096),
+            tr.RawOp(1.004, 0.0001, 1, "mmap", "/lib/y", 8192, 8192)]
     sizes = {"/bin/x": 3 * 4096 + 10, "/lib/y": 5 * 4096 - 100}
     residency = {"/bin/x": [0, 3], "/lib/y": [0, 1, 2, 4]}
     files, ops = tr.build(raws, 1.0, 1.01, sizes, residency)
@@ -113,8 +113,8 @@ def test_build_think_times_and_mapped_extents(tmp_path):
 
 
 def test_remap_takes_another_launchs_page_order():
-    raws = [tr._Raw(1.0, 0.001, 1, "exec", "/bin/x"), tr._Raw(1.002, 0.0005, 1, "read", "/lib/y", 0, 832),
-            tr._Raw(1.003, 0.0001, 1, "mmap", "/lib/y", 0, 5 * 4096)]
+    raws = [tr.RawOp(1.0, 0.001, 1, "exec", "/bin/x"), tr.RawOp(1.002, 0.0005, 1, "read", "/lib/y", 0, 832),
+            tr.RawOp(1.003, 0.0001, 1, "mmap", "/lib/y", 0, 5 * 4096)]
     sizes = {"/bin/x": 3 * 4096, "/lib/y": 5 * 4096}
     files, ops = tr.build(raws, 1.0, 1.01, sizes, {"/bin/x": [0], "/lib/y": [1]})
     t = tr.Trace({"format": tr.FORMAT, "version": tr.VERSION, "residency": "a"}, files, ops)
@@ -322,13 +322,13 @@ def _expected(trace: tr.Trace, repeats: int) -> list[tuple]:
 _FADVISE = re.compile(r"^(\d+\.\d+) fadvise64\(\d+<([^>]*)>, (\d+), (\d+), POSIX_FADV_WILLNEED\) = 0")
 
 
-def _willneeds(files: list[Path]) -> list[tr._Raw]:
+def _willneeds(files: list[Path]) -> list[tr.RawOp]:
     """The POSIX_FADV_WILLNEED calls in strace output files (parse_strace, a recorder, has no use for them)."""
     out = []
     for f in files:
         for line in f.read_text(errors="replace").splitlines():
             if m := _FADVISE.match(line):
-                out.append(tr._Raw(float(m[1]), 0.0, 0, "willneed", m[2], int(m[3]), int(m[4])))
+                out.append(tr.RawOp(float(m[1]), 0.0, 0, "willneed", m[2], int(m[3]), int(m[4])))
     return out
 
 
