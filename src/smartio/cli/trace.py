@@ -1,5 +1,5 @@
 """`smartio trace record|analyze|model-check`: wires the command line to smartio.trace (and, for model-check,
-smartio.flashdev.replay)."""
+smartio.iosched.modelcheck)."""
 
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--top", type=int, default=10, metavar="N", help="most accessed blocks to list (default 10)")
     a.set_defaults(func=run_analyze)
 
-    m = sub.add_parser("model-check", help="replay a trace recorded under smartio through the model's picker",
+    m = sub.add_parser("model-check", help="check a trace recorded under smartio against the policy's pure twin",
                        description="At every issue of a trace recorded under the smartio scheduler, rebuild what the "
                                    "module knew (queued and in-flight requests, last write and its kind, last "
-                                   "completions) and ask the model's decision function (smartio.flashdev.picker) "
+                                   "completions) and ask the model's decision function (smartio.iosched.policy) "
                                    "what it would have dispatched: the agreement rate and every disagreement. "
                                    "Exit 1 if the agreement is below --min-agreement.")
     m.add_argument("file", type=Path, metavar="FILE")
