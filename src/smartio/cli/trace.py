@@ -1,5 +1,5 @@
 """`smartio trace record|analyze|model-check`: wires the command line to smartio.trace (and, for model-check,
-smartio.iosched.modelcheck)."""
+smartio.trace.modelcheck)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from smartio.errors import UsageError
-from smartio.iosched.modelcheck import TOLERANCE_US
 from smartio.outputs import check_output_file
+from smartio.trace.modelcheck import TOLERANCE_US
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -126,9 +126,9 @@ def run_analyze(args: argparse.Namespace) -> int:
 def run_model_check(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from smartio.iosched.modelcheck import check_trace, format_text, load_tunables
     from smartio.iosched.policy import Tunables
     from smartio.trace.formats import read_trace
+    from smartio.trace.modelcheck import check_trace, format_text, load_tunables
 
     if args.json is not None:
         check_output_file("--json", args.json)

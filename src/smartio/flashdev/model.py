@@ -2,7 +2,7 @@
 (QD1 fio streams, the device queue depth, a FIFO or read-first dispatch policy) so that a profile's solo latencies,
 concurrency speedups and 1R1W / 4R4W slowdowns can be predicted and fitted without booting the testbed. The
 read-first policy is the smartio module's own decision (its Python twin, smartio.iosched.policy.decide), which
-the model check (smartio.iosched.modelcheck) checks against traces of the module (`smartio trace model-check`).
+the model check (smartio.trace.modelcheck) checks against traces of the module (`smartio trace model-check`).
 
 The device (times in µs of the real device, unscaled):
   - a request spends cmd[class] in its front end (overlapping everything else);
@@ -289,7 +289,7 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
     sequentially or with gaps, so that the module's sequential/random tell (for the pace) sees what it would.
     `log` gets (time, 'I' | 'D' | 'C', sector, is a write, stream) for every insert, dispatch and completion, as a
     block trace has them, the stream as its pid: each is a task of its own (tests put it through the model check,
-    smartio.iosched.modelcheck)."""
+    smartio.trace.modelcheck)."""
     rng = random.Random(seed)
     eng = Engine(dev)
     host: list[tuple[float, int, int]] = []          # (time, seq, stream) submissions

@@ -1,6 +1,6 @@
-"""Records what the model check (smartio.iosched.modelcheck) reads: one reader beside one writer (QD1, 4 KiB, direct)
+"""Records what the model check (smartio.trace.modelcheck) reads: one reader beside one writer (QD1, 4 KiB, direct)
 under the smartio module on an emulated device in the testbed, sequential and random, each run traced with
-`smartio trace record` in the guest, and the module's tunables as they were. Used by tests/test_model_replay_vm.py
+`smartio trace record` in the guest, and the module's tunables as they were. Used by tests/test_model_check_vm.py
 and bench/model-agreement.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from smartio.iosched.modelcheck import Result, check_trace, load_tunables
 from smartio.iosched.policy import Tunables
 from smartio.testbed import vm
 from smartio.testbed.interpreter import guest_python
 from smartio.trace.formats import read_trace
+from smartio.trace.modelcheck import Result, check_trace, load_tunables
 
 MODES = ("seq", "rand")
 # The profiler's rule on s5-emmc at its time scale of 100 (tests/test_profile_pacing.py: 285, 717 and 133 µs of

@@ -1,6 +1,6 @@
-"""The model's picker (smartio.flashdev.picker.decide) has the module's rules, and the replay of a block
-trace through it (smartio.flashdev.replay) agrees with a dispatch order that follows them and fails one that does
-not. The traces here are made by hand, so the right answer is known; tests/test_model_replay_vm.py records one."""
+"""The policy's pure twin (smartio.iosched.policy.decide) has the module's rules, and the model check of a block
+trace against it (smartio.trace.modelcheck) agrees with a dispatch order that follows them and fails one that does
+not. The traces here are made by hand, so the right answer is known; tests/test_model_check_vm.py records one."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from smartio.cli import main
-from smartio.iosched.modelcheck import Event, check_events, events_from_trace, load_tunables
 from smartio.iosched.policy import ANTICIPATING, READ, WINDOW, WRITE, Queued, State, Tunables, decide, reader_seen
 from smartio.trace import events as ev
 from smartio.trace.formats import write_ours
+from smartio.trace.modelcheck import Event, check_events, events_from_trace, load_tunables
 
 # Pacing as `smartio profile --apply` sets it, at a scale that keeps the numbers readable (µs); no start-up (rule 9):
 # the traces made by hand here start with their reader, and a tunables dump without startup_ms (or
@@ -260,14 +260,14 @@ def test_tunables_from_sysfs_names() -> None:
 
 
 def test_tunables_accept_every_tunable_the_module_has() -> None:
-    # CI: a tunable added to the module (async_depth) made the VM replay test fail on `cat iosched/*`
+    # CI: a tunable added to the module (async_depth) made the VM model-check test fail on `cat iosched/*`
     src = (Path(__file__).parents[1] / "kernel" / "smartio-iosched.c").read_text()
     names = re.findall(r"^\s*SIO_ATTR\((\w+)\),", src, re.M)
     assert "async_depth" in names and len(names) >= 16
     Tunables.from_mapping({n: "1" for n in names})
 
 
-# -- the replay
+# -- the model check
 
 def ev_(t: float, action: str, sector: int, write: bool, pid: int | None = None) -> Event:
     """An event of the reader (pid 1) or of the writer (pid 2), unless `pid` says."""
@@ -326,7 +326,7 @@ def test_a_dispatch_order_against_the_rules_fails() -> None:
     assert held.decision.reason == "read hold" and held.context["read_hold_left_us"] == 100.0
 
 
-def test_the_replay_tells_a_readers_own_writes_by_the_inserting_pid() -> None:
+def test_the_check_tells_a_readers_own_writes_by_the_inserting_pid() -> None:
     # A write 2 us after a read went, before its pace: the module's order for one task's reads and writes (rule 7),
     # against the rules when the write is another task's.
     evs = [ev_(0, "I", 0, True, pid=1), ev_(5, "D", 0, True), ev_(10, "I", 5000, False, pid=1),
@@ -373,9 +373,9 @@ def test_events_from_a_trace_and_the_cli(tmp_path: Path, capsys: pytest.CaptureF
 
 
 @pytest.mark.parametrize("mode", ["seq", "rand"])
-def test_the_models_own_schedule_replays_with_full_agreement(mode: str) -> None:
-    """model.run_streams dispatches by decide(); its log, replayed as a trace, must agree at every issue (checks the
-    replay's reconstruction: the stream table, the random tell, holds, paces, timers)."""
+def test_the_models_own_schedule_checks_with_full_agreement(mode: str) -> None:
+    """model.run_streams dispatches by decide(); its log, checked as a trace, must agree at every issue (checks the
+    check's reconstruction: the stream table, the random tell, holds, paces, timers)."""
     from smartio.flashdev import load_profile
     from smartio.flashdev.model import Device, Policy, run_streams
 
@@ -388,19 +388,19 @@ def test_the_models_own_schedule_replays_with_full_agreement(mode: str) -> None:
     assert len(res.checks) >= 500 and res.skipped == 0
     assert res.rate(within=False) == 1.0, res.to_json()["disagreements"][:3]
     assert sum(c.contested for c in res.checks) > 50, "reads and writes never competed: the test tests nothing"
-    assert max(res.delays_us) < 1e-6          # the model never waits where its own picker would send
+    assert max(res.delays_us) < 1e-6          # the model never waits where its own policy would send
 
 
 DATA = Path(__file__).parent.parent / "runs" / "model-agreement-20261123"
 
 
 @pytest.mark.parametrize("mode", ["seq", "rand"])
-def test_a_recorded_run_of_the_module_replays_in_agreement(mode: str) -> None:
+def test_a_recorded_run_of_the_module_checks_in_agreement(mode: str) -> None:
     """1R1W under smartio on s5-emmc in the testbed (bench/model-agreement, 3 s, the profiler's pacing), recorded
-    2026-11-23: the model made the module's choice at all but one issue per mode (README, "Model and module
-    agree"). A change to the picker's rules or to the replay's reconstruction shows here without a VM."""
-    from smartio.iosched.modelcheck import check_trace
+    2026-11-23: the model made the module's choice at all but one issue per mode (runs/model-agreement-20261123).
+    A change to the policy's rules or to the check's reconstruction shows here without a VM."""
     from smartio.trace.formats import read_trace
+    from smartio.trace.modelcheck import check_trace
 
     res = check_trace(read_trace(DATA / f"{mode}.smtrace"), load_tunables(DATA / f"tunables-{mode}"),
                        queue_depth=2)

@@ -1,12 +1,12 @@
 """The model and the module agree. A reader beside a writer (seq and rand) under the smartio module on the
-emulated s5-emmc, with the profiler's pacing, traced in the guest; every issue of the trace is replayed through the
-model's picker (smartio.flashdev.picker.decide), which must have made the same choice.
+emulated s5-emmc, with the profiler's pacing, traced in the guest; every issue of the trace is checked against the
+policy's pure twin (smartio.iosched.policy.decide), which must have made the same choice.
 
 Why not 100 %: the module reads its clock under its lock before the issue event is traced (blk_mq_start_request
 in virtio-blk's queue_rq), and records a completion in sio_finish_request, after block_rq_complete is traced;
 under TCG these gaps are tens of µs and sometimes over a millisecond (a cold code path, a descheduled vCPU), so an
-issue near the end of a pace or a hold can be judged on either side. The replay allows 200 µs (replay.TOLERANCE_US)
-and reports the strict figure beside it. Measured (README, "Model and module agree"): 99.3 to 100 % per mode in
+issue near the end of a pace or a hold can be judged on either side. The check allows 200 µs (modelcheck.TOLERANCE_US)
+and reports the strict figure beside it. Measured (docs/results/device-model.md): 99.3 to 100 % per mode in
 four runs (one on a busy host), 98.6 to 100 % of the contested issues; one more timing artefact in ~150 issues
 costs 0.7 %, hence 95 % and 90 %.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from smartio.iosched.modelcheck import format_text
 from smartio.testbed.modelcheck import Run, record_and_check
+from smartio.trace.modelcheck import format_text
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1000), pytest.mark.usefixtures("testbed_ready")]
 
@@ -36,7 +36,7 @@ def shortfalls(runs: list[Run]) -> list[str]:
             if run.result.rate() < MIN_AGREEMENT or run.result.rate(contested_only=True) < MIN_CONTESTED]
 
 
-def test_model_replays_the_modules_dispatch_order(tmp_path: Path) -> None:
+def test_the_policy_twin_makes_the_modules_dispatch_choices(tmp_path: Path) -> None:
     """A second recording when the first falls short: the timing artefacts come in bursts when the host is busy
     (at stop 35's CI: 4 of 39 contested issues in one mode, all a hold judged on the other side of its end, with
     dispatch delays up to 28 ms). A real difference between the model and the module shows in both."""
