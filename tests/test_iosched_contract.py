@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from smartio.iosched import debugfs, diskstat, tunables
+from smartio.blockdev import diskstat
+from smartio.iosched import debugfs, tunables
 from smartio.iosched.policy import Tunables
 
 ROOT = Path(__file__).resolve().parent.parent

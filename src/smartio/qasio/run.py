@@ -32,11 +32,11 @@ from typing import Any
 
 from smartio import __version__
 from smartio.blockdev import Device, backing_of, memory_backed, mount_of, read_scheduler, read_tunables
+from smartio.blockdev.diskstat import read_disk_stat
 from smartio.engine import Job, JobSet
 from smartio.engine.fio import BackgroundRun, FioEngine
 from smartio.errors import NeedsRootError, SmartioError, UsageError
 from smartio.iosched import debugfs
-from smartio.iosched.diskstat import read_disk_stat
 from smartio.iosched.tunables import QASIO_DEPENDENCIES
 from smartio.progress import Progress
 from smartio.qasio.workload import (

@@ -6,20 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from smartio.iosched.debugfs import flat_counters
 from smartio.launch.compare.plan import BACKGROUND_HEAD_S, GUEST_FILE, read_json
 
-
-def parse_stats(text: str) -> dict[str, int]:
-    """smartio's debugfs `stats` ("be_write inserted=3 dispatched=2 ...", a line per group) as {"be_write.dispatched":
-    2, ...}; other schedulers' counters, and anything not `name=integer`, give nothing."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        name, _, rest = line.partition(" ")
-        for field in rest.split():
-            k, _, v = field.partition("=")
-            if v.isdigit():
-                out[f"{name}.{k}"] = int(v)
-    return out
+parse_stats = flat_counters      # smartio's debugfs `stats` as {"be_write.dispatched": 2, ...}
 
 
 # What bench/launch counts per launch, from smartio's counters: the writes that reached the device, and by which rule
