@@ -393,7 +393,7 @@ def pacing(results: dict[str, Any]) -> dict[str, int]:
     and with random writes measured write_pace_rand_us and write_slice_rand_ms; empty without sequential writes
     (--read-only). write_merge_max_kb is 0, no limit: the mixed workload (Figure 12) measured with the profiled
     tunables and with the limit at the run's request size (4 KiB) beside it, on the device model that charges a
-    merged request's later pages as a stream (tests/data/compare/mixed-merge-20261126l, 4 repeats), took 0.60 to 0.83
+    merged request's later pages as a stream (runs/storebench-merge-limit-20261126, 4 repeats), took 0.60 to 0.83
     of the limited time at 10 to 50 % random reads (95 % intervals of the ratio below 1), 0.92 and 0.97 at 70 and
     90 %, and the same at sequential mixes (intervals around 1). The limit was set for the earlier model, which
     charged a merged request as random pages throughout; the module keeps it as a tunable (rule 8).

@@ -32,7 +32,7 @@ WARN_CPUS = 0.1       # other work above this many CPUs on average is worth a wa
 # A launch taken while other work used more than this many of the host's CPUs (`during`) is marked as disturbed
 # (smartio.launch.compare.disturbed).
 # On the 2-CPU hosts here, 0.57 to 0.82 CPUs of other work for 30 s tripled the CPU time of 8 cold editor launches
-# in a row (0.5 s to 1.1-1.5 s; launch run slicekb-20261128); outside such bursts other work stays below 0.1.
+# in a row (0.5 s to 1.1-1.5 s, in a launch comparison of 2026-11-28); outside such bursts other work stays below 0.1.
 DISTURBED_CPUS = 0.25
 
 
