@@ -25,7 +25,6 @@ from smartio.iosched import debugfs, tunables
 
 GUEST_FILE = "guest.json"
 DEBUGFS_BLOCK = debugfs.DEBUGFS_BLOCK
-RUNS_DIR = "runs"
 
 
 def device_state(dev: Device) -> dict[str, Any]:

@@ -19,15 +19,16 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from smartio.errors import NeedsRootError, SmartioError, UsageError, exit_code
 from smartio.outputs import write_whole
 from smartio.results import Row, Store, stored_line
-from smartio.testbed import initramfs, vm
+from smartio.testbed import guest, initramfs, kernelpkg, vm
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
+from smartio.testbed.guest import GuestSpec
 from smartio.testbed.interpreter import guest_python
 
 DOCUMENT = "compare.json"
@@ -134,10 +135,10 @@ def module_for(schedulers: Iterable[str]) -> list[Path]:
     it is wanted but not built."""
     if "smartio" not in schedulers:
         return []
-    repo = vm.repo_root()
-    ko = repo / vm.DEFAULT_MODULE if repo else None
+    repo = guest.repo_root()
+    ko = repo / guest.DEFAULT_MODULE if repo else None
     if ko is None or not ko.is_file():
-        raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or vm.DEFAULT_MODULE} is not built; "
+        raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or guest.DEFAULT_MODULE} is not built; "
                                                     "run `make module` first")
     return [ko]
 
@@ -155,12 +156,30 @@ def vm_record(result: vm.VmResult | None) -> dict[str, Any]:
     return json.loads(f.read_text()) if f and f.exists() else {}
 
 
+def provenance(experiment: str | None, plan: dict[str, Any], *, profile: Any, command: str, started: str,
+               vm_result: vm.VmResult | None, known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The header every comparison's document opens with: what ran (its experiment and plan), on what (the emulated
+    device, the kernel and how QEMU ran it, how the disks reached it, fio), how busy the host was, the command, when
+    and for how long. Without a VM result (an interrupted session, or tests feeding recorded files) the kernel and
+    the rest come from `known`, what the guest's own records say."""
+    known = known or {}
+    head: dict[str, Any] = {"kind": "compare", **({"experiment": experiment} if experiment else {}), "plan": plan,
+                            "profile": profile.record()}
+    for key in ("kernel", "accel", "host_load"):
+        head[key] = getattr(vm_result, key) if vm_result else known.get(key)
+    head["disk_transport"] = vm_record(vm_result).get("disk_transport") if vm_result else known.get("disk_transport")
+    head["fio_version"] = known.get("fio_version")
+    return {**head, "command": command, "started": started,
+            "duration_s": round(vm_result.duration_s, 1) if vm_result else None}
+
+
 def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.VmResult | None, str], dict],
                  *, profile: Any, out: Path | None, timeout: float,
                  stream: IO[bytes] | None | Literal["stdout"], existing_out: bool = False,
                  db: str | Path | None = None, boot: Boot = DEFAULT_BOOT,
                  plots: Callable[[dict[str, Any], Path], list[Path]] | None = None,
-                 **vm_args: Any) -> tuple[dict, Path]:
+                 disks: int, disk_size: int, modules: Sequence[str | Path] | None,
+                 flavour: str = kernelpkg.FLAVOUR) -> tuple[dict, Path]:
     """Boot the testbed once and run `python -m MODULE PLAN_JSON OUT` in the guest (an experiment's guest side),
     then build the document with assemble_doc(guest out dir, VM result or None, start time) into compare.json:
     also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json.
@@ -178,9 +197,10 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     earlier = len(session_dirs(out_dir))
     artifacts = out_dir / (f"vm-{earlier + 1}" if earlier else "vm")
     booted = boot.record()
+    spec = GuestSpec(profile=profile, disks=disks, disk_size=disk_size, modules=modules, flavour=flavour, boot=boot,
+                     timeout=timeout, artifacts=artifacts)
     try:
-        result = vm.run(argv, profile=profile, timeout=timeout, artifacts=artifacts, stream=stream, **vm_args,
-                        **boot.vm_args())
+        result = vm.run(argv, spec, stream=stream)
     except KeyboardInterrupt:
         guest_out = artifacts / "out"
         if guest_out.is_dir():

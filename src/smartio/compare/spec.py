@@ -16,9 +16,12 @@ from smartio.errors import UsageError
 # The schedulers Linux 6.1's cloud kernel offers (kyber and bfq as modules) plus ours (kernel/smartio-iosched.c).
 KNOWN_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "smartio")
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio"
-# The emulated device's time scale for the experiments with a guest side of their own (launch, qasio, sqlite): at x10
-# an insert or a launch stays short enough to repeat, and with qasio's --scale 0.1 its sizes take the emulated device
-# as long as the phone's (docs/design/testbed.md).
+# Where an experiment's guest leaves one document per run, under its out dir (the host assembles them).
+RUNS_DIR = "runs"
+# The emulated device's time scale for the experiments with a guest side of their own (launch, qasio, sqlite): at the
+# profile's own scale (100 for s5-emmc) installing the launch's application set (tens of MiB) on the emulated disk
+# would take most of an hour, and an insert half a second; at x10 they stay short enough to repeat, and with qasio's
+# --scale 0.1 its sizes take the emulated device as long as the phone's (docs/design/testbed.md).
 GUEST_TIME_SCALE = 10.0
 # blk-mq sets nr_requests to twice the device's queue depth when a scheduler is attached: 4 on the S5 eMMC's
 # depth of 2, too few for a scheduler to reorder anything (DESIGN.md). Linux's classic single-queue default.

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.spec import JsonPlan, SchedulerSpec, with_clock
+from smartio.compare.spec import RUNS_DIR, JsonPlan, SchedulerSpec, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, DEPENDENCIES, Params
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
@@ -30,7 +30,6 @@ DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "
 DISK = "/dev/vda"
 MOUNT = "/mnt/smartio-qasio"
 DEFAULT_COUNT_SCALE = 0.01     # M1 5 iterations, M2 2, M4 5: 90-130 s per run on s5-emmc (README)
-RUN_DIR = "runs"
 GUEST_FILE = "qasio-guest.json"
 
 
@@ -84,7 +83,7 @@ class QasioPlan(JsonPlan):
 
 
 def run_file(label: str) -> str:
-    return f"{RUN_DIR}/{label}.json"
+    return f"{RUNS_DIR}/{label}.json"
 
 
 # --- guest -----------------------------------------------------------------------------------------------------
@@ -104,7 +103,7 @@ def guest_main(argv: list[str]) -> int:
 
     plan = QasioPlan.from_json(argv[0])
     out = Path(argv[1])
-    (out / RUN_DIR).mkdir(parents=True, exist_ok=True)
+    (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
     dev = device_of_node(DISK)
     record: dict[str, Any] = {"runs": [], "kernel": os.uname().release, "before": device_state(dev), "after": None}
     save = lambda: (out / GUEST_FILE).write_text(json.dumps(record, indent=2) + "\n")  # noqa: E731
@@ -161,14 +160,11 @@ def assemble(plan: QasioPlan, guest_out: Path, *, profile: Any, command: str, st
     gfile = guest_out / GUEST_FILE
     record = json.loads(gfile.read_text()) if gfile.exists() else {}
     first: dict[str, Any] = next(iter(runs.values()), {})
+    from smartio.compare.run import provenance
+
     return {
-        "kind": "compare", "experiment": "qasio", "plan": json.loads(plan.to_json()),
-        "profile": profile.record(),
-        "kernel": vm_result.kernel if vm_result else first.get("kernel"),
-        "accel": vm_result.accel if vm_result else None, "fio_version": first.get("fio_version"),
-        "host_load": vm_result.host_load if vm_result else None,
-        "command": command, "started": started,
-        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
+        **provenance("qasio", json.loads(plan.to_json()), profile=profile, command=command, started=started,
+                     vm_result=vm_result, known={k: first.get(k) for k in ("kernel", "fio_version")}),
         "guest": record, "missing": missing, "runs": runs,
     }
 

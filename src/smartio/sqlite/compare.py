@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.spec import JsonPlan
+from smartio.compare.spec import RUNS_DIR, JsonPlan
 from smartio.errors import SmartioError, UsageError
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
 
@@ -45,7 +45,6 @@ MOUNT = "/mnt/smartio-sqlite"
 DISK_SIZE = 512 << 20          # mkfs.xfs wants at least 300 MiB
 VM_TX = (30, 10)               # transactions per repeat (default, --quick)
 VM_REPEATS = (3, 2)
-RUN_DIR = "runs"
 GUEST_FILE = "sqlite-guest.json"
 
 
@@ -127,7 +126,7 @@ class SqlitePlan(JsonPlan):
 
 
 def run_file(fs: str, cfg: Config, op: str) -> str:
-    return f"{RUN_DIR}/{fs}.{cfg.key}.{op}.json"
+    return f"{RUNS_DIR}/{fs}.{cfg.key}.{op}.json"
 
 
 # --- guest -----------------------------------------------------------------------------------------------------
@@ -173,7 +172,7 @@ def guest_main(argv: list[str]) -> int:
 
     plan = SqlitePlan.from_json(argv[0])
     out = Path(argv[1])
-    (out / RUN_DIR).mkdir(parents=True, exist_ok=True)
+    (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"runs": [], "kernel": os.uname().release}
     save = lambda: (out / GUEST_FILE).write_text(json.dumps(record, indent=2) + "\n")  # noqa: E731
     steps = plan.steps()
@@ -257,19 +256,13 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
     fig4 = {fs: {m: runs.get(fs, {}).get(Config("fsync", m, False).key, {}).get("insert", {})
                  .get("results", {}).get("trace") for m in plan.fig4_modes} for fs in plan.filesystems}
     first: dict[str, Any] = next((d for c in runs.values() for o in c.values() for d in o.values()), {})
-    vm_rec = {}
-    if vm_result is not None and (vm_result.artifacts_dir / "run.json").exists():
-        vm_rec = json.loads((vm_result.artifacts_dir / "run.json").read_text())
+    from smartio.compare.run import provenance
+
     return {
-        "kind": "compare", "experiment": "sqlite", "plan": json.loads(plan.to_json()),
-        "profile": profile.record(),
-        "kernel": vm_result.kernel if vm_result else first.get("kernel"),
-        "accel": vm_result.accel if vm_result else None, "disk_transport": vm_rec.get("disk_transport"),
-        "host_load": vm_result.host_load if vm_result else None,
+        **provenance("sqlite", json.loads(plan.to_json()), profile=profile, command=command, started=started,
+                     vm_result=vm_result, known={"kernel": first.get("kernel")}),
         "sqlite_version": first.get("sqlite_version"), "library_sync_call":
             first.get("results", {}).get("sync_calls", {}).get("library"),
-        "command": command, "started": started,
-        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
         "missing": missing, "table": table, "figure4": fig4, "runs": runs,
     }
 

@@ -27,7 +27,6 @@ from typing import IO, Any, Literal
 from smartio.blockdev import Device, device_of_node, read_tunables, write_tunables
 from smartio.compare.guest import (
     GUEST_FILE,
-    RUNS_DIR,
     device_state,
     restore,
     say,
@@ -37,12 +36,12 @@ from smartio.compare.guest import (
 )
 from smartio.compare.run import (
     module_for,
+    provenance,
     restored,
     run_in_guest,
     vm_profile,
-    vm_record,
 )
-from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, RUNS_DIR, JsonPlan, SchedulerSpec
 from smartio.errors import SmartioError, UsageError
 from smartio.results import stored_line
 from smartio.storebench.bench import PACING_TUNABLES, TUNABLE, Outputs, execute, profile as profile_run
@@ -174,20 +173,11 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
             results.setdefault(spec.label, {}).update(summary(d))
     first = next((d for r in runs.values() for d in r.values()), None)
     return {
-        "kind": "compare",
+        **provenance(None, json.loads(plan.to_json()), profile=profile, command=command, started=started,
+                     vm_result=vm_result, known={k: (first or {}).get(k) for k in ("kernel", "fio_version")}),
         "experiments": list(plan.experiments),
         "schedulers": [s.label for s in plan.schedulers],
-        "profile": profile.record(),
-        "plan": json.loads(plan.to_json()),
         "settings": first["settings"] if first else None,
-        "kernel": vm_result.kernel if vm_result else (first or {}).get("kernel"),
-        "accel": vm_result.accel if vm_result else None,
-        "host_load": vm_result.host_load if vm_result else None,
-        "disk_transport": vm_record(vm_result).get("disk_transport"),
-        "fio_version": (first or {}).get("fio_version"),
-        "command": command,
-        "started": started,
-        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
         "device": {"path": plan.device, "before": record and record["before"], "after": record and record["after"],
                    "restored": restored(record), "per_run": record and record["runs"]},
         # smartio:profile's tunables, from the Concurrency Profiler run in the guest (guest.PROFILE_FILE)

@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from smartio.compare.spec import with_clock
+from smartio.compare.spec import GUEST_TIME_SCALE, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.launch.compare.disturbance import host_during
 from smartio.launch.compare.figure import PLOT_FILE, plot
 from smartio.launch.compare.plan import (
-    DEFAULT_TIME_SCALE,
     DISK_SIZE,
     GUEST_FILE,
     HEADLINE_BG,
@@ -67,19 +66,18 @@ def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, co
     record = records[-1]
     runs = [read_json(o.parent / "run.json") for o in outs]
     # No VM result (a session interrupted, or every cell measured already): the latest session's own record.
-    vm = vm_result and {"kernel": vm_result.kernel, "accel": vm_result.accel, "host_load": vm_result.host_load}
     known = [r for pair in zip(runs, records, strict=True) for r in pair if r][::-1]
-    vm = vm or {k: next((r[k] for r in known if r.get(k)), None) for k in ("kernel", "accel", "host_load")}
+    latest = {k: next((r[k] for r in known if r.get(k)), None) for k in ("kernel", "accel", "host_load",
+                                                                           "disk_transport")}
     apps: dict[str, Any] = {}
     for r in records:                       # an application as its latest session recorded and installed it
         apps.update((r or {}).get("apps") or {})
     doc_plan = json.loads(dataclasses.replace(plan, done=()).to_json())
+    from smartio.compare.run import provenance
+
     return {
-        "kind": "compare", "experiment": "launch", "plan": doc_plan,
-        "profile": profile.record(),
-        **vm,
-        "command": command, "started": started,
-        "duration_s": round(vm_result.duration_s, 1) if vm_result else None,
+        **provenance("launch", doc_plan, profile=profile, command=command, started=started, vm_result=vm_result,
+                     known=latest),
         "apps": apps or None, "device": record and {"before": record.get("before"), "after": record.get("after")},
         "sessions": [_session(o, r, run) for o, r, run in zip(outs, records, runs, strict=True)]
         if len(outs) > 1 else None,
@@ -100,7 +98,7 @@ def _session(guest_out: Path, record: dict[str, Any] | None, run: dict[str, Any]
 
 
 def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | None, timeout: float, command: str,
-                       time_scale: float | None = DEFAULT_TIME_SCALE,
+                       time_scale: float | None = GUEST_TIME_SCALE,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout",
                        resume: Path | None = None, db: str | Path | None = None,
                        boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:

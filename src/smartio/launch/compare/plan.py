@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from smartio.compare.spec import DEFAULT_NR_REQUESTS, JsonPlan, SchedulerSpec
+from smartio.compare.spec import DEFAULT_NR_REQUESTS, RUNS_DIR, JsonPlan, SchedulerSpec
 from smartio.errors import UsageError
 
 DEFAULT_SCHEDULERS = "none,mq-deadline,kyber,bfq,smartio,smartio:qasio_boost=0"
@@ -30,7 +30,7 @@ MODES = ("real", "replay")
 DISK_SIZE = 1 << 30
 
 
-GUEST_FILE, RUNS_DIR, TRACES_DIR = "launch-guest.json", "runs", "traces"
+GUEST_FILE, TRACES_DIR = "launch-guest.json", "traces"
 
 
 START_FILE = "launch-run.json"      # the run's plan, profile and time scale, written first: what --resume needs
@@ -43,9 +43,6 @@ HEADLINE_BG = "seq-write"
 HEADLINE_CACHE, HEADLINE_MODE, HEADLINE_BGS = "cold", "real", ("none", HEADLINE_BG)
 
 
-# As for the sqlite experiment: the application set is tens of MiB installed and laid out on the emulated disk,
-# which at the profile's own scale (100 for s5-emmc) would take most of an hour to write.
-DEFAULT_TIME_SCALE = 10.0
 
 
 BACKGROUND_STARTS = ("once", "each-launch")
