@@ -202,8 +202,8 @@ def test_compare_boots_the_guest_it_was_asked_for_and_keeps_it_also_on_ctrl_c(tm
     seen: dict[str, Any] = {}
     out = tmp_path / "o"
 
-    def fake_run(argv, **kw):
-        seen.update(kw)
+    def fake_run(argv, spec, **kw):
+        seen.update(kw, spec=spec)
         (out / "vm" / "out").mkdir(parents=True)     # the guest had begun
         raise KeyboardInterrupt
 
@@ -213,7 +213,10 @@ def test_compare_boots_the_guest_it_was_asked_for_and_keeps_it_also_on_ctrl_c(tm
     boot = Boot(cpus=1, kernel_args=("tsc=reliable",))
     with pytest.raises(KeyboardInterrupt):
         run_compare(plan, profile="s5-emmc", out=out, boot=boot, db=tmp_path / "r.db")
-    assert (seen["cpus"], seen["default_args"], seen["kernel_args"]) == (1, ("init_on_alloc=0",), ("tsc=reliable",))
+    spec = seen["spec"]
+    assert (spec.boot.cpus, spec.boot.default_args, spec.boot.kernel_args) == (1, ("init_on_alloc=0",),
+                                                                               ("tsc=reliable",))
+    assert (spec.disks, spec.artifacts, seen["stream"]) == (1, out.resolve() / "vm", "stdout")
     assert json.loads((out / "compare.json").read_text())["vm"] == boot.record()
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from smartio.testbed import kernelpkg, vm
+from smartio.testbed import guest, kernelpkg, vm
+from smartio.testbed.boot import Boot
+from smartio.testbed.guest import GuestSpec
 
 # The timeout covers a guest on the debug kernel (VM_TIMEOUT_S x DEBUG_KERNEL_SLOWDOWN) and the module's build.
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1200), pytest.mark.usefixtures("testbed_ready")]
@@ -157,12 +159,12 @@ def build_module(flavour: str) -> ModuleBuild:
     other = os.environ.get("SMARTIO_TEST_MODULE")
     if other and flavour == kernelpkg.FLAVOUR:
         return ModuleBuild(flavour, Path(other))
-    repo = vm.repo_root()
+    repo = guest.repo_root()
     assert repo is not None, "not running from the repository"
     target = ["debug"] if flavour == kernelpkg.DEBUG else []
     p = subprocess.run(["make", "-C", str(repo / "kernel"), *target], capture_output=True, text=True)
     assert p.returncode == 0, f"make -C kernel {' '.join(target)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    return ModuleBuild(flavour, repo / vm.MODULE_FOR_FLAVOUR[flavour])
+    return ModuleBuild(flavour, repo / guest.MODULE_FOR_FLAVOUR[flavour])
 
 
 @pytest.fixture(scope="module", params=TEST_KERNELS)
@@ -174,9 +176,10 @@ def run_guest(tmp_path: Path, script: str, ko: ModuleBuild, disk_mb: int = 256,
               profile: str | None = None) -> vm.VmResult:
     path = tmp_path / "guest.sh"
     path.write_text(PRELUDE + script)
-    r = vm.run(["sh", str(path)], disks=1, disk_size=disk_mb << 20, modules=[ko.ko], kernel_args=KERNEL_ARGS,
-               timeout=VM_TIMEOUT_S * ko.slowdown, artifacts=tmp_path / "art", stream=None, cwd=tmp_path,
-               profile=profile, flavour=ko.flavour)
+    spec = GuestSpec(disks=1, disk_size=disk_mb << 20, modules=[ko.ko], boot=Boot(kernel_args=tuple(KERNEL_ARGS)),
+                     timeout=VM_TIMEOUT_S * ko.slowdown, artifacts=tmp_path / "art", profile=profile,
+                     flavour=ko.flavour)
+    r = vm.run(["sh", str(path)], spec, stream=None, cwd=tmp_path)
     assert r.failure is None, r.failure
     assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
     return r

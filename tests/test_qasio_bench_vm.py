@@ -13,6 +13,8 @@ from test_iosched_vm import KERNEL_ARGS, PRELUDE, build_module
 
 from smartio.flashdev import load_profile
 from smartio.testbed import kernelpkg, vm
+from smartio.testbed.boot import Boot
+from smartio.testbed.guest import GuestSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(240), pytest.mark.usefixtures("testbed_ready")]
 
@@ -39,8 +41,9 @@ def qasio_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("qasio-bench")
     (tmp / "guest.sh").write_text(PRELUDE + GUEST)
     prof = dataclasses.replace(load_profile("s5-emmc"), time_scale=10.0)
-    r = vm.run(["sh", str(tmp / "guest.sh")], profile=prof, disks=1, disk_size=1280 << 20, modules=[module_ko],
-               kernel_args=KERNEL_ARGS, timeout=200, artifacts=tmp / "art", stream=None, cwd=tmp)
+    spec = GuestSpec(profile=prof, disks=1, disk_size=1280 << 20, modules=[module_ko],
+                     boot=Boot(kernel_args=tuple(KERNEL_ARGS)), timeout=200, artifacts=tmp / "art")
+    r = vm.run(["sh", str(tmp / "guest.sh")], spec, stream=None, cwd=tmp)
     assert r.failure is None, r.failure
     assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
     return r.out_dir

@@ -23,6 +23,8 @@ from test_iosched_vm import KERNEL_ARGS, PRELUDE, ModuleBuild, Stats, module_ko 
 
 from smartio.iosched.debugfs import QASIO_LOG_EVENTS as LOG_EVENTS, QASIO_LOG_SIZE as LOG_SIZE, parse_qasio_log
 from smartio.testbed import vm
+from smartio.testbed.boot import Boot
+from smartio.testbed.guest import GuestSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1500), pytest.mark.usefixtures("testbed_ready")]
 
@@ -142,9 +144,10 @@ def run_load(tmp: Path, load_py: str, guest: str, ko: ModuleBuild, disk_mb: int,
     $SMARTIO_OUT."""
     (tmp / "load.py").write_text(load_py)
     (tmp / "guest.sh").write_text(PRELUDE + guest.format(load=tmp / "load.py"))
-    r = vm.run(["sh", str(tmp / "guest.sh")], profile="s5-emmc", disks=1, disk_size=disk_mb << 20,
-               modules=[ko.ko], kernel_args=KERNEL_ARGS, timeout=timeout_s * ko.slowdown,
-               artifacts=tmp / "art", stream=None, cwd=tmp, flavour=ko.flavour)
+    spec = GuestSpec(profile="s5-emmc", disks=1, disk_size=disk_mb << 20, modules=[ko.ko],
+                     boot=Boot(kernel_args=tuple(KERNEL_ARGS)), timeout=timeout_s * ko.slowdown,
+                     artifacts=tmp / "art", flavour=ko.flavour)
+    r = vm.run(["sh", str(tmp / "guest.sh")], spec, stream=None, cwd=tmp)
     assert r.failure is None, r.failure
     assert r.rc == 0, f"guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
     return r.out_dir

@@ -16,8 +16,29 @@ import pytest
 
 from smartio.cli import main as cli_main
 from smartio.errors import MissingToolError, SmartioError, UsageError
-from smartio.testbed import debugkernel, initramfs, kernelpkg, kernelrelease, qemu, vm
+from smartio.testbed import (
+    debugkernel,
+    guest,
+    hosttasks,
+    initramfs,
+    kernelpkg,
+    kernelrelease,
+    qemu,
+    vm,
+)
 from smartio.testbed.boot import Boot
+from smartio.testbed.console import (
+    BOOT_DEADLINE_S,
+    STALL_REPORT_RE,
+    TASK_DUMP_START,
+    ConsoleWatch,
+    MarkerStream,
+    boot_stall,
+    emulator_stall,
+    find_kernel_problems,
+)
+from smartio.testbed.guest import GuestSpec
+from smartio.testbed.hosttasks import HOST_TASKS, host_tasks, write_host_report
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -103,17 +124,17 @@ def test_kvm_needs_vmx_or_svm() -> None:
 
 
 def test_kernel_cmdline_carries_queue_depth_and_extra_args() -> None:
-    line = vm.kernel_cmdline(NONCE, "run", 1, ["panic_on_warn=1", "hung_task_panic=1"])
+    line = guest.kernel_cmdline(NONCE, "run", 1, ["panic_on_warn=1", "hung_task_panic=1"])
     assert line.split()[:2] == ["console=ttyS0", "loglevel=5"]
     assert f"smartio.nonce={NONCE}" in line and "virtio_blk.queue_depth=1" in line
     assert line.endswith("panic_on_warn=1 hung_task_panic=1")
-    assert "queue_depth" not in vm.kernel_cmdline(NONCE, "run", None, [])
+    assert "queue_depth" not in guest.kernel_cmdline(NONCE, "run", None, [])
 
 
 def test_boot_puts_the_testbeds_own_arguments_first_and_checks_what_it_is_given() -> None:
     # Page zeroing on allocation is off by default (a TCG cost a phone does not pay); an extra argument, which comes
     # later on the line and so wins, turns it back on.
-    args = vm.kernel_cmdline(NONCE, "run", None, Boot(kernel_args=("init_on_alloc=1",)).args()).split()
+    args = guest.kernel_cmdline(NONCE, "run", None, Boot(kernel_args=("init_on_alloc=1",)).args()).split()
     assert args.index("init_on_alloc=0") < args.index("init_on_alloc=1")
     assert Boot.from_record(Boot(cpus=3, kernel_args=("x=1",)).record()) == Boot(cpus=3, kernel_args=("x=1",))
     assert Boot.from_record(None) == Boot(default_args=())       # a run from before the boot was recorded
@@ -129,16 +150,16 @@ def test_testbed_run_refuses_a_bad_cpu_count_before_it_needs_root(capsys) -> Non
 
 
 def test_command_script_quotes_arguments(tmp_path: Path) -> None:
-    script = vm.command_script(["sh", "-c", "echo 'a b' $X"], Path("/dir with space"))
+    script = guest.command_script(["sh", "-c", "echo 'a b' $X"], Path("/dir with space"))
     assert "cd '/dir with space'" in script
     assert script.splitlines()[-1] == "exec sh -c 'echo '\"'\"'a b'\"'\"' $X'"
-    done = subprocess.run(["sh", "-c", vm.command_script(["sh", "-c", "echo \"$0\"", "x y"], tmp_path)],
+    done = subprocess.run(["sh", "-c", guest.command_script(["sh", "-c", "echo \"$0\"", "x y"], tmp_path)],
                           capture_output=True, text=True)
     assert done.stdout == "x y\n"
 
 
-def feed_all(chunks: list[bytes], nonce: str = NONCE) -> tuple[bytes, vm.MarkerStream]:
-    ms = vm.MarkerStream(nonce)
+def feed_all(chunks: list[bytes], nonce: str = NONCE) -> tuple[bytes, MarkerStream]:
+    ms = MarkerStream(nonce)
     out = b"".join(ms.feed(c) for c in chunks) + ms.finish()
     return out, ms
 
@@ -159,7 +180,7 @@ def test_marker_with_another_nonce_is_just_output() -> None:
 
 
 def test_output_passes_through_while_it_arrives() -> None:
-    ms = vm.MarkerStream(NONCE)
+    ms = MarkerStream(NONCE)
     assert ms.feed(b"50%\r") == b"50%"   # a lone \r may start \r\n, so it waits for the next byte
     assert ms.feed(b"60%") == b"\r60%"
     assert ms.feed(b"\nVMT") == b""       # may be a marker
@@ -174,14 +195,14 @@ def test_kernel_problems_are_found_once_and_taint_notes_are_not() -> None:
                "[    4.0] WARNING: CPU: 1 PID: 7 at block/elevator.c:123 foo+0x1/0x2 [smartio_iosched]\n"
                "[    4.1] BUG: kernel NULL pointer dereference, address: 0000000000000008\n")
     dmesg = "[    4.0] WARNING: CPU: 1 PID: 7 at block/elevator.c:123 foo+0x1/0x2 [smartio_iosched]\n"
-    assert vm.find_kernel_problems(console, dmesg) == [
+    assert find_kernel_problems(console, dmesg) == [
         "WARNING: CPU: 1 PID: 7 at block/elevator.c:123 foo+0x1/0x2 [smartio_iosched]",
         "BUG: kernel NULL pointer dereference, address: 0000000000000008"]
-    assert vm.find_kernel_problems(console.split("[    4.0] -")[0]) == []
+    assert find_kernel_problems(console.split("[    4.0] -")[0]) == []
 
 
 def test_supervise_streams_output_and_reads_the_exit_marker(tmp_path: Path) -> None:
-    ms, out = vm.MarkerStream(NONCE), io.BytesIO()
+    ms, out = MarkerStream(NONCE), io.BytesIO()
     argv = ["sh", "-c", f"printf 'hello\\n'; printf '\\nVMTEST_RC=4 {NONCE}\\n'; echo qemu-says >&2"]
     code, timed_out, stopped = vm.supervise(argv, timeout=10, parser=ms, output_log=tmp_path / "o",
                                             qemu_log=tmp_path / "q", stream=out, watch=lambda: None)
@@ -191,14 +212,14 @@ def test_supervise_streams_output_and_reads_the_exit_marker(tmp_path: Path) -> N
 
 
 def test_supervise_kills_at_the_timeout(tmp_path: Path) -> None:
-    ms = vm.MarkerStream(NONCE)
+    ms = MarkerStream(NONCE)
     code, timed_out, stopped = vm.supervise(["sh", "-c", "echo booting; exec sleep 30"], timeout=0.5, parser=ms,
                                             output_log=tmp_path / "o", qemu_log=tmp_path / "q", stream=None,
-                                            host_report=tmp_path / vm.HOST_TASKS)
+                                            host_report=tmp_path / HOST_TASKS)
     assert (code, timed_out, stopped, ms.rc) == (None, True, None, None)
     assert (tmp_path / "o").read_bytes() == b"booting\n"
     # The host's side at the timeout: each process below this one, each of its threads with its state.
-    report = (tmp_path / vm.HOST_TASKS).read_text()
+    report = (tmp_path / HOST_TASKS).read_text()
     assert report.startswith("no host thread in D or waiting for a FUSE/NBD server\n"), report
     assert "=== pid " in report and "--- tid " in report and "[S (sleeping)]" in report
     result = vm.VmResult(rc=None, artifacts_dir=tmp_path, console_log=tmp_path / "console.log",
@@ -209,17 +230,17 @@ def test_supervise_kills_at_the_timeout(tmp_path: Path) -> None:
     assert result.task_dump() == ""
     assert "no task list from the guest" in (result.failure or "")
     assert (f"host side at the timeout: no host thread in D or waiting for a FUSE/NBD server, see "
-            f"{tmp_path / vm.HOST_TASKS}") in (result.failure or "")
+            f"{tmp_path / HOST_TASKS}") in (result.failure or "")
     # PID 1's task list near the timeout, and a hung-task report before it, reach the message.
     (tmp_path / "console.log").write_text(
         "[  130.1] INFO: task python3:201 blocked for more than 120 seconds.\n"
-        f"{vm.TASK_DUMP_START} near the host's timeout; its tasks, and all tasks blocked in the kernel (D):\n"
+        f"{TASK_DUMP_START} near the host's timeout; its tasks, and all tasks blocked in the kernel (D):\n"
         "--- pid 201 [D (disk sleep)] wchan=folio_wait_bit_common python3 -m smartio\n")
-    result.kernel_problems = vm.find_kernel_problems((tmp_path / "console.log").read_text())
+    result.kernel_problems = find_kernel_problems((tmp_path / "console.log").read_text())
     msg = result.failure or ""
     assert "before that the guest kernel reported: INFO: task python3:201 blocked for more than 120" in msg
     assert "the tasks still running, with kernel stacks" in msg
-    assert result.task_dump().startswith(vm.TASK_DUMP_START) and "pid 201 [D" in result.task_dump()
+    assert result.task_dump().startswith(TASK_DUMP_START) and "pid 201 [D" in result.task_dump()
 
 
 def _fake_proc(root: Path, pid: int, ppid: int, comm: bytes, threads: dict[int, tuple[str, str]]) -> None:
@@ -250,7 +271,7 @@ def test_host_tasks_names_threads_stuck_on_the_host(tmp_path: Path) -> None:
     _fake_proc(proc, 300, 200, b"we\xffird) x", {300: ("R (running)", "0")})
     _fake_proc(proc, 400, 300, b"nbdkit", {400: ("S (sleeping)", "futex_wait_queue")})
     _fake_proc(proc, 500, 1, b"other", {500: ("D (disk sleep)", "io_schedule")})    # not below the root
-    report, summary = vm.host_tasks(100, proc)
+    report, summary = host_tasks(100, proc)
     assert summary == ("host threads in D or waiting for a FUSE/NBD server: qemu-system-x86/qemu-system-x86 [D] "
                        "(folio_wait_bit_common) x1, qemu-system-x86/qemu-system-x86 [S] (request_wait_answer) x2")
     assert [ln.split(",")[0] for ln in report.splitlines() if ln.startswith("===")] == [
@@ -261,7 +282,7 @@ def test_host_tasks_names_threads_stuck_on_the_host(tmp_path: Path) -> None:
 
 
 def test_a_host_report_never_fails_or_outlasts_the_timeout(tmp_path: Path, monkeypatch) -> None:
-    vm.write_host_report(tmp_path / "gone" / vm.HOST_TASKS)        # an unwritable place: no exception
+    write_host_report(tmp_path / "gone" / HOST_TASKS)        # an unwritable place: no exception
     def refused() -> tuple[str, str]:
         raise PermissionError("no /proc")
 
@@ -269,12 +290,12 @@ def test_a_host_report_never_fails_or_outlasts_the_timeout(tmp_path: Path, monke
         time.sleep(5)
         return "", ""
 
-    monkeypatch.setattr(vm, "host_tasks", refused)
-    vm.write_host_report(tmp_path / "a.txt")
+    monkeypatch.setattr(hosttasks, "host_tasks", refused)
+    write_host_report(tmp_path / "a.txt")
     assert (tmp_path / "a.txt").read_text().startswith("host report failed: PermissionError('no /proc')")
-    monkeypatch.setattr(vm, "host_tasks", stuck)
+    monkeypatch.setattr(hosttasks, "host_tasks", stuck)
     started = time.monotonic()
-    vm.write_host_report(tmp_path / "b.txt", timeout_s=0.2)
+    write_host_report(tmp_path / "b.txt", timeout_s=0.2)
     assert time.monotonic() - started < 2
     assert (tmp_path / "b.txt").read_text().startswith("host report not done within 0.2 s")
 
@@ -316,8 +337,8 @@ def test_kvm_only_after_a_successful_boot_probe(flags: bool, probe_rc: int | Non
                                                 monkeypatch) -> None:
     probes = []
 
-    def fake_run(command, **kw):
-        probes.append(kw["accel"])
+    def fake_run(command, spec, **kw):
+        probes.append(spec.accel)
         return vm.VmResult(rc=probe_rc, artifacts_dir=Path("/x"), console_log=Path("/x/c"), output_log=Path("/x/o"),
                            out_dir=Path("/x/out"), kernel="k", accel="kvm", duration_s=1, setup_error=None)
 
@@ -347,7 +368,7 @@ def test_lockdep_and_atomic_sleep_reports_are_kernel_problems() -> None:
            "[    3.4] BUG: sleeping function called from invalid context at mm/slab.h:723\n"
            "[    3.5] BUG: KASAN: slab-use-after-free in sio_probe_folio+0x2a/0x90\n"
            "[    0.1] ACPI: PM-Timer IO Port: 0x608 WARNING: none\n")
-    assert vm.find_kernel_problems(log) == [
+    assert find_kernel_problems(log) == [
         "WARNING: possible circular locking dependency detected", "WARNING: inconsistent lock state",
         "WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected",
         "BUG: sleeping function called from invalid context at mm/slab.h:723",
@@ -387,11 +408,11 @@ def test_debug_flavour_is_the_cloud_version_built_here(monkeypatch, tmp_path: Pa
     assert rel.dir == tmp_path / "kernel" / "6.1.0-56-6.1.192-2-debug"
     assert rel.vmlinuz == rel.dir / "image" / "boot" / "vmlinuz-6.1.192-smartio-debug"
     assert rel.build_dir == rel.dir / "src" / "linux-source-6.1"
-    assert vm.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == []   # not built: nothing to load
-    ko = tmp_path / vm.DEFAULT_MODULE_DEBUG
+    assert guest.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == []   # not built: nothing to load
+    ko = tmp_path / guest.DEFAULT_MODULE_DEBUG
     ko.parent.mkdir(parents=True)
     ko.touch()
-    assert vm.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == [ko]
+    assert guest.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == [ko]
 
 
 def madison(*versions: str) -> str:
@@ -425,30 +446,30 @@ def test_emulator_stall_is_told_from_a_guest_hang() -> None:
     up to RCU's second stall report). A guest that hangs by itself (same frozen backtraces, no int3 handler) and a
     console with one report only are not called the emulator's fault."""
     console = STALE_INT3.read_text()
-    why = vm.emulator_stall(console)
+    why = emulator_stall(console)
     assert why is not None
     assert why.startswith("vCPU 1 stopped at guest time 7.6 s and was still there at 116.5 s, trapping at "
                           "__schedule+0x1bc/0xa00"), why
     # What the guest reported is all the stall's doing (RCU stalls, soft lockups), so it is not held against it.
-    problems = vm.find_kernel_problems(console)
-    assert problems and all(vm.STALL_REPORT_RE.search(p) for p in problems), problems
+    problems = find_kernel_problems(console)
+    assert problems and all(STALL_REPORT_RE.search(p) for p in problems), problems
     # The NMI may land anywhere in the breakpoint's path; both backtraces may be in it.
     callee = console.replace("RIP: 0010:exc_int3+0xe/0x120", "RIP: 0010:poke_int3_handler+0x10/0x120")
-    assert "trapping at __schedule+0x1bc/0xa00" in (vm.emulator_stall(callee) or "")
+    assert "trapping at __schedule+0x1bc/0xa00" in (emulator_stall(callee) or "")
     second = console.index("[    7.635810] NMI backtrace for cpu 1", console.index("[   91.647586] rcu: INFO"))
     first = console.index("[    7.635810] NMI backtrace for cpu 1")
     both = console[:first] + console[second:console.index("</TASK>", second)] + console[console.index(
         "</TASK>", first):]
-    assert "trapping at __schedule+0x1bd/0xa00" in (vm.emulator_stall(both) or ""), vm.emulator_stall(both)
+    assert "trapping at __schedule+0x1bd/0xa00" in (emulator_stall(both) or ""), emulator_stall(both)
     # The same frozen vCPU without a breakpoint in its path: a guest that hangs by itself.
     spin = console.replace("exc_int3", "native_queued_spin_lock_slowpath")
-    assert vm.emulator_stall(spin) is None
+    assert emulator_stall(spin) is None
     first_report = console[:console.index("[   91.647586] rcu: INFO")]
-    assert vm.emulator_stall(first_report) is None
+    assert emulator_stall(first_report) is None
     # A backtrace whose clock kept up with the rest is a CPU that runs, whatever its RIP.
     live = console.replace("[    7.635810]", "[  116.000000]")
-    assert vm.emulator_stall(live) is None
-    assert vm.emulator_stall("") is None
+    assert emulator_stall(live) is None
+    assert emulator_stall("") is None
 
 
 def test_supervise_stops_when_the_watch_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -460,12 +481,12 @@ def test_supervise_stops_when_the_watch_says_so(tmp_path: Path, monkeypatch: pyt
         return "stalled" if len(calls) >= 3 else None
 
     started = time.monotonic()
-    code, timed_out, stopped = vm.supervise(["sleep", "30"], timeout=20, parser=vm.MarkerStream(NONCE),
+    code, timed_out, stopped = vm.supervise(["sleep", "30"], timeout=20, parser=MarkerStream(NONCE),
                                             output_log=tmp_path / "o", qemu_log=tmp_path / "q", stream=None,
-                                            host_report=tmp_path / vm.HOST_TASKS, watch=watch)
+                                            host_report=tmp_path / HOST_TASKS, watch=watch)
     assert (code, timed_out, stopped) == (None, False, "stalled")
     assert len(calls) == 3 and time.monotonic() - started < 5
-    assert not (tmp_path / vm.HOST_TASKS).exists()       # not a timeout: no host report
+    assert not (tmp_path / HOST_TASKS).exists()       # not a timeout: no host report
 
 
 BOOT_HANG = Path(__file__).parent / "data" / "testbed" / "boot-hang-console.log"
@@ -479,12 +500,12 @@ def test_a_boot_whose_command_never_starts_is_stopped_at_the_boot_deadline(
     START marker by BOOT_DEADLINE_S the watch stops it, says how far it got and where the console ended, and
     describes the host as a timeout would; a command that started is left to run, however long it takes."""
     monkeypatch.setattr(vm, "WATCH_INTERVAL_S", 0.05)
-    monkeypatch.setattr(vm, "BOOT_DEADLINE_S", 1.0)
+    monkeypatch.setattr("smartio.testbed.console.BOOT_DEADLINE_S", 1.0)
     console = tmp_path / "console.log"
     console.write_text(BOOT_HANG.read_text())
     markers = "".join(f"printf '\\nVMTEST_{m}=1 {NONCE}\\n'; " for m in sent.split())
-    ms = vm.MarkerStream(NONCE)
-    watch = vm.ConsoleWatch(console, ms, tmp_path / vm.HOST_TASKS)
+    ms = MarkerStream(NONCE)
+    watch = ConsoleWatch(console, ms, tmp_path / HOST_TASKS)
     started = time.monotonic()
     code, timed_out, stopped = vm.supervise(["sh", "-c", f"{markers}exec sleep 6"], timeout=20, parser=ms,
                                             output_log=tmp_path / "o", qemu_log=tmp_path / "q", stream=None,
@@ -492,24 +513,24 @@ def test_a_boot_whose_command_never_starts_is_stopped_at_the_boot_deadline(
     assert (tmp_path / "o").read_bytes() == b""         # the markers are not the command's output
     if "START" in sent:
         assert (code, timed_out, stopped, watch.kind) == (0, False, None, None)
-        assert not (tmp_path / vm.HOST_TASKS).exists()
+        assert not (tmp_path / HOST_TASKS).exists()
         return
     assert code is None and not timed_out and time.monotonic() - started < 5.5 and watch.kind == "boot"
     stage = "PID 1's setup (modules, shares) had not finished" if sent else "the guest kernel had not started PID 1"
     assert stopped is not None and stopped.startswith(f"{stage} after "), stopped
     assert stopped.endswith("so the command never started (its console's last line: '[    0.575180] mtrr: your "
                             "CPUs had inconsistent MTRRdefType settings')"), stopped
-    assert (tmp_path / vm.HOST_TASKS).read_text().startswith("no host thread in D")
+    assert (tmp_path / HOST_TASKS).read_text().startswith("no host thread in D")
 
 
 def test_boot_stall_waits_for_the_deadline_and_names_an_empty_console() -> None:
-    ms = vm.MarkerStream(NONCE)
-    assert vm.boot_stall("", ms, vm.BOOT_DEADLINE_S - 1) is None
-    assert vm.boot_stall("", ms, vm.BOOT_DEADLINE_S) == (
-        f"the guest kernel had not started PID 1 after {vm.BOOT_DEADLINE_S:.0f} s, so the command never started "
+    ms = MarkerStream(NONCE)
+    assert boot_stall("", ms, BOOT_DEADLINE_S - 1) is None
+    assert boot_stall("", ms, BOOT_DEADLINE_S) == (
+        f"the guest kernel had not started PID 1 after {BOOT_DEADLINE_S:.0f} s, so the command never started "
         "(nothing on its console)")
     ms.feed(f"\nVMTEST_START=1 {NONCE}\n".encode())
-    assert vm.boot_stall("", ms, 10 * vm.BOOT_DEADLINE_S) is None
+    assert boot_stall("", ms, 10 * BOOT_DEADLINE_S) is None
 
 
 def test_pid_1_marks_its_start_and_the_commands_and_nothing_in_a_shell() -> None:
@@ -541,7 +562,7 @@ def fake_boot_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(vm.kernelpkg, "fetch_image", lambda _: FakeRelease())
     monkeypatch.setattr(vm, "choose_accel", lambda: "tcg")
     monkeypatch.setattr(vm.disks_mod, "choose_transport", lambda: "fuse")
-    monkeypatch.setattr(vm, "guest_env", lambda **kw: {"A": "1"})
+    monkeypatch.setattr(guest, "guest_env", lambda **kw: {"A": "1"})
 
 
 @dataclasses.dataclass
@@ -555,7 +576,8 @@ def test_run_boots_again_after_an_emulator_stall_and_keeps_the_first_boot(
     fake_boot_setup(monkeypatch, tmp_path)
     boots: list[Path] = []
 
-    def boot(command, *, art, out_dir, retried, **kw) -> vm.VmResult:
+    def boot(command, spec, prep, *, retried, **kw) -> vm.VmResult:
+        art, out_dir = prep.art, prep.out_dir
         boots.append(art)
         (art / "console.log").write_text(f"boot {len(boots)}\n")
         (out_dir / "result").write_text(f"boot {len(boots)}\n")
@@ -566,7 +588,7 @@ def test_run_boots_again_after_an_emulator_stall_and_keeps_the_first_boot(
 
     monkeypatch.setattr(vm, "_boot", boot)
     stalls, finished = 1, False
-    r = vm.run(["true"], profile=None, modules=[], artifacts=tmp_path / "a", stream=None)
+    r = vm.run(["true"], GuestSpec(profile=None, modules=[], artifacts=tmp_path / "a"), stream=None)
     assert len(boots) == 2 and r.failure is None and r.rc == 0
     assert r.retried == [f"vCPU 1 stopped (files in {tmp_path / 'a' / 'stalled-1'})"]
     assert (tmp_path / "a" / "stalled-1" / "console.log").read_text() == "boot 1\n"
@@ -578,20 +600,20 @@ def test_run_boots_again_after_an_emulator_stall_and_keeps_the_first_boot(
     # Stalled every time: after `retries` boots again it fails, and says so.
     boots.clear()
     stalls = 9
-    r = vm.run(["true"], profile=None, modules=[], artifacts=tmp_path / "b", stream=None, retries=2)
+    r = vm.run(["true"], GuestSpec(profile=None, modules=[], artifacts=tmp_path / "b", retries=2), stream=None)
     assert len(boots) == 3 and len(r.retried) == 2
     assert r.failure is not None and r.failure.startswith(
         "the VM was stopped early: vCPU 1 stopped (as in 2 earlier boot(s)); see ")
     boots.clear()
-    r = vm.run(["true"], profile=None, modules=[], artifacts=tmp_path / "c", stream=None, retries=0)
+    r = vm.run(["true"], GuestSpec(profile=None, modules=[], artifacts=tmp_path / "c", retries=0), stream=None)
     assert len(boots) == 1 and r.failure is not None
     # Stalled after the command had finished (its exit code came): kept, not booted again, not a failure.
     boots.clear()
     stalls, finished = 9, True
-    r = vm.run(["true"], profile=None, modules=[], artifacts=tmp_path / "e", stream=None)
+    r = vm.run(["true"], GuestSpec(profile=None, modules=[], artifacts=tmp_path / "e"), stream=None)
     assert len(boots) == 1 and r.rc == 0 and r.failure is None and r.emulator_stall
     with pytest.raises(UsageError, match="--retries"):
-        vm.run(["true"], profile=None, modules=[], artifacts=tmp_path / "d", stream=None, retries=-1)
+        GuestSpec(profile=None, modules=[], artifacts=tmp_path / "d", retries=-1)
 
 
 def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -623,7 +645,8 @@ def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(subprocess.Popen, "wait", wait)
     with pytest.raises(KeyboardInterrupt):
-        vm.run(["true"], profile=None, disks=0, modules=[], artifacts=tmp_path / "a", stream=None, quiet=True)
+        vm.run(["true"], GuestSpec(profile=None, disks=0, modules=[], artifacts=tmp_path / "a"), stream=None,
+               quiet=True)
     assert len(stopped) == 1 and stopped[0].returncode is not None       # one boot, and QEMU is gone
     assert sorted(p.name for p in (tmp_path / "a").iterdir() if p.name.startswith("run.json")) == ["run.json"]
     run = json.loads((tmp_path / "a" / "run.json").read_text())

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from smartio.flashdev import load_profile
-from smartio.testbed import kernelpkg, vm
+from smartio.testbed import guest, kernelpkg, vm
+from smartio.testbed.boot import Boot
+from smartio.testbed.console import BOOT_DEADLINE_S
+from smartio.testbed.guest import GuestSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(300), pytest.mark.usefixtures("testbed_ready")]
 
@@ -25,8 +28,8 @@ def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
               'cat /sys/module/virtio_blk/parameters/queue_depth > "$SMARTIO_OUT/qd"; '
               'cat /sys/block/vda/queue/max_sectors_kb /sys/block/vdb/queue/max_sectors_kb > "$SMARTIO_OUT/msk"; '
               'python3 -c "import smartio, sys; print(sys.prefix)"; echo hello from the guest; exit 3')
-    r = vm.run(["sh", "-c", script], profile=profile, disks=2, disk_size=64 << 20, modules=[], timeout=240,
-               artifacts=tmp_path / "art", stream=out)
+    r = vm.run(["sh", "-c", script], GuestSpec(profile=profile, disks=2, disk_size=64 << 20, modules=[], timeout=240,
+                                               artifacts=tmp_path / "art"), stream=out)
     assert r.failure is None, r.failure
     assert r.rc == 3
     assert (r.out_dir / "uname").read_text().strip() == kernelpkg.resolve().uname
@@ -41,7 +44,7 @@ def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
     assert r.console_log.is_file()
     # PID 1 said it started and then that the command did (the boot deadline's signs), well before the deadline.
     run = json.loads((r.artifacts_dir / "run.json").read_text())
-    assert 0 < run["pid1_after_s"] < run["command_after_s"] < vm.BOOT_DEADLINE_S / 3, run
+    assert 0 < run["pid1_after_s"] < run["command_after_s"] < BOOT_DEADLINE_S / 3, run
     assert run["boot_stall"] is None and run["emulator_stall"] is None
     # The host's load was sampled (every 5 s and once at the end), QEMU's CPU counted as ours.
     load = run["host_load"]
@@ -51,28 +54,28 @@ def test_command_runs_and_leaves_its_results(tmp_path: Path) -> None:
 
 
 def test_project_module_loads(tmp_path: Path) -> None:
-    repo = vm.repo_root()
-    ko = repo / vm.DEFAULT_MODULE if repo else None
+    repo = guest.repo_root()
+    ko = repo / guest.DEFAULT_MODULE if repo else None
     if ko is None or not ko.is_file():
-        pytest.skip(f"{vm.DEFAULT_MODULE} is not built (make -C kernel); nothing to insmod")
+        pytest.skip(f"{guest.DEFAULT_MODULE} is not built (make -C kernel); nothing to insmod")
     r = vm.run(["sh", "-c", "grep -w smartio_iosched /proc/modules && cat /sys/block/vda/queue/scheduler"],
-               disks=1, disk_size=16 << 20, modules=[ko], timeout=240, artifacts=tmp_path / "art",
-               kernel_args=["panic_on_warn=1"], stream=None)
+               GuestSpec(disks=1, disk_size=16 << 20, modules=[ko], timeout=240, artifacts=tmp_path / "art",
+                         boot=Boot(kernel_args=("panic_on_warn=1",))), stream=None)
     assert r.failure is None, r.failure
     assert r.rc == 0, r.output_log.read_text()
     assert "smartio_iosched" in r.output_log.read_text()
 
 
 def test_kernel_panic_is_a_failure(tmp_path: Path) -> None:
-    r = vm.run(["sh", "-c", "echo c > /proc/sysrq-trigger; sleep 60"], disks=0, modules=[], timeout=120,
-               artifacts=tmp_path / "art", stream=None)
+    r = vm.run(["sh", "-c", "echo c > /proc/sysrq-trigger; sleep 60"],
+               GuestSpec(disks=0, modules=[], timeout=120, artifacts=tmp_path / "art"), stream=None)
     assert r.rc is None and not r.timed_out
     assert r.failure is not None and "Kernel panic" in r.failure
 
 
 def test_timeout_kills_the_vm(tmp_path: Path) -> None:
     started = time.monotonic()
-    r = vm.run(["sleep", "600"], disks=0, modules=[], timeout=8, artifacts=tmp_path / "art", stream=None)
+    r = vm.run(["sleep", "600"], GuestSpec(disks=0, modules=[], timeout=8, artifacts=tmp_path / "art"), stream=None)
     assert time.monotonic() - started < 30
     assert r.timed_out and r.rc is None
     assert r.failure is not None and "--timeout 8" in r.failure
@@ -83,8 +86,8 @@ def test_timeout_kills_the_vm(tmp_path: Path) -> None:
 
 def test_a_hung_command_leaves_its_task_list_on_the_console(tmp_path: Path) -> None:
     """Shortly before the host's timeout PID 1 lists the guest's tasks with kernel stacks; the failure says where."""
-    r = vm.run(["sh", "-c", "echo started; exec sleep 600"], disks=0, modules=[], timeout=150,
-               artifacts=tmp_path / "art", stream=None)
+    r = vm.run(["sh", "-c", "echo started; exec sleep 600"],
+               GuestSpec(disks=0, modules=[], timeout=150, artifacts=tmp_path / "art"), stream=None)
     assert r.timed_out and r.output_log.read_text() == "started\n", r.failure
     dump = r.task_dump()
     assert dump, r.console_log.read_text()[-3000:]
@@ -97,6 +100,6 @@ def test_a_hung_command_leaves_its_task_list_on_the_console(tmp_path: Path) -> N
 def test_a_module_that_does_not_load_fails_the_run(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.ko"
     bogus.write_text("not a module\n")
-    r = vm.run(["true"], disks=0, modules=[bogus], timeout=120, artifacts=tmp_path / "art", stream=None)
+    r = vm.run(["true"], GuestSpec(disks=0, modules=[bogus], timeout=120, artifacts=tmp_path / "art"), stream=None)
     assert r.rc is None
     assert r.failure is not None and f"insmod {bogus} failed: invalid module format" in r.failure

@@ -1,13 +1,14 @@
-"""`smartio testbed run|shell`: parse the options and hand them to smartio.testbed.vm."""
+"""`smartio testbed run|shell`: parse the options into a GuestSpec and hand it to smartio.testbed.vm."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from smartio.errors import UsageError
-from smartio.testbed import boot, kernelpkg, vm
+from smartio.testbed import boot, guest, kernelpkg, vm
 from smartio.units import parse_size
 
 
@@ -20,7 +21,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="new or empty directory for the run's artifacts (default ./artifacts/<timestamp>)")
     p.add_argument("--module", action="append", metavar="PATH.ko", dest="modules",
                    help=f"kernel module to insmod before the command; repeatable "
-                        f"(default: {vm.DEFAULT_MODULE} if built)")
+                        f"(default: {guest.DEFAULT_MODULE} if built)")
     p.add_argument("--no-module", action="store_true", help="load no module, not even the default one")
     p.add_argument("--kernel-arg", action="append", default=[], metavar="ARG", dest="kernel_args",
                    help=f"extra kernel parameter, e.g. panic_on_warn=1, after the testbed's own "
@@ -63,15 +64,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sh.set_defaults(func=cmd_shell)
 
 
-def _options(args: argparse.Namespace) -> dict:
+def _spec(args: argparse.Namespace, **more: Any) -> guest.GuestSpec:
+    """The guest the options describe, with `more` (run's --timeout and --retries)."""
     memory = parse_size("--memory", args.memory) >> 20
     if memory < 256:
         raise UsageError("--memory", args.memory, "must be at least 256M")
     if args.no_module and args.modules:
         raise UsageError("--no-module", "", "conflicts with --module")
-    return dict(profile=args.profile, disks=args.disks, disk_size=parse_size("--disk-size", args.disk_size),
-                artifacts=args.artifacts, modules=[] if args.no_module else args.modules,
-                kernel_args=args.kernel_args, cpus=args.cpus, memory_mib=memory, flavour=args.flavour)
+    return guest.GuestSpec(profile=args.profile, disks=args.disks,
+                           disk_size=parse_size("--disk-size", args.disk_size), artifacts=args.artifacts,
+                           modules=[] if args.no_module else args.modules,
+                           boot=boot.Boot(cpus=args.cpus, kernel_args=tuple(args.kernel_args)), memory_mib=memory,
+                           flavour=args.flavour, **more)
 
 
 def _report(result: vm.VmResult) -> int:
@@ -87,8 +91,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError(None, "COMMAND", "missing; usage: smartio testbed run [options] -- COMMAND...")
-    return _report(vm.run(command, timeout=args.timeout, retries=args.retries, **_options(args)))
+    return _report(vm.run(command, _spec(args, timeout=args.timeout, retries=args.retries)))
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    return _report(vm.shell(**_options(args)))
+    return _report(vm.shell(_spec(args)))

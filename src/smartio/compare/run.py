@@ -26,9 +26,9 @@ from typing import IO, Any, Literal
 from smartio.errors import NeedsRootError, SmartioError, UsageError, exit_code
 from smartio.outputs import write_whole
 from smartio.results import Row, Store, stored_line
-from smartio.testbed import guest, initramfs, kernelpkg, vm
+from smartio.testbed import initramfs, kernelpkg, vm
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
-from smartio.testbed.guest import GuestSpec
+from smartio.testbed.guest import DEFAULT_MODULE, GuestSpec, repo_root
 from smartio.testbed.interpreter import guest_python
 
 DOCUMENT = "compare.json"
@@ -135,10 +135,10 @@ def module_for(schedulers: Iterable[str]) -> list[Path]:
     it is wanted but not built."""
     if "smartio" not in schedulers:
         return []
-    repo = guest.repo_root()
-    ko = repo / guest.DEFAULT_MODULE if repo else None
+    repo = repo_root()
+    ko = repo / DEFAULT_MODULE if repo else None
     if ko is None or not ko.is_file():
-        raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or guest.DEFAULT_MODULE} is not built; "
+        raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or DEFAULT_MODULE} is not built; "
                                                     "run `make module` first")
     return [ko]
 

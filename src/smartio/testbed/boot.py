@@ -2,7 +2,7 @@
 and the record a comparison keeps of them (its document's "vm"), since both change what is measured.
 
     b = Boot(cpus=1, kernel_args=("tsc=reliable",))     # UsageError on a bad value, before anything boots
-    vm.run(command, **b.vm_args())
+    vm.run(command, GuestSpec(boot=b))
     b.record()        # {"cpus": 1, "default_args": ["init_on_alloc=0"], "kernel_args": ["tsc=reliable"]}
     Boot.from_record(doc.get("vm")).text()               # "1 vCPU, kernel args init_on_alloc=0 tsc=reliable"
 
@@ -53,9 +53,6 @@ class Boot:
     def args(self) -> list[str]:
         """The kernel arguments beyond the testbed's plumbing (RESERVED), in the order they go on the line."""
         return [*self.default_args, *self.kernel_args]
-
-    def vm_args(self) -> dict[str, Any]:
-        return {"cpus": self.cpus, "default_args": self.default_args, "kernel_args": self.kernel_args}
 
     def record(self) -> dict[str, Any]:
         return {"cpus": self.cpus, "default_args": list(self.default_args), "kernel_args": list(self.kernel_args)}

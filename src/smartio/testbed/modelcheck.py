@@ -11,6 +11,7 @@ from pathlib import Path
 
 from smartio.iosched.policy import Tunables
 from smartio.testbed import vm
+from smartio.testbed.guest import GuestSpec
 from smartio.testbed.interpreter import guest_python
 from smartio.trace.formats import read_trace
 from smartio.trace.modelcheck import Result, check_trace, load_tunables
@@ -67,9 +68,9 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
     lines = "\n".join(f"    echo {v} > $Q/iosched/{k}" for k, v in (tunables or S5_TUNABLES).items())
     script = GUEST.format(modes=" ".join(modes), tunables=lines, python=guest_python(), jobs=workdir)
     (workdir / "guest.sh").write_text(script)
-    r = vm.run(["sh", str(workdir / "guest.sh")], profile=profile, disks=1, disk_size=128 << 20,
-               modules=[module] if module else None, timeout=timeout, artifacts=workdir / "art", stream=None,
-               cwd=workdir)
+    spec = GuestSpec(profile=profile, disks=1, disk_size=128 << 20, modules=[module] if module else None,
+                     timeout=timeout, artifacts=workdir / "art")
+    r = vm.run(["sh", str(workdir / "guest.sh")], spec, stream=None, cwd=workdir)
     runs = []
     if r.failure is None and r.rc == 0:
         kw = {} if tolerance_us is None else {"tolerance_us": tolerance_us}
