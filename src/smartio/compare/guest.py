@@ -1,14 +1,14 @@
-"""The guest side of `smartio compare`: on one device, for each scheduler, switch, run `smartio bench`, restore.
+"""What the guest sides of `smartio compare` share: switch a device to a scheduler, read its state, restore it.
 
-Runs as root inside the testbed VM (`python -m smartio.compare.guest PLAN_JSON OUT_DIR`). For each scheduler of
-the plan it switches the device to `none` and then to the scheduler (so every run starts from the scheduler's
-defaults, even two variants of one scheduler in a row), raises nr_requests, writes the spec's tunables, and runs
-`smartio bench` in this process, whose output streams to the console (the host shows it live): under TCG a fresh
-Python process spends about 12 s importing numpy and 40-65 s importing scipy.stats, which every bench with more
-than one repeat needs, so one process for all runs saves that per scheduler. Each bench
-document lands in OUT_DIR/runs/; OUT_DIR/guest.json records the device's state before, during and after every run,
-and is rewritten after each run so a crash loses nothing already measured. The device's scheduler, nr_requests and
-the scheduler's tunables are restored at the end, also on failure or Ctrl-C.
+A library with no main of its own, run as root inside the testbed VM by the experiments' guests: StoreBench's
+(`python -m smartio.storebench.compare PLAN_JSON OUT_DIR`), qasio's (smartio.qasio.compare) and launch's
+(smartio.launch.compare.guest). `switch` puts the device under `none` and then the
+scheduler (so every run starts from the scheduler's defaults, even two variants of one scheduler in a row), raises
+nr_requests, multiplies the scheduler's time tunables by the clock scale and writes the spec's tunables;
+`device_state` reads the scheduler, nr_requests and tunables (GUEST_FILE, guest.json, is where StoreBench's guest
+records them before, during and after every run) and `restore` puts them back, also on failure or Ctrl-C;
+`scheduler_counters` reads the scheduler's debugfs counters after a run; `warm_up` runs untimed I/O before the
+first scheduler.
 """
 
 from __future__ import annotations

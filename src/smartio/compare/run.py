@@ -72,7 +72,7 @@ def write_document(doc: dict[str, Any], out_dir: Path) -> Path:
 def keep(doc: dict[str, Any], out_dir: Path, db: str | Path | None = None) -> None:
     """compare.json in `out_dir`, and the document in the results database (`smartio results list`, `show ID`):
     every comparison, also one that failed or was interrupted, with what it measured. A run is one row, found by
-    the document's `run_uid` (which stays the same across a run's writes and --resume sessions): a later write
+    the document's `run_uid` (which stays the same across a run's writes and `compare resume` sessions): a later write
     (plots added, another session) replaces it, and the row's id goes into the document. The file is written
     first, and a database that fails only warns: a run of hours is not lost to it."""
     path = write_document(doc, out_dir)
@@ -223,7 +223,7 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
 
 
 def session_dirs(out_dir: Path) -> list[Path]:
-    """The VM artifact directories of a run's sessions, in order: vm, then vm-2, vm-3, ... of each --resume."""
+    """The VM artifact directories of a run's sessions, in order: vm, then vm-2, vm-3, ... of each `compare resume`."""
     def number(p: Path) -> int:
         return 1 if p.name == "vm" else int(p.name[3:])
 

@@ -1,7 +1,8 @@
 """What a scheduler comparison runs: the schedulers (each optionally with tunables), the experiments and sizes.
 
 Validated on the host before anything boots, so bad input is exit 2 with the flag and value named. The plan
-travels to the guest as JSON (`Plan.to_json` / `Plan.from_json`), where smartio.compare.guest carries it out.
+travels to the guest as JSON (`JsonPlan.to_json` / `from_json`), where the experiment's guest side carries it out
+(StoreBench's: `python -m smartio.storebench.compare`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ RUNS_DIR = "runs"
 # --scale 0.1 its sizes take the emulated device as long as the phone's (docs/design/testbed.md).
 GUEST_TIME_SCALE = 10.0
 # blk-mq sets nr_requests to twice the device's queue depth when a scheduler is attached: 4 on the S5 eMMC's
-# depth of 2, too few for a scheduler to reorder anything (DESIGN.md). Linux's classic single-queue default.
+# depth of 2, too few for a scheduler to reorder anything (docs/guide/compare.md, --nr-requests). Linux's classic
+# single-queue default.
 DEFAULT_NR_REQUESTS = 128
 
 

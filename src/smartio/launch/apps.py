@@ -2,7 +2,7 @@
 files and a few large ones, each a real program of this machine.
 
     smartio launch record --app python-stdlib -o stdlib.launch
-    sudo smartio launch run --app stdlib.launch --target /mnt/flash --cold
+    sudo smartio bench launch --app stdlib.launch --target /mnt/flash --cold
 
 - python-stdlib: the system's Python importing a dozen standard modules (about 60 files: many small .pyc, the
   interpreter, a few shared libraries);

@@ -1,5 +1,6 @@
-"""`smartio launch run` and `smartio launch replay`: what each launches (a real command, an installed copy of a
-recorded application, or a replay of its trace), set up on the target directory and timed by `measure`.
+"""`smartio bench launch` (`-- COMMAND`, `--app TRACE`, `--replay TRACE`): what each launches (a real command, an
+installed copy of a recorded application, or a replay of its trace), set up on the target directory and timed by
+`measure`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from smartio.storebench.target import Target, open_target
 
 def run_launch(argv: list[str], target_path: str | None, settings: LaunchSettings, *, command: str,
                app: str | None = None, progress: bool = True) -> dict[str, Any]:
-    """`smartio launch run`: time a real command, run in the target directory; with `app` (a trace), the
-    recorded application installed in the target and run there in a chroot (its command unless `argv`)."""
+    """`smartio bench launch -- COMMAND` (or `--app TRACE`): time a real command, run in the target directory; with
+    `app` (a trace), the recorded application installed in the target and run there in a chroot (its command
+    unless `argv`)."""
     settings.check()
     if app is None:
         launcher = CommandLauncher(argv, target_path or ".")
@@ -44,7 +46,8 @@ def run_launch(argv: list[str], target_path: str | None, settings: LaunchSetting
 
 def replay_launch(trace_path: str, target_path: str | None, settings: LaunchSettings, *, command: str,
                   progress: bool = True) -> dict[str, Any]:
-    """`smartio launch replay`: lay the trace's files out in the target directory, then time replays of it."""
+    """`smartio bench launch --replay TRACE`: lay the trace's files out in the target directory, then time replays
+    of it."""
     settings.check()
     trace = Trace.read(Path(trace_path))
     target = _open_dir(target_path)

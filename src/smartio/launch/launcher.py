@@ -1,6 +1,7 @@
 """One launch of a real command, timed from its exec to its exit (`CommandLauncher`), the `Launcher` protocol
 that it and a replay (`replay.Replayer`) follow, and the cache drop that makes the next launch cold. Shared by
-the timing loop (`measure`) and by `record` (`trace`), which times untraced launches as `smartio launch run` does.
+the timing loop (`measure`) and by `record` (`trace`), which times untraced launches as `smartio bench launch`
+does.
 """
 
 from __future__ import annotations

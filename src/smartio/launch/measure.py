@@ -1,10 +1,10 @@
-"""The timing loop of `smartio launch run` and `smartio launch replay`: one untimed warm-up launch (cold: idle, after
-its own cache drop), then one launch per repeat, each timed from its start to its end, cold (caches dropped before
-it) or warm, alone or beside a background fio workload that starts first and is stopped when the launch ends. The
-launch comparison (`smartio compare --experiment launch`) takes a real launch and its replay in turn
+"""The timing loop of `smartio bench launch` (with or without `--replay`): one untimed warm-up launch (cold: idle,
+after its own cache drop), then one launch per repeat, each timed from its start to its end, cold (caches dropped
+before it) or warm, alone or beside a background fio workload that starts first and is stopped when the launch
+ends. The launch comparison (`smartio compare launch`) takes a real launch and its replay in turn
 (`measure_interleaved`) and can keep one background running through many launches (`RunningBackground`).
 
-    doc = measure(target, settings, launcher, what={...}, command="smartio launch run ...")
+    doc = measure(target, settings, launcher, what={...}, command="smartio bench launch ...")
 
 `launcher` is a `Launcher` (smartio.launch.launcher): its `launch()` does one launch and returns its wall time in
 seconds. A real command (`CommandLauncher`) is timed from just before its exec to its exit as the parent sees it; a
@@ -97,7 +97,7 @@ def disk_io(target: Target) -> tuple[int, int, int] | None:
 
 class RunningBackground:
     """A background workload started once and kept running through many launches, as BFQ's suite S runs its
-    readers and writers (`smartio compare --experiment launch`). A workload started anew a second before each
+    readers and writers (`smartio compare launch`). A workload started anew a second before each
     launch is a new process each time, which bfq weight-raises as interactive (a sync queue that has been idle
     long: bfq_bfqq_handle_idle_busy_switch) for up to 25 s (bfq_wr_duration), so the launch competes with a
     raised writer: a download that runs for minutes is not raised. Started, it runs `head_s` before `__enter__`
@@ -183,7 +183,7 @@ def _prepare_background(target: Target, settings: LaunchSettings) -> str | None:
 
 def measure(target: Target, settings: LaunchSettings, launcher: Launcher, *, what: dict[str, Any], command: str,
             progress: bool = True) -> dict[str, Any]:
-    """Run `settings.repeats` timed launches; returns the result document (see the README's launch section)."""
+    """Run `settings.repeats` timed launches; returns the result document (docs/guide/bench.md, launch)."""
     return measure_interleaved(target, settings, [Arm(launcher, what, command, settings.repeats)],
                                progress=progress)[0]
 

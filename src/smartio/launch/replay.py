@@ -305,7 +305,7 @@ class Replayer:
 
 class Installed(Layout):
     """The application a trace recorded, installed under `<dir>/.smartio-launch-<token>/` to be run there in a
-    chroot (`smartio launch run --app TRACE`): its files with their real content (copied from the paths they had
+    chroot (`smartio bench launch --app TRACE`): its files with their real content (copied from the paths they had
     when recorded, which must still hold files of the recorded sizes), the symbolic links the program followed to
     them, and its working directory. Only what the recorded launch opened, stat()ed or mapped is there: a launch
     that goes another way (other arguments, files that changed) fails or reads less."""

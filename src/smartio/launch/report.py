@@ -1,4 +1,4 @@
-"""The terminal table of a `smartio launch run` or `replay` document; a pure function of it."""
+"""The terminal table of a `smartio bench launch` document (a real launch or `--replay`); a pure function of it."""
 
 from __future__ import annotations
 

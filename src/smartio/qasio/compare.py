@@ -1,12 +1,12 @@
-"""`smartio compare --experiment qasio`: seed 001's Table 2 and Figure 8 in the testbed, per scheduler.
+"""`smartio compare qasio`: seed 001's Table 2 and Figure 8 in the testbed, per scheduler.
 
-One VM session on the emulated flash device (s5-emmc, at time scale 10 by default: see README), one disk. For every
-run of the plan the guest switches /dev/vda to the scheduler (nr_requests raised as for the other experiments),
-makes ext4 afresh (no discard at mkfs, lazy init off the disk's back: noinit_itable) and mounts it ordered with the
-discard option, then runs `smartio bench qasio` (smartio.qasio.run) in this one process: under smartio with
-`--dependency` set to the run's dependency type, so `smartio:none` is the paper's NONE (boosting off),
-`smartio:all` its ALL, and `smartio:meta|data|sync|discard` Figure 8's single types; mq-deadline, kyber and bfq as
-they come. The host gathers the documents into compare.json.
+One VM session on the emulated flash device (s5-emmc, at time scale 10 by default: docs/design/testbed.md, Time
+scale), one disk. For every run of the plan the guest switches /dev/vda to the scheduler (nr_requests raised as for
+the other experiments), makes ext4 afresh (no discard at mkfs, lazy init off the disk's back: noinit_itable) and
+mounts it ordered with the discard option, then runs `smartio bench qasio` (smartio.qasio.run) in this one
+process: under smartio with `--dependency` set to the run's dependency type, so `smartio:none` is the paper's NONE
+(boosting off), `smartio:all` its ALL, and `smartio:meta|data|sync|discard` Figure 8's single types; mq-deadline,
+kyber and bfq as they come. The host gathers the documents into compare.json.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "
                 "mq-deadline", "kyber", "bfq")
 DISK = "/dev/vda"
 MOUNT = "/mnt/smartio-qasio"
-DEFAULT_COUNT_SCALE = 0.01     # M1 5 iterations, M2 2, M4 5: 90-130 s per run on s5-emmc (README)
+DEFAULT_COUNT_SCALE = 0.01     # M1 5 iterations, M2 2, M4 5: 90-130 s per run on s5-emmc
 GUEST_FILE = "qasio-guest.json"
 
 
@@ -41,12 +41,12 @@ def split_run(label: str) -> tuple[SchedulerSpec, str | None]:
     if name == "smartio" and parts and parts[0] in DEPENDENCIES:
         dep, parts = parts[0], parts[1:]
     elif name not in OTHERS:
-        raise UsageError("--schedulers", label, "for --experiment qasio name smartio:DEPENDENCY[:TUNABLE=N...] "
+        raise UsageError("--schedulers", label, "for `compare qasio` name smartio:DEPENDENCY[:TUNABLE=N...] "
                          f"(DEPENDENCY: {', '.join(DEPENDENCIES)}) or one of {', '.join(OTHERS)}[:TUNABLE=N...], e.g. "
                          f"{','.join(DEFAULT_RUNS)}")
     spec = SchedulerSpec.parse(":".join([name, *parts]), "--schedulers")
     if spec.profiled:
-        raise UsageError("--schedulers", label, "the Concurrency Profiler's parameters are not for --experiment qasio")
+        raise UsageError("--schedulers", label, "the Concurrency Profiler's parameters are not for `compare qasio`")
     return spec, dep
 
 

@@ -1,4 +1,4 @@
-"""Tables for `smartio bench qasio` and `smartio compare --experiment qasio` (seed 001's Table 2 and Figure 8)."""
+"""Tables for `smartio bench qasio` and `smartio compare qasio` (seed 001's Table 2 and Figure 8)."""
 
 from __future__ import annotations
 

@@ -371,7 +371,7 @@ def slowest_of(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def run_qasio(settings: QasioSettings, target: str | None, *, command: str = "smartio bench qasio",
               progress: bool = True) -> dict[str, Any]:
-    """Run the benchmarks of `settings` in `target`; returns the result document (see README)."""
+    """Run the benchmarks of `settings` in `target`; returns the result document (docs/guide/bench.md)."""
     root, dev = check_target(target, settings)
     scheduler, _ = read_scheduler(dev)
     if settings.dependency is not None:

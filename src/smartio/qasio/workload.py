@@ -70,7 +70,7 @@ DIRTY_WRITEBACK_CS = 500          # the flusher wakes every 5 s: Linux's and And
 # Table 2's "key file system operations", per benchmark (the calls the paper reports).
 KEY_CALLS = {"m1": ("creat", "fsync"), "m2": ("creat", "fsync"), "m3": ("write",), "m4": ("truncate",),
              "m5": ("fsync",)}
-DEFAULT_SCALE = 0.1               # s5-emmc at time scale 10 (compare --experiment qasio's default)
+DEFAULT_SCALE = 0.1               # s5-emmc at time scale 10 (`smartio compare qasio`'s default)
 DEFAULT_COUNT_SCALE = 0.1
 
 

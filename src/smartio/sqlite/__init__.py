@@ -1,4 +1,4 @@
-"""`smartio sqlite`: Mobibench's SQLite workload on the system's SQLite, and where its block writes go (seed 002).
+"""`smartio bench sqlite`: Mobibench's SQLite workload on the system's SQLite, and where its block writes go (seed 002).
 
 settings  the options (declared once: flag, help, default, choices) and their checks
 shim      the LD_PRELOAD shim (syncshim.c) that chooses fsync()/fdatasync() under the system's SQLite and logs

@@ -1,6 +1,6 @@
 """Block writes per SQLite transaction, split by what they hit (seed 002, Figure 4 as a table).
 
-Inputs, all recorded during one `smartio sqlite --trace` run (and stored together by `--trace-file`):
+Inputs, all recorded during one `smartio bench sqlite --trace` run (and stored together by `--trace-file`):
 - the block trace (tracefs issue events: what reached the device, after merging);
 - each transaction's start and end (CLOCK_MONOTONIC ns, the trace's clock);
 - every fsync()/fdatasync() the worker made, with the synced file's FIEMAP extents right after it returned

@@ -1,10 +1,10 @@
-"""`smartio compare --experiment sqlite`: seed 002's Table 2 in the testbed, per filesystem and optimisation.
+"""`smartio compare sqlite`: seed 002's Table 2 in the testbed, per filesystem and optimisation.
 
 One VM session on the emulated flash device (s5-emmc by default), two disks: /dev/vda holds the filesystem,
 /dev/vdb the external journal of E. For every filesystem and every distinct configuration the guest makes the
 filesystem afresh, mounts it as Android would (noatime; ext4 data=ordered, noauto_da_alloc), and runs
-`smartio sqlite --trace` for inserts and updates; the journal modes of Figure 4 (DELETE, TRUNCATE, PERSIST, WAL)
-run as inserts on the baseline of every filesystem. The host gathers the documents into compare.json.
+`smartio bench sqlite --trace` for inserts and updates; the journal modes of Figure 4 (DELETE, TRUNCATE, PERSIST,
+WAL) run as inserts on the baseline of every filesystem. The host gathers the documents into compare.json.
 
 The optimisations (seed 002, section 6; Table 2):
   B        fsync(), TRUNCATE journal (the paper's baseline: SQLite's journal mode on Android then), internal journal
@@ -192,7 +192,7 @@ def guest_main(argv: list[str]) -> int:
             continue
         try:
             for op in ops:
-                # In this process rather than as `smartio sqlite` children: importing numpy and scipy takes
+                # In this process rather than as `smartio bench sqlite` children: importing numpy and scipy takes
                 # about 40 s of a TCG guest's time, once per process.
                 name = run_file(fs, cfg, op)
                 settings = SqliteSettings(op=op, journal=cfg.journal, sync=plan.sync, sync_call=cfg.sync_call,

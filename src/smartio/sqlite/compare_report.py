@@ -1,4 +1,4 @@
-"""Tables of a `smartio compare --experiment sqlite` document: seed 002's Table 2 and Figure 4, ours beside theirs.
+"""Tables of a `smartio compare sqlite` document: seed 002's Table 2 and Figure 4, ours beside theirs.
 Pure functions of the document."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Terminal tables of a `smartio sqlite` document; pure functions of it, so tests render recorded ones."""
+"""Terminal tables of a `smartio bench sqlite` document; pure functions of it, so tests render recorded ones."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The host side of `smartio sqlite`: check the target, run the repeats in a worker process, summarise, clean up.
+"""The host side of `smartio bench sqlite`: check the target, run the repeats in a worker process, summarise,
+clean up.
 
-    doc = run_sqlite(SqliteSettings(journal="wal"), "/mnt/scratch", trace=False, command="smartio sqlite ...")
+    doc = run_sqlite(SqliteSettings(journal="wal"), "/mnt/scratch", trace=False, command="smartio bench sqlite ...")
     doc["results"]["tx_per_s"]["mean"]
 
 Everything goes into a scratch directory `.smartio-sqlite-<token>/` inside the target, removed afterwards, also on
@@ -50,7 +51,8 @@ def check_target(path: str | None, settings: SqliteSettings) -> Path:
     if not p.exists():
         raise UsageError("--target", path, "does not exist")
     if not p.is_dir():
-        raise UsageError("--target", path, "is not a directory (smartio sqlite makes its scratch database in one)")
+        raise UsageError("--target", path,
+                         "is not a directory (smartio bench sqlite makes its scratch database in one)")
     if not os.access(p, os.W_OK | os.X_OK):
         raise UsageError("--target", path, "directory is not writable")
     st = os.statvfs(p)
@@ -139,7 +141,7 @@ def _now() -> str:
 
 def run_sqlite(settings: SqliteSettings, target: str | None, *, trace: bool = False, trace_file: Path | None = None,
                command: str = "smartio sqlite", progress: bool = True) -> dict[str, Any]:
-    """Run the workload `settings.repeats` times in `target`; returns the result document (see README)."""
+    """Run the workload `settings.repeats` times in `target`; returns the result document (docs/guide/bench.md)."""
     root = check_target(target, settings)
     if trace_file is not None and not trace:
         raise UsageError("--trace-file", trace_file, "needs --trace")

@@ -1,5 +1,5 @@
-"""The options of `smartio sqlite`, declared once: the CLI builds its parser from them and `SqliteSettings` checks
-them."""
+"""The options of `smartio bench sqlite`, declared once: the CLI builds its parser from them and `SqliteSettings`
+checks them."""
 
 from __future__ import annotations
 

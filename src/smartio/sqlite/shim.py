@@ -31,7 +31,7 @@ def build() -> Path:
         return lib
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
-        raise MissingToolError("cc", "`smartio sqlite --sync-call fsync|fdatasync` and `--trace` compile an "
+        raise MissingToolError("cc", "`smartio bench sqlite --sync-call fsync|fdatasync` and `--trace` compile an "
                                "LD_PRELOAD shim; install gcc (scripts/install-deps --vm)")
     lib.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=lib.parent, suffix=".so")

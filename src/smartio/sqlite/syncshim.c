@@ -3,8 +3,8 @@
  * libsmartio-sync: an LD_PRELOAD shim between the system's SQLite and libc's fsync()/fdatasync().
  *
  * SQLite's unix VFS calls fdatasync() when it was compiled with HAVE_FDATASYNC and fsync() otherwise
- * (os_unix.c: `#define fdatasync fsync`); Python cannot register a VFS, so this is how `smartio sqlite
- * --sync-call` chooses the call with the system library: every fsync()/fdatasync() the process makes is
+ * (os_unix.c: `#define fdatasync fsync`); Python cannot register a VFS, so this is how `smartio bench
+ * sqlite --sync-call` chooses the call with the system library: every fsync()/fdatasync() the process makes is
  * counted as asked and issued as SMARTIO_SYNC_CALL says (fsync, fdatasync, or unset: as asked).
  *
  * With SMARTIO_SYNC_LOG=<file>, each call also appends one line (after it returns):

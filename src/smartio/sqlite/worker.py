@@ -1,4 +1,5 @@
-"""The child process of `smartio sqlite`: one repeat of the workload on one fresh database, timed per transaction.
+"""The child process of `smartio bench sqlite`: one repeat of the workload on one fresh database, timed per
+transaction.
 
     python -m smartio.sqlite.worker SPEC_JSON OUT_JSON
 

@@ -8,7 +8,7 @@ and the record a comparison keeps of them (its document's "vm"), since both chan
 
 DEFAULT_ARGS are the testbed's own kernel arguments. init_on_alloc=0: Debian's kernel zeroes every page it
 allocates, page-cache pages included; under TCG that cost a cold python launch 1.6 of its 2.3 s of kernel time
-(clear_page_erms under page_cache_ra_unbounded, 76 % of its kernel samples; README, "What that kernel time was"),
+(clear_page_erms under page_cache_ra_unbounded, 76 % of its kernel samples; docs/design/testbed.md),
 where a phone's CPU zeroes the same 19 MiB in milliseconds. The extra arguments come after them on the line, so
 `init_on_alloc=1` among them turns it back on.
 """

@@ -27,7 +27,7 @@ from smartio.errors import MissingToolError, SmartioError
 # Modules PID 1 loads before it can mount anything: PCI transport, disks, the virtiofs shares, the overlay.
 BOOT_MODULES = ("virtio_pci", "virtio_blk", "virtiofs", "overlay")
 
-# Mount points inside the guest (documented in the README; the command sees $SMARTIO_OUT).
+# Mount points inside the guest (documented in docs/guide/testbed.md; the command sees $SMARTIO_OUT).
 GUEST_OUT = "/smartio/out"
 GUEST_ARTIFACTS = "/smartio-artifacts"  # only visible to PID 1, outside the command's root
 COMMAND_TTY = "/dev/ttyS1"

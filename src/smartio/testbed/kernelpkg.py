@@ -43,7 +43,7 @@ from smartio.testbed.kernelrelease import (
     cache_root,
 )
 
-# Filesystems the cloud flavour lacks (DESIGN.md); testbed users pick the generic flavour for them.
+# Filesystems the cloud flavour lacks (docs/design/testbed.md); testbed users pick the generic flavour for them.
 GENERIC_ONLY_FS = ("f2fs", "nilfs2")
 # Private block-layer headers an out-of-tree elevator needs; the headers package lacks them.
 PRIVATE_HEADERS = ("block/elevator.h", "block/blk.h", "block/blk-mq.h", "block/blk-mq-sched.h",

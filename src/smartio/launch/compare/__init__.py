@@ -1,4 +1,4 @@
-"""`smartio compare --experiment launch`: application start-up per scheduler in the testbed (issue 14, item 4).
+"""`smartio compare launch`: application start-up per scheduler in the testbed (issue 14, item 4).
 
 One VM session on the emulated flash device (s5-emmc by default). The guest makes an ext4 filesystem on /dev/vda
 (noatime, as Android mounts it), records each application of the plan under strace (its programs are the host's,
@@ -21,7 +21,7 @@ a sequential writer over the cold launch on the idle device, per scheduler.
     rules.py            smartio's rule counters per launch
     table.py            the text report (render)
     figure.py           launch.png (plot)
-    host.py             the host's run (run_launch_compare), assemble, --resume, the document as it stands
+    host.py             the host's run (run_launch_compare), assemble, `compare resume`, the document as it stands
 """
 
 from __future__ import annotations

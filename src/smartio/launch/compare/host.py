@@ -1,5 +1,6 @@
 """The host's side of the launch comparison: one VM session per run (`run_launch_compare`), the document assembled
-from every session's cell files (`assemble`), `--resume` of a run, and a run's document as it stands.
+from every session's cell files (`assemble`), a run's resumption (`smartio compare resume`), and a run's
+document as it stands.
 """
 
 from __future__ import annotations
@@ -172,9 +173,9 @@ def _document_uid(out_dir: Path) -> str | None:
 
 
 def resumed_boot(out_dir: Path) -> Boot:
-    """How the run in `out_dir` booted its guest (START_FILE's "vm"), for --resume: every session boots the same
-    guest, also after the testbed's own arguments changed. A run started before it was kept booted 2 vCPUs with
-    the kernel's own defaults (Boot.from_record)."""
+    """How the run in `out_dir` booted its guest (START_FILE's "vm"), for `compare resume`: every session boots the
+    same guest, also after the testbed's own arguments changed. A run started before it was kept booted 2 vCPUs
+    with the kernel's own defaults (Boot.from_record)."""
     try:
         record = json.loads((out_dir / START_FILE).read_text()).get("vm")
     except (OSError, ValueError, AttributeError):
@@ -184,8 +185,9 @@ def resumed_boot(out_dir: Path) -> Boot:
 
 def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:
     """The plan, profile, time scale and run_uid of the run in `out_dir` (START_FILE; for a run made before it was
-    written, its compare.json), for --resume. The run_uid (its row in the results database) is START_FILE's, else
-    that of the compare.json an earlier session wrote, else None (a run from before comparisons were stored)."""
+    written, its compare.json), for `compare resume`. The run_uid (its row in the results database) is
+    START_FILE's, else that of the compare.json an earlier session wrote, else None (a run from before comparisons
+    were stored)."""
     from smartio.compare.run import DOCUMENT
 
     def stored(plan: dict[str, Any]) -> LaunchPlan:

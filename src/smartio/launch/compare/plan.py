@@ -33,7 +33,7 @@ DISK_SIZE = 1 << 30
 GUEST_FILE, TRACES_DIR = "launch-guest.json", "traces"
 
 
-START_FILE = "launch-run.json"      # the run's plan, profile and time scale, written first: what --resume needs
+START_FILE = "launch-run.json"      # the run's plan, profile and time scale, written first: what `compare resume` needs
 
 
 HEADLINE_BG = "seq-write"
@@ -72,7 +72,7 @@ class LaunchPlan(JsonPlan):
     warmup_s: float = 1.0
     nr_requests: int = DEFAULT_NR_REQUESTS
     clock_scale: float | None = None     # schedulers' time tunables times this; None: the profile's time scale
-    # Cells an earlier session of this run measured (--resume; cell_id each), which the guest skips.
+    # Cells an earlier session of this run measured (`compare resume`; cell_id each), which the guest skips.
     done: tuple[str, ...] = ()
     # The real and the replay cell of an application, cache and background are measured together, their launches
     # taken in turn (measure_interleaved), so that replay / real compares launches made in the same state of the

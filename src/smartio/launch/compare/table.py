@@ -124,7 +124,7 @@ MISSING_NAMED = 8       # more missing cells than this are counted per scheduler
 
 
 def missing_lines(missing: list[str], schedulers: list[str]) -> list[str]:
-    """The cells a run has not measured (yet: a stopped run goes on with --resume): named when few, else counted
+    """The cells a run has not measured (yet: a stopped run goes on with `compare resume`): named when few, else counted
     per scheduler, so that a half-done run of 288 cells does not end in a wall of names."""
     if len(missing) <= MISSING_NAMED:
         return [f"  missing: {', '.join(missing)}"] if missing else []

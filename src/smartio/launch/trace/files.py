@@ -16,8 +16,8 @@ SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/")
 
 def symlinks_along(paths: set[str]) -> dict[str, str]:
     """Every symbolic link met while resolving these absolute paths (`/lib` -> `usr/lib`, a venv's `bin/python`),
-    link -> target as the link holds it: an installed copy of a launch (`smartio launch run --app`) needs them to
-    find its files by the names the program asks for."""
+    link -> target as the link holds it: an installed copy of a launch (`smartio bench launch --app`) needs them
+    to find its files by the names the program asks for."""
     links: dict[str, str] = {}
 
     def walk(path: str, depth: int) -> None:

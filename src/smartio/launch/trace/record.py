@@ -125,7 +125,7 @@ def record(argv: list[str], cwd: str, *, cold_residency: bool, say: Any = None) 
     links = symlinks_along({p for p in asked if p.startswith("/") and not p.startswith(SKIP_PREFIXES)})
     sizes = file_sizes(raws)
     untraced = []
-    launcher = CommandLauncher(argv, cwd)         # timed as `smartio launch run` times it
+    launcher = CommandLauncher(argv, cwd)         # timed as `smartio bench launch` times it
     for i in range(UNTRACED_RUNS):
         say(f"untraced launch {i + 1}/{UNTRACED_RUNS}")
         untraced.append(launcher.launch())
