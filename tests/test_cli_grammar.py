@@ -23,6 +23,11 @@ REPO = Path(__file__).resolve().parent.parent
     (["compare", "--experiment", "launch", "--resume", "d", "--timeout", "9"], ["compare", "resume", "d", "--timeout",
                                                                                "9"]),
     (["compare", "--resume", "d"], ["compare", "resume", "d"]),
+    (["compare", "--exp", "launch", "--res", "d"], ["compare", "resume", "d"]),       # argparse's abbreviations
+    (["compare", "--resume", "d", "--profile", "s5-emmc"], ["compare", "resume", "d"]),   # ignored, as before
+    (["launch", "replay", "--target", "d", "t.json", "--repeats", "3"],
+     ["bench", "launch", "--replay", "t.json", "--target", "d", "--repeats", "3"]),
+    (["compare"], ["compare", "slowdown"]),
 ])
 def test_old_spellings_are_rewritten_with_a_notice(old, new, capsys):
     assert aliases.rewrite(old, registry.COMPARE) == new
@@ -31,7 +36,7 @@ def test_old_spellings_are_rewritten_with_a_notice(old, new, capsys):
 
 @pytest.mark.parametrize("argv", [
     ["bench", "slowdown", "--quick"], ["compare", "launch", "--quick"], ["compare", "analyze", "d"],
-    ["launch", "record", "-o", "t", "--", "true"], ["results", "show", "3"], ["compare"], [],
+    ["launch", "record", "-o", "t", "--", "true"], ["results", "show", "3"], [],
 ])
 def test_the_current_grammar_is_left_alone(argv, capsys):
     assert aliases.rewrite(list(argv), registry.COMPARE) == argv
@@ -48,6 +53,15 @@ def test_an_option_of_another_experiment_is_refused(capsys):
     assert main(["compare", "mixed", "--apps", "editor"]) == 2
     assert "unrecognized arguments: --apps editor" in capsys.readouterr().err
     assert main(["bench", "latency", "--dependency", "all"]) == 2
+    assert main(["compare", "sqlite", "--schedulers", "bfq"]) == 2     # it compares filesystems, not schedulers
+    assert "unrecognized arguments: --schedulers bfq" in capsys.readouterr().err
+
+
+def test_every_comparison_of_the_registry_has_its_options():
+    from smartio.cli import compare
+
+    assert set(compare.OPTIONS) == set(registry.COMPARE)
+    assert set(compare.PLANS) | {"slowdown", "mixed", "both"} == set(registry.COMPARE)
 
 
 @pytest.mark.parametrize("run, shows, plots", [
@@ -76,3 +90,16 @@ def test_compare_analyze_of_what_is_not_a_comparison(tmp_path, capsys):
     (tmp_path / "compare.json").write_text("{")
     assert main(["compare", "analyze", str(tmp_path)]) == 2
     assert "not readable" in capsys.readouterr().err
+
+
+def test_every_reference_of_the_registry_resolves():
+    import importlib.util
+
+    for e in registry.EXPERIMENTS:
+        refs = [e.bench]
+        if e.compare is not None:
+            c = e.compare
+            refs += [c.plan, c.run, c.render, c.plot, c.analyze, c.notes]
+            assert importlib.util.find_spec(c.guest) is not None, f"{e.name}: no guest module {c.guest}"
+        for ref in filter(None, refs):
+            assert callable(registry.resolve(ref)), f"{e.name}: {ref}"

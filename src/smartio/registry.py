@@ -65,6 +65,13 @@ class Experiment:
         return resolve(self.compare.render)
 
 
+def launch_plots(doc: dict[str, Any], out_dir: Path) -> list[Path]:
+    """The launch comparison's one figure (launch.png), in the shape every comparison's plot takes."""
+    from smartio.launch import compare as la
+
+    return [la.plot(doc, out_dir / la.PLOT_FILE)]
+
+
 _STOREBENCH_COMPARE = Comparison(
     plan="smartio.storebench.compare:Plan", guest="smartio.storebench.compare",
     run="smartio.storebench.compare:run_compare", render="smartio.storebench.compare_report:render",
@@ -80,6 +87,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("mixed", "StoreBench: a mixed read/write workload's response time per read share (Figure 12)",
                bench=_TABLES, compare=_STOREBENCH_COMPARE),
     Experiment("all", "StoreBench: latency, slowdown, concurrency and mixed in one run", bench=_TABLES),
+    # A comparison of both names itself by its experiments, "slowdown+mixed" (compare.run.stored_row).
     Experiment("both", "slowdown and mixed under each scheduler in one VM session", compare=_STOREBENCH_COMPARE,
                aliases=("slowdown+mixed",)),
     Experiment("qasio", "seed 001's microbenchmarks M1-M5 beside a background buffered writer (QASIO's Table 2)",
@@ -103,14 +111,9 @@ EXPERIMENTS: tuple[Experiment, ...] = (
 BY_NAME = {e.name: e for e in EXPERIMENTS}
 
 
-def launch_plots(doc: dict[str, Any], out_dir: Path) -> list[Path]:
-    """The launch comparison's one figure (launch.png), in the shape every comparison's plot takes."""
-    from smartio.launch import compare as la
-
-    return [la.plot(doc, out_dir / la.PLOT_FILE)]
 BENCH = tuple(e.name for e in EXPERIMENTS if e.bench)
 COMPARE = tuple(e.name for e in EXPERIMENTS if e.compare)
-STOREBENCH = ("latency", "slowdown", "concurrency", "mixed", "all")
+STOREBENCH = tuple(e.name for e in EXPERIMENTS if e.bench == _TABLES)     # StoreBench's, one parser
 
 
 def get(name: str, flag: str = "experiment") -> Experiment:

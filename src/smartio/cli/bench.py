@@ -127,10 +127,5 @@ def bench_qasio(a: argparse.Namespace) -> int:
 
 def profile(a: argparse.Namespace) -> int:
     found = profile_run(Settings.from_args(a), _outputs(a), apply=a.apply, command=command_line())
-    for p, n in found.parameters.items():
-        print(f"{p}={n}")
-    for t, v in found.pacing.items():
-        print(f"{t}={v}")
-    if found.applied_to is not None:
-        print(f"applied to {found.applied_to.queue / 'iosched'}")
+    print("\n".join(found.lines()))
     return 0

@@ -26,18 +26,22 @@ from smartio.testbed.boot import DEFAULT_CPUS, Boot
 EXIT_CODES = "Exit codes: 0 ok, 1 a run failed, 2 bad input, 3 needs root, 130 interrupted."
 
 
-def _common(p: argparse.ArgumentParser, default_schedulers: str, schedulers_help: str = "") -> None:
-    """The options of every experiment's comparison: the device, the schedulers, the VM, the outputs."""
+def _common(p: argparse.ArgumentParser, default_schedulers: str | None, repeats: str,
+            schedulers_help: str = "") -> None:
+    """The options of every experiment's comparison: the device, the schedulers (not for sqlite, which compares
+    filesystems under the device's default scheduler), the VM, the outputs."""
     p.add_argument("--profile", default="s5-emmc", metavar="NAME",
                    help="emulated flash profile (see `smartio flashdev profiles`; default s5-emmc)")
-    p.add_argument("--schedulers", metavar="LIST",
-                   help=schedulers_help or f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets "
-                                           f"tunables after switching, smartio:profile runs the Concurrency Profiler "
-                                           f"first (default {default_schedulers})")
-    p.add_argument("--repeats", type=int, metavar="N", help="repeats of every measurement")
-    p.add_argument("--nr-requests", type=int, default=DEFAULT_NR_REQUESTS, metavar="N",
-                   help=f"raise the queue's nr_requests to N under every scheduler but none, so the scheduler "
-                        f"holds the requests a shallow device queue cannot (default {DEFAULT_NR_REQUESTS})")
+    if default_schedulers is not None:
+        p.add_argument("--schedulers", metavar="LIST",
+                       help=schedulers_help or f"comma-separated schedulers, in order; NAME:TUNABLE=N[:TUNABLE=N] sets "
+                                               f"tunables after switching, smartio:profile runs the Concurrency "
+                                               f"Profiler first (default {default_schedulers})")
+    p.add_argument("--repeats", type=int, metavar="N", help=f"repeats of every measurement (default {repeats})")
+    if default_schedulers is not None:
+        p.add_argument("--nr-requests", type=int, default=DEFAULT_NR_REQUESTS, metavar="N",
+                       help=f"raise the queue's nr_requests to N under every scheduler but none, so the scheduler "
+                            f"holds the requests a shallow device queue cannot (default {DEFAULT_NR_REQUESTS})")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="new or empty directory for compare.json, plots and the VM's artifacts "
                         "(default ./artifacts/compare-<timestamp>)")
@@ -135,11 +139,15 @@ def _qasio(p: argparse.ArgumentParser) -> None:
 
 QASIO_SCHEDULERS = ("runs: smartio:DEPENDENCY with DEPENDENCY none, all, meta, data, sync or discard, and none, "
                     "mq-deadline, kyber, bfq (default " + ",".join(qa.DEFAULT_RUNS) + ")")
-# Each experiment's own options, and its default schedulers.
-OPTIONS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], str]] = {
-    "slowdown": (_storebench, DEFAULT_SCHEDULERS), "mixed": (_storebench, DEFAULT_SCHEDULERS),
-    "both": (_storebench, DEFAULT_SCHEDULERS), "sqlite": (_sqlite, DEFAULT_SCHEDULERS),
-    "launch": (_launch, la.DEFAULT_SCHEDULERS), "qasio": (_qasio, ",".join(qa.DEFAULT_RUNS)),
+# Each experiment's own options, its default schedulers (None: it takes none) and its default repeats.
+_STOREBENCH_REPEATS = f"{VM_REPEATS[0]}, --quick {VM_REPEATS[1]}"
+OPTIONS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], str | None, str]] = {
+    "slowdown": (_storebench, DEFAULT_SCHEDULERS, _STOREBENCH_REPEATS),
+    "mixed": (_storebench, DEFAULT_SCHEDULERS, _STOREBENCH_REPEATS),
+    "both": (_storebench, DEFAULT_SCHEDULERS, _STOREBENCH_REPEATS),
+    "sqlite": (_sqlite, None, f"{sq.VM_REPEATS[0]}, --quick {sq.VM_REPEATS[1]}"),
+    "launch": (_launch, la.DEFAULT_SCHEDULERS, "3, --quick 1"),
+    "qasio": (_qasio, ",".join(qa.DEFAULT_RUNS), "1"),
 }
 
 
@@ -156,10 +164,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     exps = p.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
     for name in registry.COMPARE:
         exp = registry.get(name)
-        own, default_schedulers = OPTIONS[name]
-        q = exps.add_parser(name, help=exp.summary, description=exp.summary + ", under each scheduler in one VM "
-                            "session of the testbed.", epilog=EXIT_CODES)
-        _common(q, default_schedulers, QASIO_SCHEDULERS if name == "qasio" else "")
+        own, default_schedulers, repeats = OPTIONS[name]
+        where = (", per filesystem and optimisation" if default_schedulers is None else ", under each scheduler")
+        q = exps.add_parser(name, help=exp.summary, description=exp.summary + where + ", in one VM session of the "
+                            "testbed.", epilog=EXIT_CODES)
+        _common(q, default_schedulers, repeats, QASIO_SCHEDULERS if name == "qasio" else "")
         own(q)
         q.set_defaults(func=compare)
     q = exps.add_parser("analyze", help="reprint a comparison from its directory, run nothing",
@@ -240,13 +249,13 @@ def compare(a: argparse.Namespace) -> int:
     # background job of a non-interactive shell ignores SIGINT): SIGTERM and SIGHUP stop it as Ctrl-C does, and
     # compare.json keeps every run the guest finished.
     with sigterm_as_interrupt():
-        doc, out = _compare(a)
+        doc, out = _compare(a, command_line())
     print(registry.get(a.experiment).compare_renderer()(doc))
     print("\n" + kept_line(doc, out), file=sys.stderr)
     return 0
 
 
-def _compare(a: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+def _compare(a: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:
     # The plan is checked first, then --db, then the testbed boots: bad input costs nothing and writes nothing.
     if a.experiment in GUEST_EXPERIMENTS:
         run, plan, _ = _guest_experiment(a)
@@ -258,35 +267,36 @@ def _compare(a: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     Store(a.db).close()
     if a.experiment in GUEST_EXPERIMENTS:
         return run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
-                   command=command_line(), stream=sys.stderr.buffer, db=a.db, boot=boot)
+                   command=command, stream=sys.stderr.buffer, db=a.db, boot=boot)
     from smartio.storebench.compare import run_compare
 
     # progress on stderr, apart from the tables
-    return run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command_line(),
+    return run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command,
                        stream=sys.stderr.buffer, db=a.db, boot=boot)
 
 
 def resume(a: argparse.Namespace) -> int:
     with sigterm_as_interrupt():
-        doc, out = _resume(a)
+        doc, out = _resume(a, command_line())
     print(la.render(doc))
     print("\n" + kept_line(doc, out), file=sys.stderr)
     return 0
 
 
-def _resume(a: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+def _resume(a: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:
     if not a.dir.is_dir():
         raise UsageError("DIR", a.dir, "is not a directory (give the --out of a launch comparison)")
     vm_profile("s5-emmc", a.timeout)         # checks --timeout
     check_testbed()
     Store(a.db).close()
-    return la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=a.timeout, command=command_line(),
+    return la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=a.timeout, command=command,
                                  stream=sys.stderr.buffer, resume=a.dir, db=a.db)
 
 
-def run_command(argv: list[str]) -> tuple[dict[str, Any], Path]:
+def run_command(argv: list[str], command: str) -> tuple[dict[str, Any], Path]:
     """`smartio compare ARGV` (an experiment or `resume`) in this process, for the bench scripts: prints what the
-    command prints and returns the comparison's document and directory; bad input is a UsageError (exit 2)."""
+    command prints and returns the comparison's document and directory; bad input is a UsageError (exit 2).
+    `command` is what the document records as the command that made it (the bench script's own command line)."""
     from smartio.cli import build_parser
 
     try:
@@ -296,7 +306,7 @@ def run_command(argv: list[str]) -> tuple[dict[str, Any], Path]:
     if a.experiment not in (*registry.COMPARE, "resume"):
         raise UsageError(None, " ".join(argv), "runs no comparison")
     with sigterm_as_interrupt():
-        doc, out = _resume(a) if a.func is resume else _compare(a)
+        doc, out = _resume(a, command) if a.func is resume else _compare(a, command)
     print(registry.get(a.experiment).compare_renderer()(doc))
     print("\n" + kept_line(doc, out), file=sys.stderr)
     return doc, out
@@ -304,13 +314,13 @@ def run_command(argv: list[str]) -> tuple[dict[str, Any], Path]:
 
 def analyze(a: argparse.Namespace) -> int:
     doc, exp, note = registry.read_comparison(a.dir)
+    assert exp.compare is not None
+    if a.plots is not None and exp.compare.plot is None:
+        raise UsageError("--plots", a.plots, f"a {exp.name} comparison has no plots")
     if note:
         print(f"smartio compare analyze: {note}", file=sys.stderr)
     print("\n".join(registry.analysis(a.dir, doc, exp)))
-    if a.plots is not None:
-        assert exp.compare is not None
-        if exp.compare.plot is None:
-            raise UsageError("--plots", a.plots, f"a {exp.name} comparison has no plots")
+    if a.plots is not None and exp.compare.plot is not None:
         a.plots.mkdir(parents=True, exist_ok=True)
         try:
             for path in registry.resolve(exp.compare.plot)(doc, a.plots):

@@ -102,6 +102,11 @@ class Profiled:
     pacing: dict[str, int]
     applied_to: Device | None
 
+    def lines(self) -> list[str]:
+        """As `smartio profile` prints them: `seq_read=4`, ..., the pacing tunables, and where they were applied."""
+        return [*(f"{k}={v}" for k, v in (*self.parameters.items(), *self.pacing.items())),
+                *([f"applied to {self.applied_to.queue / 'iosched'}"] if self.applied_to is not None else [])]
+
 
 def profile(settings: Settings, out: Outputs, *, apply: bool, command: str) -> Profiled:
     """The Concurrency Profiler: the concurrency experiment, its parameters and pacing, written into the device's

@@ -252,10 +252,11 @@ def profile(dev: Device, plan: Plan, out: Path) -> dict[str, int]:
     settings = Settings(repeats=2, size=parse_size("--size", plan.size_for("slowdown")), levels=(1, 2, 4), mixes=(10,),
                         iodepth=1)
     try:
-        profile_run(settings, Outputs(target=plan.device, destroy_data=True, json=str(out / PROFILE_FILE)), apply=True,
-                    command=shlex.join(["smartio", "profile", *args]))
+        found = profile_run(settings, Outputs(target=plan.device, destroy_data=True, json=str(out / PROFILE_FILE)),
+                            apply=True, command=shlex.join(["smartio", "profile", *args]))
     except SmartioError as e:
         raise SmartioError(f"`smartio profile --apply` failed: {e}") from e
+    print("\n".join(found.lines()), flush=True)
     names = (*TUNABLE.values(), *PACING_TUNABLES)
     return {k: int(v) for k, v in read_tunables(dev).items() if k in names}
 

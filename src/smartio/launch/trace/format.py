@@ -1,8 +1,8 @@
 """The launch trace format: a header, the files, the operations, as JSON lines (`Trace.read`, `Trace.write`).
 
-## Format (one JSON object per line; version 2, which reads version 1 too)
+## Format (one JSON object per line; version 3, which reads versions 1 and 2 too)
 
-1. A header: `{"format": "smartio-launch-trace", "version": 2, "command": [...], "cwd": ..., "recorded": ISO time,
+1. A header: `{"format": "smartio-launch-trace", "version": 3, "command": [...], "cwd": ..., "recorded": ISO time,
    "kernel": ..., "tool": "strace ...", "traced_wall_s": the traced launch's wall time, "untraced_wall_s": the
    shortest of 5 warm launches without strace (the least disturbed by whatever else runs), "think_scale": see
    below, "residency": how mapped pages were chosen, "executable": the command's absolute path, "symlinks":
