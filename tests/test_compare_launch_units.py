@@ -456,10 +456,10 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
     booted.clear()
     doc, _ = la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=60, command="c", resume=out)
     assert booted == [] and doc["missing"] == [] and (out / "compare.json").exists()
-    with pytest.raises(UsageError, match="--resume .* holds no launch comparison"):
+    with pytest.raises(UsageError, match="resume .* holds no launch comparison"):
         la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=60, command="c", resume=tmp_path)
     (tmp_path / la.START_FILE).write_text("{not json")
-    with pytest.raises(UsageError, match="--resume .* cannot read .*launch-run.json"):
+    with pytest.raises(UsageError, match="resume .* cannot read .*launch-run.json"):
         la.run_launch_compare(None, profile="s5-emmc", out=None, timeout=60, command="c", resume=tmp_path)
 
 

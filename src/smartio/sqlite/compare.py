@@ -198,9 +198,9 @@ def guest_main(argv: list[str]) -> int:
                 settings = SqliteSettings(op=op, journal=cfg.journal, sync=plan.sync, sync_call=cfg.sync_call,
                                     transactions=plan.transactions, record_bytes=plan.record_bytes,
                                     repeats=plan.repeats)
-                command = (f"smartio sqlite --target {MOUNT} --op {op} --journal {cfg.journal} --sync {plan.sync} "
-                           f"--sync-call {cfg.sync_call} --transactions {plan.transactions} --repeats "
-                           f"{plan.repeats} --record-bytes {plan.record_bytes} --trace")
+                command = (f"smartio bench sqlite --target {MOUNT} --op {op} --journal {cfg.journal} "
+                           f"--sync {plan.sync} --sync-call {cfg.sync_call} --transactions {plan.transactions} "
+                           f"--repeats {plan.repeats} --record-bytes {plan.record_bytes} --trace")
                 # The traces of the Figure 4 runs are kept (vm/out/traces/), for a second look or for tests.
                 keep = out / "traces" / f"{fs}.{cfg.key}.{op}.smtrace" if (
                     op == "insert" and cfg.sync_call == "fsync" and not cfg.external) else None

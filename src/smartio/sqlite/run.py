@@ -140,7 +140,7 @@ def _now() -> str:
 
 
 def run_sqlite(settings: SqliteSettings, target: str | None, *, trace: bool = False, trace_file: Path | None = None,
-               command: str = "smartio sqlite", progress: bool = True) -> dict[str, Any]:
+               command: str = "smartio bench sqlite", progress: bool = True) -> dict[str, Any]:
     """Run the workload `settings.repeats` times in `target`; returns the result document (docs/guide/bench.md)."""
     root = check_target(target, settings)
     if trace_file is not None and not trace:
@@ -159,7 +159,7 @@ def run_sqlite(settings: SqliteSettings, target: str | None, *, trace: bool = Fa
     layout = _layout(root, device) if trace else None
     started = _now()
     scratch = root / f"{SCRATCH_PREFIX}{secrets.token_hex(4)}"
-    say = (lambda m: print(f"smartio sqlite: {m}", file=sys.stderr, flush=True)) if progress else (lambda m: None)
+    say = (lambda m: print(f"smartio bench sqlite: {m}", file=sys.stderr, flush=True)) if progress else (lambda m: None)
     per_repeat: list[dict[str, float]] = []
     counts: list[shim.Counts] = []
     repeats: list[Repeat] = []
@@ -317,7 +317,7 @@ class _Recording:
         self.rec.stop()
         lost = self.rec.overruns()
         events, comms = self.rec.decode()
-        return Trace(events, comms, {"tool": "smartio sqlite --trace", "kernel": platform.release(),
+        return Trace(events, comms, {"tool": "smartio bench sqlite --trace", "kernel": platform.release(),
                                      "clock": "mono", "start_ns": self.start_ns, "end_ns": time.monotonic_ns(),
                                      "lost_events": lost})
 

@@ -136,5 +136,5 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         sys.exit(130)
     except sqlite3.Error as e:
-        print(f"smartio sqlite worker: SQLite error: {e}", file=sys.stderr)
+        print(f"smartio bench sqlite worker: SQLite error: {e}", file=sys.stderr)
         sys.exit(1)

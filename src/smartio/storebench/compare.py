@@ -83,7 +83,7 @@ class Plan(JsonPlan):
 
     def __post_init__(self) -> None:
         if self.experiment not in EXPERIMENTS:
-            raise UsageError("--experiment", self.experiment, f"choose one of {', '.join(EXPERIMENTS)}")
+            raise UsageError("EXPERIMENT", self.experiment, f"choose one of {', '.join(EXPERIMENTS)}")
         if self.streams not in STREAMS:
             raise UsageError("--streams", self.streams, f"choose one of {', '.join(map(str, STREAMS))}")
         for flag, n in (("--repeats", self.repeats), ("--repeats-mixed", self.mixed_repeats)):

@@ -212,7 +212,7 @@ def _guest_main(argv: list[str]) -> int:
                     else:
                         launcher, cal = calibrated(name, cache)
                         what = {"app": name, "calibration": cal}
-                    arms.append(Arm(launcher, {"mode": mode, **what}, f"smartio compare --experiment launch "
+                    arms.append(Arm(launcher, {"mode": mode, **what}, f"smartio compare launch "
                                     f"({name}, {cache}, {bg}, {mode})", plan.repeats_of(cache, bg, mode)))
                 if plan.background_start == "once" and bg != "none" and running is None:
                     say(f"{spec.label}: background {bg} started, {BACKGROUND_HEAD_S:g} s before its first launch")

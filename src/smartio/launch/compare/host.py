@@ -205,8 +205,8 @@ def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | No
             if d.get("experiment") == "launch":
                 return stored(d["plan"]), d["profile"]["name"], d["profile"]["time_scale"], d.get("run_uid")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UsageError("--resume", out_dir, f"cannot read {path}: {e}") from e
-    raise UsageError("--resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "
+        raise UsageError("resume", out_dir, f"cannot read {path}: {e}") from e
+    raise UsageError("resume", out_dir, f"holds no launch comparison to resume (no {START_FILE} or launch "
                      f"{DOCUMENT})")
 
 
