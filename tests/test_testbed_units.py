@@ -659,3 +659,58 @@ def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: py
 class BootableRelease(FakeRelease):
     modules_dir: Path = Path("/nonexistent/modules")
     vmlinuz: Path = Path("/nonexistent/vmlinuz")
+
+
+def test_releases_from_debian_13_on_have_the_upstream_version_in_their_abi() -> None:
+    old = kernelpkg.KernelRelease("6.1.0-57", "6.1.192-3")
+    assert (old.series, old.source_package, old.kbuild_package) == ("6.1", "linux-source-6.1", "linux-kbuild-6.1")
+    rel = kernelpkg.KernelRelease("6.12.118+deb13", "6.12.118-1", kernelpkg.FLAVOUR, "6.12")
+    assert (rel.upstream, rel.series, rel.source_package) == ("6.12.118", "6.12", "linux-source-6.12")
+    assert rel.kbuild_package == "linux-kbuild-6.12.118+deb13"
+    assert rel.uname == "6.12.118+deb13-cloud-amd64"
+    arm = kernelpkg.KernelRelease("7.2.13+deb14", "7.2.13-1", kernelrelease.ARM64, "newest")
+    assert (arm.uname, arm.arch, arm.series) == ("7.2.13+deb14-arm64", "arm64", "7.2")
+    assert arm.private_headers == kernelpkg.KernelRelease("7.2.13+deb14", "7.2.13-1").private_headers
+
+
+def test_resolve_reads_the_suites_meta_package_and_falls_back_to_the_cache(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SMARTIO_CACHE", str(tmp_path))
+    monkeypatch.delenv("SMARTIO_OFFLINE", raising=False)
+    monkeypatch.setattr(kernelpkg, "_apt", lambda kernel, arch, tool: [tool, f"-o{kernel}"])
+    answers = {"depends": "linux-image-cloud-amd64\n  Depends: linux-base-cloud-amd64\n"
+                          "  Depends: linux-image-7.2.13+deb14-cloud-amd64\n",
+               "policy": "linux-image-7.2.13+deb14-cloud-amd64:\n  Installed: (none)\n  Candidate: 7.2.13-1\n"}
+    seen: list[list[str]] = []
+
+    def apt(cmd: list[str], cwd=None) -> str:
+        seen.append(cmd)
+        return answers[cmd[2]]
+    monkeypatch.setattr(kernelpkg, "_run", apt)
+    rel = kernelpkg.resolve(kernel="newest")
+    assert (rel.abi, rel.version, rel.kernel) == ("7.2.13+deb14", "7.2.13-1", "newest")
+    assert seen[0][:2] == ["apt-cache", "-onewest"]
+    assert kernelpkg.resolve(kernel="newest", flavour=kernelrelease.ARM64).uname == "7.2.13+deb14-arm64"
+    with pytest.raises(SmartioError, match="is Linux 7.2, not 6.12"):     # trixie's meta package must be 6.12
+        kernelpkg.resolve(kernel="6.12")
+    # sid moved on, or the machine is offline: the newest release fetched before, as release.json records it
+    rel.dir.mkdir(parents=True)
+    (rel.dir / ".complete-headers").touch()
+    kernelpkg._record(rel)
+    monkeypatch.setattr(kernelpkg, "_run", lambda cmd, cwd=None: (_ for _ in ()).throw(SmartioError("offline")))
+    assert kernelpkg.resolve(kernel="newest") == rel
+    assert kernelpkg.resolve(kernel="newest", offline=True) == rel
+    with pytest.raises(SmartioError, match="offline"):
+        kernelpkg.resolve(kernel="6.12")
+
+
+def test_the_matrix_cells_and_their_builds() -> None:
+    from smartio.testbed import modbuild
+    assert [c.name for c in modbuild.cells()] == ["6.1-amd64", "6.1-arm64", "6.12-amd64", "6.12-arm64",
+                                                  "newest-amd64", "newest-arm64"]
+    assert [c.chroot for c in modbuild.cells(["6.1", "6.12", "newest"], ["x86-64"])] == [None, "trixie", "sid"]
+    with pytest.raises(SmartioError, match="unknown architecture"):
+        modbuild.cells(arches=["riscv64"])
+    rel = kernelpkg.KernelRelease("6.12.118+deb13", "6.12.118-1", kernelrelease.ARM64, "6.12")
+    cmd = modbuild.make_command(rel, Path("/m"))
+    assert cmd[:4] == ["make", "-C", str(rel.build_dir), "M=/m"] and "W=1" in cmd and "KCFLAGS=-Werror" in cmd
+    assert "ARCH=arm64" in cmd and "CROSS_COMPILE=aarch64-linux-gnu-" in cmd and cmd[-1] == "modules"
