@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * SmartIO I/O scheduler for blk-mq (Linux 6.1).
+ * SmartIO I/O scheduler for blk-mq (Linux 6.1, 6.12 and newer; x86-64, arm64).
  *
  * Read/write isolation for flash storage, after "SmartIO" (MobiSys'15,
  * Algorithms 6.1 and 6.2) with the quasi-asynchronous I/O boost of "QASIO"
@@ -159,7 +159,11 @@
  *
  * Flush and FUA requests never reach an elevator on 6.1 (the flush machinery
  * inserts them into the hardware queue directly); should one arrive anyway it
- * goes to the head dispatch list, unreordered.
+ * goes to the head dispatch list, unreordered. From 6.5 a write with FUA or
+ * PREFLUSH is the scheduler's (RQF_USE_SCHED): it is sorted, grouped and
+ * held like any write of its class, as mq-deadline does, and only what the
+ * flush machinery hands back at the head goes to the head dispatch list.
+ * What differs between kernels is in sio-compat.h, keyed by feature.
  */
 #include <linux/kernel.h>
 #include <linux/module.h>
@@ -186,7 +190,10 @@
 #include "blk-mq.h"
 #include "blk-mq-debugfs.h"
 #include "blk-mq-sched.h"
+#include "sio-compat.h"
+#if SIO_HAVE_BLK_MQ_TAG_H
 #include "blk-mq-tag.h"
+#endif
 
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
@@ -419,7 +426,7 @@ struct sio_data {
 	struct hrtimer pace_timer;		/* ... and when a pace or read hold ends */
 
 	struct sio_hint hints[SIO_NR_HINTS];
-	struct sio_qlog qlog[SIO_NR_QLOG];
+	struct sio_qlog *qlog;			/* SIO_NR_QLOG entries; NULL without debugfs */
 	unsigned int qlog_next;			/* entries ever logged */
 	struct sio_write_out writes_out[SIO_NR_WRITES_OUT];
 
@@ -1312,18 +1319,28 @@ static bool sio_slice_over(struct sio_data *sd, struct request *rq, u64 now)
 }
 
 /*
- * A sync or async write whose slice has expired, the older group head first
- * (a small sync write behind a large async one has the shorter slice), or
- * NULL. In a start-up a slice is at least startup_ms (11).
+ * A write whose slice has expired: a boosted one first, then of the sync and
+ * async group heads the older (a small sync write behind a large async one
+ * has the shorter slice), or NULL. In a start-up a slice is at least
+ * startup_ms (11), except a boosted write's.
  */
 static struct request *sio_starved_write(struct sio_data *sd,
 					 struct sio_class_queue *cq, u64 now)
 {
+	struct request *boosted = sio_group_head(cq, SIO_G_BOOSTED_WRITE);
 	struct request *a = sio_group_head(cq, SIO_G_SYNC_WRITE);
 	struct request *b = sio_group_head(cq, SIO_G_ASYNC_WRITE);
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
 	struct request *rq = NULL;
 
+	/*
+	 * A boosted write's slice bounds it as any write's does: reads go
+	 * before the boosted group, and a task waits on it (5), so without this
+	 * a reader that keeps its FIFO full would keep that task in D state.
+	 * Nothing holds it for a start-up either.
+	 */
+	if (boosted && sio_slice_over(sd, boosted, now))
+		return boosted;
 	if (a && b && b->fifo_time < a->fifo_time)
 		swap(a, b);
 	if (a && sio_slice_over(sd, a, now))
@@ -1433,7 +1450,7 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 	u64 hold_end = sio_read_hold_end(sd, now);
 	bool higher_waiting = false, hold = false;
 	unsigned int limited = 0;
-	struct request *rq;
+	struct request *rq = NULL;	/* every FIFO may be empty: has_work looked without the lock */
 	enum sio_class c;
 
 	lockdep_assert_held(&sd->lock);
@@ -1486,11 +1503,11 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 static void sio_qlog_add(struct sio_data *sd, char what, sector_t start,
 			 sector_t end, enum sio_dep dep, pid_t pid, u64 now)
 {
-	struct sio_qlog *e = &sd->qlog[sd->qlog_next++ % SIO_NR_QLOG];
-
 	lockdep_assert_held(&sd->lock);
 
-	*e = (struct sio_qlog){ now, start, end, pid, dep, what };
+	if (sd->qlog)
+		sd->qlog[sd->qlog_next++ % SIO_NR_QLOG] =
+			(struct sio_qlog){ now, start, end, pid, dep, what };
 }
 
 static unsigned long sio_rq_out(struct request *rq)
@@ -1843,6 +1860,9 @@ static const char *const sio_sync_callers[] = {
 	"wait_on_page_writeback",	/* ... on 6.1 it mostly comes from there */
 	"write_cache_pages",		/* WB_SYNC_ALL writeback */
 	"mpage_prepare_extent_to_map",	/* ext4's WB_SYNC_ALL writeback */
+	"writeback_iter",		/* 6.10+: write_cache_pages() and filesystems' */
+	"writeback_get_folio",		/* ... WB_SYNC_ALL waits, if not inlined */
+	"folio_prepare_writeback",
 };
 
 static DEFINE_PER_CPU(char [KSYM_SYMBOL_LEN], sio_symbuf);
@@ -1880,7 +1900,7 @@ static enum sio_dep sio_folio_dep(unsigned long ret)
 static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 {
 	struct folio *folio = (void *)regs_get_kernel_argument(regs, 0);
-	unsigned long ret = *(unsigned long *)kernel_stack_pointer(regs);
+	unsigned long ret = sio_entry_return_address(regs);
 	struct buffer_head *head, *bh;
 	struct address_space *mapping;
 	struct block_device *bdev = NULL;
@@ -1890,7 +1910,7 @@ static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 	if (!folio || !folio_test_writeback(folio))
 		return 0;
 	mapping = folio_mapping(folio);
-	if (!mapping || !spin_trylock(&mapping->private_lock))
+	if (!mapping || !spin_trylock(sio_mapping_lock(mapping)))
 		return 0;
 	head = folio_buffers(folio);
 	if (!folio_test_writeback(folio) || folio_mapping(folio) != mapping || !head)
@@ -1914,7 +1934,7 @@ static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 		end = s + spb;
 	} while ((bh = bh->b_this_page) != head);
 unlock:
-	spin_unlock(&mapping->private_lock);
+	spin_unlock(sio_mapping_lock(mapping));
 	if (!bdev)
 		return 0;
 	dep = sio_folio_dep(ret);
@@ -2100,7 +2120,8 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 			sd->discard_async++;
 	}
 
-	if (at_head || op_is_flush(rq->cmd_flags)) {
+	if (at_head || (!SIO_HAVE_FLUSH_DATA_VIA_ELV && op_is_flush(rq->cmd_flags))) {
+		trace_block_rq_insert(rq);
 		if (!(flags & SIO_RQ_DISPATCHED))
 			sio_rq_set_field(rq, SIO_RQ_KIND_SHIFT, dir == SIO_READ ?
 					 SIO_RAND_READ : SIO_RAND_WRITE);
@@ -2160,8 +2181,9 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 
 /* Called by blk_mq_sched_insert_request() and blk_mq_sched_insert_requests(). */
 static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
-				struct list_head *list, bool at_head)
+				struct list_head *list, sio_insert_t flags)
 {
+	bool at_head = SIO_INSERT_AT_HEAD(flags);
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
 	unsigned long irqflags;
 	LIST_HEAD(free);
@@ -2438,15 +2460,52 @@ static bool sio_has_work(struct blk_mq_hw_ctx *hctx)
  * writeback (the legacy block layer kept separate sync and async pools);
  * reads the rest, so a reader always finds a tag.
  */
+/*
+ * Does the kernel read shallow_depth as a share of the whole bitmap (mainline
+ * 6.17, "lib/sbitmap: convert shallow_depth from one word to the whole
+ * sbitmap", backported to Debian's 6.12.43) or of each word (before)? No
+ * symbol tells: sio_init() asks an sbitmap of two 64-bit words.
+ */
+static bool sio_shallow_whole;
+
+static int sio_probe_shallow(void)
+{
+	struct sbitmap_queue sbq;
+	int n = 0;
+
+	if (sbitmap_queue_init_node(&sbq, 128, 6, false, GFP_KERNEL, NUMA_NO_NODE))
+		return -ENOMEM;
+	sbitmap_queue_min_shallow_depth(&sbq, 2);
+	while (n < 128 && sbitmap_queue_get_shallow(&sbq, 2) >= 0)
+		n++;
+	sbitmap_queue_free(&sbq);
+	sio_shallow_whole = n == 2;	/* per word: 2 from each of the 2 words */
+	return 0;
+}
+
 static void sio_limit_depth(blk_opf_t opf, struct blk_mq_alloc_data *data)
 {
 	struct sio_data *sd = data->q->elevator->elevator_data;
-	struct sbitmap_queue *bt = &data->hctx->sched_tags->bitmap_tags;
-	unsigned int nrr = bt->sb.depth, depth;
+	struct sbitmap_queue *bt;
+	unsigned int nrr, depth;
 
 	if (op_is_sync(opf) && !op_is_write(opf))
 		return;
 	depth = op_is_sync(opf) ? sd->sync_write_depth : sd->async_depth;
+	/* Whole-bitmap since 6.17 (Debian's 6.12 from 6.12.43), else per word. */
+	if (sio_shallow_whole) {
+		data->shallow_depth = depth;
+		return;
+	}
+	/*
+	 * Some 6.1.y sublevels (6.1.44) call limit_depth() before they set
+	 * data->hctx: without its tag map no per-word share can be computed,
+	 * and this allocation goes unlimited.
+	 */
+	if (!data->hctx)
+		return;
+	bt = &data->hctx->sched_tags->bitmap_tags;
+	nrr = bt->sb.depth;
 	data->shallow_depth = ((depth << bt->sb.shift) + nrr - 1) / nrr;
 }
 
@@ -2456,11 +2515,9 @@ static void sio_limit_depth(blk_opf_t opf, struct blk_mq_alloc_data *data)
  * shares computed from that (as mq-deadline does) were the old size's: after
  * `echo 128 > nr_requests` on a 4-tag queue writes kept 3 tags (issue 12).
  */
-static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
+static void sio_update_depths(struct request_queue *q, unsigned int nrr)
 {
-	struct request_queue *q = hctx->queue;
 	struct sio_data *sd = q->elevator->elevator_data;
-	unsigned int nrr = hctx->sched_tags->bitmap_tags.sb.depth;
 	unsigned int writes = nrr - max(1U, nrr / sio_read_reserve_div);
 
 	/*
@@ -2476,6 +2533,36 @@ static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
 	sd->sync_write_depth = max(1U, writes);
 	sd->async_depth = max(1U, min(min(nrr, dflt) * sio_default_async_depth_pct / 100,
 				      writes - (writes > 1)));
+}
+
+#if SIO_HAVE_DEPTH_UPDATED_Q
+/*
+ * Called by blk_mq_update_nr_requests() once per queue, after the tags were
+ * resized and q->nr_requests set, and by sio_init_sched().
+ */
+static void sio_depth_updated(struct request_queue *q)
+{
+	struct blk_mq_hw_ctx *hctx;
+	unsigned int nrr = 0;
+	unsigned long i;
+
+	queue_for_each_hw_ctx(q, hctx, i) {
+		nrr = hctx->sched_tags->bitmap_tags.sb.depth;
+		break;
+	}
+	sio_update_depths(q, nrr ?: q->nr_requests);
+	blk_mq_set_min_shallow_depth(q, 1);
+}
+
+/* The core calls depth_updated() at init no more. */
+static void sio_init_depths(struct request_queue *q)
+{
+	sio_depth_updated(q);
+}
+#else
+static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
+{
+	sio_update_depths(hctx->queue, hctx->sched_tags->bitmap_tags.sb.depth);
 	sbitmap_queue_min_shallow_depth(&hctx->sched_tags->bitmap_tags, 1);
 }
 
@@ -2486,22 +2573,34 @@ static int sio_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
 	return 0;
 }
 
-/* Called by elevator_switch() and blk_mq_init_sched() with the queue frozen. */
-static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
+/* init_hctx() sets each hardware queue's depths. */
+static void sio_init_depths(struct request_queue *q)
 {
-	struct elevator_queue *eq;
+}
+#endif
+
+/*
+ * Called by sio_init_sched() with the queue frozen: the scheduler's state of
+ * @q in @eq. About 5 KiB, so kvzalloc: an order-1 page on a fragmented phone
+ * must not make the switch fail; the QASIO log (32 KiB) only with debugfs,
+ * which alone reads it.
+ */
+static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
+{
 	struct sio_data *sd;
 	enum sio_class c;
 	enum sio_group g;
 	int i;
 
-	eq = elevator_alloc(q, e);
-	if (!eq)
+	sd = kvzalloc_node(sizeof(*sd), GFP_KERNEL, q->node);
+	if (!sd)
 		return -ENOMEM;
-	sd = kzalloc_node(sizeof(*sd), GFP_KERNEL, q->node);
-	if (!sd) {
-		kobject_put(&eq->kobj);
-		return -ENOMEM;
+	if (IS_ENABLED(CONFIG_BLK_DEBUG_FS)) {
+		sd->qlog = kvcalloc(SIO_NR_QLOG, sizeof(*sd->qlog), GFP_KERNEL);
+		if (!sd->qlog) {
+			kvfree(sd);
+			return -ENOMEM;
+		}
 	}
 	eq->elevator_data = sd;
 
@@ -2514,10 +2613,10 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 		sd->cls[c].sort[SIO_READ] = RB_ROOT;
 		sd->cls[c].sort[SIO_WRITE] = RB_ROOT;
 	}
-	hrtimer_init(&sd->antic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
-	sd->antic_timer.function = sio_antic_timer_fn;
-	hrtimer_init(&sd->pace_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
-	sd->pace_timer.function = sio_pace_timer_fn;
+	sio_hrtimer_setup(&sd->antic_timer, sio_antic_timer_fn, CLOCK_MONOTONIC,
+			  HRTIMER_MODE_REL);
+	sio_hrtimer_setup(&sd->pace_timer, sio_pace_timer_fn, CLOCK_MONOTONIC,
+			  HRTIMER_MODE_ABS);
 	sd->phase = SIO_PH_READ;
 	sd->write_slice_ms = sio_default_write_slice_ms;
 	sd->write_slice_kb = sio_default_write_slice_kb;
@@ -2540,6 +2639,7 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	/* One queue-wide state, dispatched from any hardware queue. */
 	blk_queue_flag_set(QUEUE_FLAG_SQ_SCHED, q);
 	q->elevator = eq;
+	sio_init_depths(q);
 
 	mutex_lock(&sio_queues_mutex);
 	sio_kprobes_get();
@@ -2547,6 +2647,30 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	mutex_unlock(&sio_queues_mutex);
 	return 0;
 }
+
+/*
+ * Called by elevator_switch() and blk_mq_init_sched() with the queue frozen.
+ * From 6.17 the core allocates @eq, and puts it if this fails.
+ */
+#if SIO_HAVE_INIT_SCHED_EQ
+static int sio_init_sched(struct request_queue *q, struct elevator_queue *eq)
+{
+	return sio_init_queue(q, eq);
+}
+#else
+static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
+{
+	struct elevator_queue *eq = elevator_alloc(q, e);
+	int ret;
+
+	if (!eq)
+		return -ENOMEM;
+	ret = sio_init_queue(q, eq);
+	if (ret)
+		kobject_put(&eq->kobj);
+	return ret;
+}
+#endif
 
 /*
  * Called by elevator_exit() with the queue frozen: every request has
@@ -2593,7 +2717,8 @@ static void sio_exit_sched(struct elevator_queue *e)
 		  dispatched[SIO_READ]);
 	WARN_ONCE(sd->dropped, "smartio: %llu requests freed without dispatch\n",
 		  sd->dropped);
-	kfree(sd);
+	kvfree(sd->qlog);
+	kvfree(sd);
 }
 
 /* sysfs attributes: /sys/block/<dev>/queue/iosched/ */
@@ -2628,7 +2753,7 @@ SIO_TUNABLE(write_slice_ms, write_slice_ms, 1, 60000);
 SIO_TUNABLE(write_slice_kb, write_slice_kb, 0, 65536);
 SIO_TUNABLE(write_slice_rand_ms, write_slice_rand_ms, 0, 60000);
 SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
-SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
+SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 1, 600000);	/* 0 would starve lower classes */
 SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
 SIO_TUNABLE(write_pace_us, write_pace_us, 0, 1000000);
 SIO_TUNABLE(write_pace_rand_us, write_pace_rand_us, 0, 1000000);
@@ -2761,7 +2886,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	seq_printf(m, "qasio_discard async_inserted=%llu\n", sd->discard_async);
 	seq_printf(m, "qasio_file boosted_with_file=%llu\n", sd->owner_boosted);
 	seq_printf(m, "depth nr_requests=%lu async=%u sync_write=%u\n",
-		   sd->q->nr_requests, sd->async_depth, sd->sync_write_depth);
+		   (unsigned long)sd->q->nr_requests, sd->async_depth, sd->sync_write_depth);
 	spin_unlock_irq(&sd->lock);
 	return 0;
 }
@@ -2900,7 +3025,7 @@ static int sio_qlog_show(void *data, struct seq_file *m)
 	unsigned long irqflags;
 	struct sio_qlog *copy;
 
-	copy = kmalloc_array(SIO_NR_QLOG, sizeof(*copy), GFP_KERNEL);
+	copy = kvmalloc_array(SIO_NR_QLOG, sizeof(*copy), GFP_KERNEL);
 	if (!copy)
 		return -ENOMEM;
 	spin_lock_irqsave(&sd->lock, irqflags);
@@ -2917,7 +3042,7 @@ static int sio_qlog_show(void *data, struct seq_file *m)
 			   (unsigned long long)copy[i].start,
 			   (unsigned long long)(copy[i].end - copy[i].start),
 			   copy[i].pid);
-	kfree(copy);
+	kvfree(copy);
 	return 0;
 }
 
@@ -2967,7 +3092,9 @@ static struct elevator_type sio_iosched = {
 		.has_work		= sio_has_work,
 		.init_sched		= sio_init_sched,
 		.exit_sched		= sio_exit_sched,
+#if !SIO_HAVE_DEPTH_UPDATED_Q
 		.init_hctx		= sio_init_hctx,
+#endif
 	},
 #ifdef CONFIG_BLK_DEBUG_FS
 	.queue_debugfs_attrs = sio_queue_debugfs_attrs,
@@ -2983,6 +3110,8 @@ static int __init sio_init(void)
 	int cpu;
 
 	BUILD_BUG_ON(BITS_PER_LONG < 64);	/* SIO_RQ_PID_SHIFT */
+	if (sio_probe_shallow())
+		return -ENOMEM;
 	for_each_possible_cpu(cpu)
 		init_irq_work(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work,
 			      sio_nmi_work_fn);
