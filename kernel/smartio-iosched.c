@@ -1167,22 +1167,22 @@ static bool sio_requests_merge_ok(struct sio_data *sd, struct request *front,
 
 /*
  * An insert merge appends @rq to a queued request that ends where @rq starts
- * (elv_attempt_insert_merge()); with such a write queued, may it (8)?
+ * (elv_attempt_insert_merge()); with such a write queued, may it (8)? Only a
+ * write of @rq's own class can take it: requests of different I/O priorities
+ * never merge, so an adjacent write of another class must not decide.
  */
 static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 {
 	sector_t pos = blk_rq_pos(rq);
 	struct request *prev;
-	int c;
 
 	if (req_op(rq) != REQ_OP_WRITE || !rq_mergeable(rq) || !pos)
 		return true;
-	for (c = 0; c < SIO_NR_CLASSES; c++) {
-		prev = sio_rb_first_overlap(&sd->cls[c].sort[SIO_WRITE], pos - 1, pos);
-		if (prev && req_op(prev) == REQ_OP_WRITE &&
-		    blk_rq_pos(prev) + blk_rq_sectors(prev) == pos)
-			return sio_requests_merge_ok(sd, prev, rq);
-	}
+	prev = sio_rb_first_overlap(&sd->cls[sio_rq_class(rq)].sort[SIO_WRITE],
+				    pos - 1, pos);
+	if (prev && req_op(prev) == REQ_OP_WRITE &&
+	    blk_rq_pos(prev) + blk_rq_sectors(prev) == pos)
+		return sio_requests_merge_ok(sd, prev, rq);
 	return true;
 }
 
@@ -1523,8 +1523,10 @@ static void sio_rq_set_out(struct request *rq, unsigned long slot)
 }
 
 /*
- * The owner of a write: the mapping of its first page (a page under
- * writeback, pinned by the bio), as a key only. A file's writeback goes out
+ * The owner of a write: the mapping of the folio of its first page (a page
+ * under writeback, pinned by the bio), as a key only: the page where the
+ * bio's iterator starts (a split or cloned bio starts inside its vector), and
+ * its folio's mapping, since a large folio's tail pages carry none. A file's writeback goes out
  * in several requests, and ext4 ends the writeback of all their pages
  * together (one io_end), so a task waiting on one page waits for all.
  */
@@ -1534,7 +1536,7 @@ static void *sio_owner(struct request *rq)
 
 	if (!bio || !bio_has_data(bio) || !bio->bi_io_vec)
 		return NULL;
-	return READ_ONCE(bio->bi_io_vec[0].bv_page->mapping);
+	return READ_ONCE(page_folio(bio_page(bio))->mapping);
 }
 
 /* Remember a dispatched write until it completes (slot in the flags). */
