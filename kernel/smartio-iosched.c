@@ -1957,8 +1957,8 @@ static int sio_kprobe_err[SIO_NR_KPROBES];	/* 0 = registered, else why not */
 static bool sio_kprobes_live;
 
 /*
- * Register the probes when the first queue starts using smartio (called
- * with sio_queues_mutex held). Without a probe its hints simply never come.
+ * Register the probes, from sio_init() (sio_queues_mutex held). Without a
+ * probe its hints simply never come.
  */
 static void sio_kprobes_get(void)
 {
@@ -1979,8 +1979,9 @@ static void sio_kprobes_get(void)
 }
 
 /*
- * Unregister them when the last queue leaves smartio (sio_queues_mutex
- * held). unregister_kprobe() waits for running handlers (synchronize_rcu).
+ * Unregister them, from sio_exit() (sio_queues_mutex held), when no queue
+ * uses smartio any more. unregister_kprobe() waits for running handlers
+ * (synchronize_rcu).
  */
 static void sio_kprobes_put(void)
 {
@@ -1988,7 +1989,7 @@ static void sio_kprobes_put(void)
 
 	lockdep_assert_held(&sio_queues_mutex);
 
-	if (!sio_kprobes_live || !list_empty(&sio_queues))
+	if (!sio_kprobes_live)
 		return;
 	for (i = 0; i < SIO_NR_KPROBES; i++)
 		if (!sio_kprobe_err[i])
@@ -2644,7 +2645,6 @@ static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 	sio_init_depths(q);
 
 	mutex_lock(&sio_queues_mutex);
-	sio_kprobes_get();
 	list_add_rcu(&sd->node, &sio_queues);
 	mutex_unlock(&sio_queues_mutex);
 	return 0;
@@ -2687,7 +2687,6 @@ static void sio_exit_sched(struct elevator_queue *e)
 
 	mutex_lock(&sio_queues_mutex);
 	list_del_rcu(&sd->node);
-	sio_kprobes_put();
 	mutex_unlock(&sio_queues_mutex);
 	synchronize_rcu();	/* no kprobe handler or irq_work still sees sd */
 	hrtimer_cancel(&sd->antic_timer);
@@ -3106,10 +3105,17 @@ static struct elevator_type sio_iosched = {
 	.elevator_owner = THIS_MODULE,
 };
 
-/* The probes live only while a queue uses smartio (sio_kprobes_get/put). */
+/*
+ * The probes are registered once, here, and unregistered at exit: never in
+ * init_sched() or exit_sched(), which run with the queue frozen, since
+ * register_kprobe() allocates with GFP_KERNEL and takes text_mutex and
+ * cpus_read_lock (stop_machine on arm64), and reclaim waiting on writeback to
+ * that very queue would deadlock. With no queue on smartio their handlers
+ * find none in sio_queues and do nothing.
+ */
 static int __init sio_init(void)
 {
-	int cpu;
+	int cpu, ret;
 
 	BUILD_BUG_ON(BITS_PER_LONG < 64);	/* SIO_RQ_PID_SHIFT */
 	if (sio_probe_shallow())
@@ -3117,7 +3123,18 @@ static int __init sio_init(void)
 	for_each_possible_cpu(cpu)
 		init_irq_work(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work,
 			      sio_nmi_work_fn);
-	return elv_register(&sio_iosched);
+	mutex_lock(&sio_queues_mutex);
+	sio_kprobes_get();
+	mutex_unlock(&sio_queues_mutex);
+	ret = elv_register(&sio_iosched);
+	if (ret) {
+		mutex_lock(&sio_queues_mutex);
+		sio_kprobes_put();
+		mutex_unlock(&sio_queues_mutex);
+		for_each_possible_cpu(cpu)
+			irq_work_sync(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work);
+	}
+	return ret;
 }
 
 static void __exit sio_exit(void)
@@ -3126,7 +3143,8 @@ static void __exit sio_exit(void)
 
 	elv_unregister(&sio_iosched);
 	mutex_lock(&sio_queues_mutex);
-	WARN_ON_ONCE(sio_kprobes_live);
+	WARN_ON_ONCE(!list_empty(&sio_queues));
+	sio_kprobes_put();
 	mutex_unlock(&sio_queues_mutex);
 	/* The probes are gone: no irq_work is queued any more; let any finish. */
 	for_each_possible_cpu(cpu)
