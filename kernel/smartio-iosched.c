@@ -1884,6 +1884,14 @@ static enum sio_dep sio_folio_dep(unsigned long ret)
 		return cached & BIT(63) ? SIO_DEP_DATA : SIO_DEP_SYNC;
 	name = *this_cpu_ptr(&sio_symbuf);
 	sprint_symbol_no_offset(name, ret);
+	/*
+	 * The function's own name: without the " [ext4]" kallsyms appends when
+	 * the caller is in a module, nor the suffixes of the compiler's clones
+	 * and of LTO's promoted statics (".isra.0", ".constprop.0",
+	 * ".llvm.123", ".lto_priv.0"). A caller inlined into another function
+	 * is known by that function's name only.
+	 */
+	name[strcspn(name, " .")] = '\0';
 	for (i = 0; i < ARRAY_SIZE(sio_sync_callers); i++)
 		if (!strcmp(name, sio_sync_callers[i]))
 			dep = SIO_DEP_SYNC;
