@@ -112,6 +112,8 @@ def cached(kernel: str, flavour: str = FLAVOUR) -> KernelRelease | None:
     root = cache_root() / "kernel"
     if kernel == DEFAULT_KERNEL:    # 6.1's cache predates release.json: its directories are named for the ABI
         for d in sorted(root.glob("6.1.0-*"), reverse=True):
+            if d.name.endswith((f"-{ARM64}", f"-{DEBUG}")):    # no image of its own: found through the cloud one
+                continue
             generic = d.name.endswith(f"-{GENERIC}")
             if (d / ".complete-image").exists() and generic == (flavour == GENERIC):
                 parts = d.name.removesuffix(f"-{GENERIC}").split("-")

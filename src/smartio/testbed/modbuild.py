@@ -29,7 +29,7 @@ from pathlib import Path
 
 from smartio.errors import SmartioError
 from smartio.signals import sigterm_as_interrupt
-from smartio.testbed import kernelpkg, toolchain
+from smartio.testbed import debian, kernelpkg, toolchain
 from smartio.testbed.kernelrelease import ARM64, DEFAULT_KERNEL, FLAVOUR, KERNELS, KernelRelease, cache_root
 
 ARCHES = {"amd64": FLAVOUR, "arm64": ARM64}
@@ -101,10 +101,22 @@ def cells(kernels: list[str] | None = None, arches: list[str] | None = None) -> 
 def release(cell: Cell, offline: bool = False) -> KernelRelease:
     """The cell's kernel release with its headers and private block headers in the cache. A failed fetch falls back
     to the newest complete cached release of the kernel."""
-    rel = kernelpkg.resolve(flavour=cell.flavour, kernel=cell.kernel, offline=offline)
-    try:
+    def fetch(rel: KernelRelease) -> KernelRelease:
         kernelpkg.fetch_headers(rel)
         kernelpkg.fetch_source_headers(rel)
+        return rel
+
+    rel = kernelpkg.resolve(flavour=cell.flavour, kernel=cell.kernel, offline=offline)
+    try:
+        try:
+            return fetch(rel)
+        except SmartioError:
+            if offline or cell.chroot is None:
+                raise
+            # The private lists may be hours old and name a version the archive has dropped: refresh, ask again.
+            debian.update(KERNELS[cell.kernel], force=True)
+            rel = kernelpkg.resolve(flavour=cell.flavour, kernel=cell.kernel)
+            return fetch(rel)
     except SmartioError as e:
         old = kernelpkg.cached(cell.kernel, cell.flavour)
         if old is None or old == rel or not (old.private_headers.parent / ".complete-source").exists():
