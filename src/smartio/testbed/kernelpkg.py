@@ -177,7 +177,7 @@ def fetch_image(rel: KernelRelease) -> KernelRelease:
         _extract(_download(rel, [f"linux-image-{rel.abi}-{rel.flavour}"]), rel.dir / "image")
         if not rel.vmlinuz.exists():
             raise SmartioError(f"{rel.vmlinuz} missing after unpacking the image package")
-        _run(["depmod", "-b", str(rel.dir / "image"), rel.uname])
+        _run(["depmod", "-b", str(rel.modules_dir.parents[2]), rel.uname])   # image/ or image/usr/
         stamp.touch()
         _record(rel)
     return rel

@@ -104,7 +104,9 @@ class KernelRelease:
 
     @property
     def modules_dir(self) -> Path:
-        return self.dir / "image" / "lib" / "modules" / self.uname
+        """lib/modules/<uname> of the image; usr/lib/modules/<uname> from Debian 13 on (merged /usr)."""
+        usr = self.dir / "image" / "usr" / "lib" / "modules" / self.uname
+        return usr if usr.is_dir() else self.dir / "image" / "lib" / "modules" / self.uname
 
     @property
     def build_dir(self) -> Path:
