@@ -4,32 +4,41 @@
  *
  * Read/write isolation for flash storage, after "SmartIO" (MobiSys'15,
  * Algorithms 6.1 and 6.2) with the quasi-asynchronous I/O boost of "QASIO"
- * (FAST'15):
+ * (FAST'15). Each rule below names the sysfs tunables (iosched/) that
+ * govern it, with unit and default; what the rules measure is recorded in
+ * docs/results/.
  *
- *  1. I/O priority class first (RT > BE > IDLE); a request of a lower class
- *     that has waited prio_aging_ms is served anyway.
- *  2. Within a class, reads before writes; among writes, boosted writes
- *     (5: a task waits on them) before sync writes before other async
- *     writes. FIFO inside a group. A request that carries a sync bio (6.1
- *     merges sync and async writes into one request) counts as sync.
- *  3. A write never waits more than write_slice_ms behind reads (a random
- *     one write_slice_rand_ms, if set; a write request larger than
- *     write_slice_kb that slice per write_slice_kb of its size at the time,
- *     merges included, sio_slice_ns()). When that
- *     slice expires the writes get the device for a slice of their own,
- *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
- *     until its time slice ends): writes go first and nothing is held for a
- *     reader, which still gets the device whenever no write is waiting.
- *     0 (the default) = one write per expired slice. A window pays the
- *     reader's switching cost once per window, but under a continuous reader
- *     it fixes the writes' share of the device at window / (slice + window):
- *     at 30 ms, 23 %, and a cold application launch beside a sequential
- *     writer in the testbed took 1.26 x its idle time, against 1.06 x with
- *     no window. The device model agrees: at the module's defaults its 4R4W
- *     efficiency is 0.81 seq / 0.58 rand with the window, 0.97 / 0.87
- *     without (see README, "Scheduler module").
- *  4. Per-kind dispatch limits (sequential/random x read/write) that hold only
- *     while another kind is waiting (Algorithm 6.2); 0 means no limit.
+ *  1. Priority: I/O priority class first (RT > BE > IDLE), so that a
+ *     lower class gets only what a higher one leaves; a request of a lower
+ *     class that has waited prio_aging_ms is served anyway, so that it
+ *     cannot starve. prio_aging_ms: ms, default 10000.
+ *  2. Groups: within a class, reads before writes; among writes, boosted
+ *     writes (5: a task waits on them) before sync writes before other
+ *     async writes; FIFO inside a group. A request that carries a sync bio
+ *     counts as sync, because 6.1 merges sync and async writes into one
+ *     request and a task waits on its sync part. No tunable.
+ *  3. Write slice: a write never waits more than write_slice_ms behind
+ *     reads, so that a reader that never pauses cannot starve the writes
+ *     (Algorithm 6.1). A random write waits write_slice_rand_ms instead, if
+ *     set; a write request larger than write_slice_kb waits that slice per
+ *     write_slice_kb of its size at the time, merges included
+ *     (sio_slice_ns()). When the slice expires the writes get the device
+ *     for a slice of their own, write_window_ms (the chosen queue keeps
+ *     dispatching until its time slice ends): writes go first and nothing
+ *     is held for a reader, which still gets the device whenever no write
+ *     is waiting; with no window, one write goes per expired slice. A
+ *     window pays the reader's switching cost once per window, but under a
+ *     continuous reader it fixes the writes' share of the device at
+ *     window / (slice + window). write_slice_ms: ms, default 100;
+ *     write_slice_rand_ms: ms, default 0 (= write_slice_ms);
+ *     write_slice_kb: KiB, default 0 (one slice per request, whatever its
+ *     size); write_window_ms: ms, default 0 (no window).
+ *  4. Dispatch limits: per kind (sequential/random x read/write), a limit
+ *     on the requests of that kind in the device that holds only while
+ *     another kind is waiting (Algorithm 6.2), so that one kind cannot
+ *     fill the device ahead of another. dispatch_limit_seq_read,
+ *     dispatch_limit_seq_write, dispatch_limit_rand_read,
+ *     dispatch_limit_rand_write: requests, default 0 (no limit).
  *  5. QASIO: kprobes on the kernel's wait points tell the scheduler which
  *     write a task now waits on (D_meta: __lock_buffer and __wait_on_buffer
  *     on a buffer under write; D_sync and D_data: folio_wait_writeback from
@@ -40,108 +49,102 @@
  *     jbd2's commit blocks and other metadata are sync writes, and a task
  *     that waits on one (a launch reading an inode while its buffer is
  *     written) is blocked by a write it did not choose; held for a reader
- *     it waited up to an anticipation window or a write slice each time.
- *     A task's wait on its own sync write (fsync, jbd2's commit) boosts
- *     nothing: that write is served as any sync write.
- *     ext4 on 6.1 issues discards from a worker with submit_bio_wait(),
- *     which marks them REQ_SYNC, so the paper's D_discard case is sync I/O
- *     here.
+ *     it would wait up to an anticipation window or a write slice each
+ *     time. A task's wait on its own sync write (fsync, jbd2's commit)
+ *     boosts nothing: that write is served as any sync write. ext4 on 6.1
+ *     issues discards from a worker with submit_bio_wait(), which marks
+ *     them REQ_SYNC, so the paper's D_discard case is sync I/O here. The
+ *     kprobes are registered once, at module load (sio_init()), and
+ *     unregistered at its unload, never in init_sched(): that runs with the
+ *     queue frozen, and register_kprobe() allocates, so reclaim waiting on
+ *     writeback to that queue would deadlock.
+ *     qasio_boost: 0/1, default 1 (boost at all); qasio_meta, qasio_data,
+ *     qasio_sync: 0/1, default 1 each (act on that dependency type).
  *  6. Anticipation: after a read completes, writes are held for up to
  *     read_anticipation_us so that a synchronous reader's next read does not
  *     queue behind a write it could not see (the write slice still bounds
- *     the writes' wait). 3000 us: on s5-emmc in the testbed it cut a
- *     sequential reader's slowdown beside a writer from 3.5 to 1.2. Only
- *     writes are held: reads of a lower class still go, and so do boosted
- *     writes, which a task is blocked on.
- *  7. Write pacing (write_pace_us, 0 = off, then 6 applies): while a reader
- *     is active (a read queued or in flight, or completed less than
- *     read_anticipation_us or a pace ago), reads still go first, but a
- *     write may go even with reads in flight once write_pace_us has passed
- *     since the last write was dispatched (write_pace_rand_us after a
- *     random write, if set: it fills more of the buffer and takes longer
- *     to program), so the device's write buffer never fills and its reads
- *     overtake programming. After a write completes, queued reads are
- *     held for read_hold_us (each read at most that long from its arrival,
- *     so reads cannot starve), so the die programs that write undisturbed.
- *     A writer alone is not paced; boosted writes never are, and the write
- *     slice still bounds the wait. The rule and the numbers come from the
- *     device model (src/smartio/flashdev/model.py, Policy "read_first"):
- *     pace 1.5 x the alone write latency of the write's class (seq, rand),
- *     hold 0.9 x the sequential program time. Pacing is for one reader:
- *     while two or more tasks read (each seen inserting or completing a
- *     read less than read_anticipation_us or a pace ago), writes beside
- *     them go by their slice only, as the model's 4R4W optimum does. Paced
- *     writes would otherwise slip into every moment when no read happens to
- *     be queued, which with several readers depends on their round trips,
- *     not on the device: on s5-emmc in the testbed (4R4W rand, 256 KiB per
- *     stream) they took the readers from 1.32 to 1.65 and the efficiency
- *     from 0.92 to 0.87.
- *  8. Write merges beside a reader (write_merge_max_kb, 0 = no limit):
- *     while a reader is active, a write request grows by merging to at most
- *     this size; with no reader, writes merge as usual. The pace counts
- *     requests and was sized with the profiler's 4 KiB writes, so a merged
- *     write would bring that many more pages into the device's buffer per
- *     pace. And a device without a command queue (eMMC) cannot even start a
- *     read until the write command before it ends, which for a write larger
- *     than its buffer is when all of it is programmed. On s5-emmc in the
- *     testbed, the mixed workload at queue depth 128 (70 % sequential reads,
- *     nr_requests 128, two runs each) took 1.63 / 1.72 s with merging,
- *     1.08 / 1.38 s with write_merge_max_kb = 4, and `none`, which never
- *     holds enough requests to merge, 1.31 / 1.22 s. The limit cannot split
- *     a large bio, and merges in a task's plug never ask the scheduler.
+ *     the writes' wait). Only writes are held: reads of a lower class still
+ *     go, and so do boosted writes, which a task is blocked on.
+ *     read_anticipation_us: us, default 3000; 0 = off.
+ *  7. Write pacing: while a reader is active (a read queued or in flight,
+ *     or completed less than read_anticipation_us or a pace ago), reads
+ *     still go first, but a write may go even with reads in flight once
+ *     write_pace_us has passed since the last write was dispatched
+ *     (write_pace_rand_us after a random write, if set: it fills more of
+ *     the buffer and takes longer to program), so that the device's write
+ *     buffer never fills and its reads overtake programming. After a write
+ *     completes, queued reads are held for read_hold_us (each read at most
+ *     that long from its arrival, so reads cannot starve), so that the die
+ *     programs that write undisturbed. A writer alone is not paced; boosted
+ *     writes never are, and the write slice still bounds the wait. The
+ *     rule comes from the device model's read-first optimum
+ *     (src/smartio/flashdev/model.py, Policy "read_first"), from which the
+ *     profiler sets the pace to 1.5 x the sequential write latency alone
+ *     (write_pace_rand_us 1.75 x the random one) and the hold to 0.9 x the
+ *     program time. Pacing is for one reader: while two or more tasks read
+ *     (each seen inserting or completing a read less than
+ *     read_anticipation_us or a pace ago), writes beside them go by their
+ *     slice only, as in the model's 4R4W optimum, because paced writes
+ *     would otherwise slip into every moment when no read happens to be
+ *     queued, which with several readers depends on their round trips, not
+ *     on the device. write_pace_us: us, default 0 (off, then 6 applies);
+ *     write_pace_rand_us: us, default 0 (= write_pace_us); read_hold_us:
+ *     us, default 0 (off).
+ *  8. Write merges beside a reader: while a reader is active, a write
+ *     request grows by merging to at most write_merge_max_kb; with no
+ *     reader, writes merge as usual. The pace (7) counts requests and is
+ *     sized with the profiler's 4 KiB writes, so a merged write would bring
+ *     that many more pages into the device's buffer per pace; and a device
+ *     without a command queue (eMMC) cannot even start a read until the
+ *     write command before it ends, which for a write larger than its
+ *     buffer is when all of it is programmed. The limit cannot split a
+ *     large bio, and merges in a task's plug never ask the scheduler.
+ *     write_merge_max_kb: KiB, default 0 (no limit).
  *  9. A reader's own writes: a write queued by the task that read last,
  *     while no other task reads, is held neither by 6 nor by 7, and its
  *     completion holds no read. Anticipation, pace and hold keep the device
  *     free for another task's next read; a task that queues its reads and
  *     writes together (fio's mixed workload at queue depth 128, Figure 12)
- *     ordered them itself, and is served best by read-first alone: in the
- *     device model 2-4 points more off FIFO's time to complete at 10-80 %
- *     reads than paced. The write slice (3) still bounds its writes' wait.
- *     Tasks are told apart by pid, i.e. by thread.
- * 10. One write at a time beside a recent reader (single_write_ms, 0 =
- *     off): while a read is queued or in flight, or one completed less than
- *     single_write_ms ago, a write waits while another write is in the
- *     device (of any task), unless it is the reader's own (9), boosted
- *     (5), its slice expired or a write window is open (3), or it is served
- *     by priority aging (1). Anticipation (6) covers a reader's next read only for
+ *     ordered them itself, and is served best by read-first alone. The
+ *     write slice (3) still bounds its writes' wait. Tasks are told apart
+ *     by pid, i.e. by thread. No tunable of its own.
+ * 10. One write at a time beside a recent reader: while a read is queued
+ *     or in flight, or one completed less than single_write_ms ago, a
+ *     write waits while another write is in the device (of any task),
+ *     unless it is the reader's own (9), boosted (5), its slice expired or
+ *     a write window is open (3), or it is served by priority aging (1).
+ *     Anticipation (6) covers a reader's next read only for
  *     read_anticipation_us; a program's start-up thinks longer between its
  *     reads, and in those gaps a writer with requests to spare (256 KiB
  *     direct writes, writeback) fills the device queue. A device without a
  *     command queue cannot start a read before the write command ahead of
  *     it ends, and a write larger than its buffer ends when programmed: a
- *     read that arrives then waits for every write in the queue. One at a
- *     time, it waits for the rest of one. On s5-emmc in the testbed
- *     (cold starts of python-stdlib, vim and sqlite3 beside a writer of
- *     256 KiB direct writes, 4 each, device clock), launch time beside the
- *     writer over idle: 1.06 [0.97, 1.15] with 100 ms, 1.12 [1.03, 1.22]
- *     with 0. In the device model 1R1W, 4R4W and the mixed workload are
- *     unchanged: 1R1W's writer has one write in flight at most, 4R4W's
- *     writes go by their slice, the mixed workload's are the reader's own.
- * 11. Start-up (startup_ms, 0 = off), after BFQ's weight raising of an
- *     application that starts: a thread group that reads for the first
- *     time, or after not reading for startup_ms, starts up, unless another
- *     start-up is on. For startup_ms from then, while it reads (it is the
- *     last task to read and reads are queued or in flight, or it inserted
- *     or completed a read less than sio_reader_window_ns() ago), a write
- *     waits startup_ms behind reads where its slice (3) is shorter. Writes
- *     still go whenever no read waits and anticipation (6) lets them, one
- *     at a time (10); boosted writes (5) right after the class's reads, as
- *     when no slice has expired. A slice is meant for a reader that never
- *     pauses; each one that expires in a start-up puts a whole write ahead
- *     of the application's next read, and a start-up is short. Writers
- *     beside start-ups that follow one another still get a write per
- *     startup_ms. Tasks are told apart by thread group; SIO_NR_STARTERS of
- *     them are remembered, and one forgotten counts as new. A change of
- *     startup_ms applies to the start-up that is on. While a start-up is
- *     on, anticipation (6), if on, waits startup_anticipation_us where that
- *     is longer than read_anticipation_us, and the start-up's task counts
- *     as reading as long (BFQ idles slice_idle for a raised queue): a launch's
- *     reads are closed-loop, and every gap longer than the window put a
- *     write in the device, which the next read then waited out. On s5-emmc
- *     in the testbed (cold starts of python, vim and sqlite3 beside the
- *     128 KiB writer, device clock, 16 each), launch time beside the writer
- *     over idle off the CPU: 1.00 [0.99, 1.01] with 10 ms, 1.04 [1.03, 1.06]
- *     with 0; the writer got a third as much during python's launches.
+ *     read that arrives then waits for every write in the queue; one at a
+ *     time, it waits for the rest of one. single_write_ms: ms, default 100;
+ *     0 = off.
+ * 11. Start-up, after BFQ's weight raising of an application that starts:
+ *     a thread group that reads for the first time, or after not reading
+ *     for startup_ms, starts up, unless another start-up is on. For
+ *     startup_ms from then, while it reads (it is the last task to read and
+ *     reads are queued or in flight, or it inserted or completed a read
+ *     less than sio_reader_window_ns() ago), a write waits startup_ms
+ *     behind reads where its slice (3) is shorter. Writes still go whenever
+ *     no read waits and anticipation (6) lets them, one at a time (10);
+ *     boosted writes (5) right after the class's reads, as when no slice
+ *     has expired. A slice is meant for a reader that never pauses; each
+ *     one that expires in a start-up puts a whole write ahead of the
+ *     application's next read, and a start-up is short. Writers beside
+ *     start-ups that follow one another still get a write per startup_ms.
+ *     Tasks are told apart by thread group; SIO_NR_STARTERS of them are
+ *     remembered, and one forgotten counts as new. A change of startup_ms
+ *     applies to the start-up that is on. While a start-up is on,
+ *     anticipation (6), if on, waits startup_anticipation_us where that is
+ *     longer than read_anticipation_us, and the start-up's task counts as
+ *     reading as long (BFQ idles slice_idle for a raised queue), because a
+ *     launch's reads are closed-loop and every gap longer than the window
+ *     puts a write in the device, which the next read then waits out.
+ *     startup_ms: ms, default 1000; 0 = off. startup_anticipation_us: us,
+ *     default 10000; 0 = read_anticipation_us.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -152,10 +155,10 @@
  * them), where the probed function may sleep, so no other lock is held.
  * Where a probe fires from int3 instead (no KPROBES_ON_FTRACE), the kernel
  * treats the handler as an NMI: no lock may be taken there, not even an
- * irq-safe one (lockdep on the testbed's debug kernel reported exactly
- * that), and no queue may be run. Such a handler only computes the range
- * and leaves it in a per-CPU buffer; an irq_work applies it in hardirq
- * context as soon as the task's interrupts are on again (sio_hint()).
+ * irq-safe one, and no queue may be run. Such a handler only computes the
+ * range and leaves it in a per-CPU buffer; an irq_work applies it in
+ * hardirq context as soon as the task's interrupts are on again
+ * (sio_hint()).
  *
  * Flush and FUA requests never reach an elevator on 6.1 (the flush machinery
  * inserts them into the hardware queue directly); should one arrive anyway it
