@@ -43,9 +43,10 @@
  *     write a task now waits on (D_meta: __lock_buffer and __wait_on_buffer
  *     on a buffer under write; D_sync and D_data: folio_wait_writeback from
  *     an integrity sync, or from anywhere else). A queued write there is
- *     boosted: it goes right after the class's reads, and nothing holds it
- *     (6, 7, 10); a write not queued yet (still in a plug) is caught when it
- *     is inserted. A sync write another task submitted is boosted too:
+ *     boosted: it goes right after the class's reads, nothing holds it
+ *     (6, 7, 10), and its write slice (3) still bounds its wait behind
+ *     reads; a write not queued yet (still in a plug) is caught when it is
+ *     inserted. A sync write another task submitted is boosted too:
  *     jbd2's commit blocks and other metadata are sync writes, and a task
  *     that waits on one (a launch reading an inode while its buffer is
  *     written) is blocked by a write it did not choose; held for a reader
