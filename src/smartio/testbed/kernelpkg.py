@@ -71,9 +71,13 @@ PRIVATE_HEADERS = ("block/elevator.h", "block/blk.h", "block/blk-mq.h", "block/b
 def resolve(pinned: str | None = None, flavour: str = FLAVOUR, kernel: str = DEFAULT_KERNEL,
             offline: bool = False) -> KernelRelease:
     """The release of `kernel` (6.1, 6.12, newest) and `flavour` apt offers now, or the newest cached one if apt cannot
-    tell (offline, or SMARTIO_OFFLINE set, or offline=True). SMARTIO_KERNEL_ABI pins 6.1's ABI."""
+    tell (offline, or SMARTIO_OFFLINE set, or offline=True). SMARTIO_KERNEL_ABI pins 6.1's ABI. `kernel` may also be
+    an exact release (exact_release()): that one, from the cache or else from apt, never another."""
     if kernel not in KERNELS:
-        raise SmartioError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+        if not RELEASE_RE.fullmatch(kernel):
+            raise SmartioError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}, or an exact release such as "
+                               f"6.12.118+deb13 or 6.1.0-57-cloud-amd64")
+        return exact_release(kernel, flavour, offline)
     if kernel == DEFAULT_KERNEL:
         pinned = pinned or os.environ.get("SMARTIO_KERNEL_ABI")
     if flavour not in FLAVOURS and flavour != ARM64:
@@ -105,6 +109,56 @@ def resolve(pinned: str | None = None, flavour: str = FLAVOUR, kernel: str = DEF
         if rel_cached is None:
             raise
         return rel_cached
+
+
+# An exact release as `uname -r` prints it or as Debian's ABI: 6.1.0-57, 6.12.118+deb13, 7.2.13+deb14-cloud-amd64.
+RELEASE_RE = re.compile(r"\d+\.\d+(\.\d+)?[-+][\w.+-]*")
+
+
+def kernel_of(abi: str) -> str:
+    """Which of KERNELS an ABI belongs to: 6.1's (6.1.0-<n>), 6.12's, else the newest."""
+    series = ".".join(abi.split("-")[0].split("+")[0].split(".")[:2])
+    return series if series in KERNELS else "newest"
+
+
+def exact_release(release: str, flavour: str = FLAVOUR, offline: bool = False) -> KernelRelease:
+    """The release named by its ABI or its `uname -r` (the flavour's suffix is dropped): the cached one of that ABI and
+    flavour (its newest Debian revision), else the one apt offers of that ABI. Never another release."""
+    abi = release.removesuffix(f"-{flavour}") if flavour != DEBUG else release
+    for other in (FLAVOUR, GENERIC):
+        abi = abi.removesuffix(f"-{other}")
+    kernel = kernel_of(abi)
+    rel = cached_abi(abi, flavour, kernel)
+    if rel is not None:
+        return rel
+    if offline or os.environ.get("SMARTIO_OFFLINE"):
+        raise SmartioError(f"kernel release {release} is not in the cache ({cache_root() / 'kernel'}) and this run is "
+                           "offline")
+    rel = resolve(abi, flavour, kernel)
+    if rel.abi != abi:
+        raise SmartioError(f"apt offers no linux-image-{abi}-{flavour} (nor is it cached); "
+                           f"{KERNELS[kernel].suite} has {rel.abi}")
+    return rel
+
+
+def cached_abi(abi: str, flavour: str, kernel: str) -> KernelRelease | None:
+    """The cached release of exactly this ABI and flavour with its image fetched (the newest revision), or None."""
+    if flavour in (DEBUG, ARM64):
+        cloud = cached_abi(abi, FLAVOUR, kernel)
+        return dataclasses.replace(cloud, flavour=flavour) if cloud else None
+    root = cache_root() / "kernel"
+    found = []
+    for d in root.glob(f"{abi}-*"):
+        rest = d.name[len(abi) + 1:]
+        suffix = "" if flavour == FLAVOUR else f"-{flavour}"
+        if suffix and not rest.endswith(suffix) or not suffix and rest.endswith((f"-{GENERIC}", f"-{DEBUG}",
+                                                                                  f"-{ARM64}")):
+            continue
+        version = rest.removesuffix(suffix) if suffix else rest
+        rel = KernelRelease(abi, version, flavour, kernel)
+        if rel.dir == d and (d / ".complete-image").exists():
+            found.append(rel)
+    return max(found, key=lambda r: r.dir.stat().st_mtime) if found else None
 
 
 def cached(kernel: str, flavour: str = FLAVOUR) -> KernelRelease | None:
@@ -169,12 +223,22 @@ def _version_ge(a: str, b: str) -> bool:
     return subprocess.run(["dpkg", "--compare-versions", a, "ge", b]).returncode == 0
 
 
+def split_image_parts(rel: KernelRelease, depends: str) -> list[str]:
+    """The packages a split linux-image depends on at its own version, which hold the kernel and its modules
+    (Debian unstable from 7.x on: linux-binary-*, linux-modules-*, linux-base-*; the image package itself is empty
+    of them); none for an image that holds them itself (6.1, 6.12)."""
+    suffix = re.escape(f"{rel.abi}-{rel.flavour}")
+    return list(dict.fromkeys(re.findall(r"\b(linux-(?:binary|modules|base)-" + suffix + r")\s*\(=", depends)))
+
+
 def fetch_image(rel: KernelRelease) -> KernelRelease:
     if rel.flavour == DEBUG:
         return debugkernel.build(rel)
     stamp = rel.dir / ".complete-image"
     if not stamp.exists():
-        _extract(_download(rel, [f"linux-image-{rel.abi}-{rel.flavour}"]), rel.dir / "image")
+        image = _download(rel, [f"linux-image-{rel.abi}-{rel.flavour}"])
+        parts = split_image_parts(rel, _run(["dpkg-deb", "-f", str(image[0]), "Depends"]))
+        _extract([*image, *(_download(rel, parts) if parts else [])], rel.dir / "image")
         if not rel.vmlinuz.exists():
             raise SmartioError(f"{rel.vmlinuz} missing after unpacking the image package")
         _run(["depmod", "-b", str(rel.modules_dir.parents[2]), rel.uname])   # image/ or image/usr/

@@ -100,7 +100,11 @@ class KernelRelease:
 
     @property
     def vmlinuz(self) -> Path:
-        return self.dir / "image" / "boot" / f"vmlinuz-{self.uname}"
+        """boot/vmlinuz-<uname> of the image; from Debian 14 on the kernel is <modules_dir>/vmlinuz (the image is
+        split into linux-binary-*, linux-modules-*, and the kernel sits beside its modules)."""
+        boot = self.dir / "image" / "boot" / f"vmlinuz-{self.uname}"
+        beside = self.modules_dir / "vmlinuz"
+        return beside if not boot.exists() and beside.exists() else boot
 
     @property
     def modules_dir(self) -> Path:
