@@ -88,6 +88,83 @@ def test_initramfs_holds_busybox_init_console_and_modules(tmp_path: Path) -> Non
     assert initramfs.build(mods, tmp_path / "again.cpio", wanted=("c",)).read_bytes() == cpio.read_bytes()
 
 
+def test_compressed_modules_are_found_and_held_decompressed(tmp_path: Path) -> None:
+    """From 6.12 on Debian's modules are .ko.xz (the newest's too); busybox's insmod loads only a plain .ko, so the
+    initramfs holds each decompressed, under its plain name, in the same order."""
+    import gzip
+    import lzma
+
+    root = tmp_path / "mods"
+    (root / "kernel").mkdir(parents=True)
+    (root / "kernel" / "a.ko.xz").write_bytes(lzma.compress(b"\x7fELF a", format=lzma.FORMAT_XZ))
+    (root / "kernel" / "b-c.ko.gz").write_bytes(gzip.compress(b"\x7fELF b"))
+    (root / "kernel" / "d.ko").write_bytes(b"\x7fELF d")
+    (root / "modules.dep").write_text("kernel/a.ko.xz:\nkernel/b-c.ko.gz: kernel/a.ko.xz\n"
+                                      "kernel/d.ko: kernel/b-c.ko.gz\n")
+    (root / "modules.builtin").write_text("kernel/fs/fuse/virtiofs.ko\n")
+    order = initramfs.module_order(root, ("d", "virtiofs"))
+    assert [p.name for p in order] == ["a.ko.xz", "b-c.ko.gz", "d.ko"]
+    assert initramfs.module_name("kernel/b-c.ko.gz") == "b_c" and initramfs.module_name("x/virtiofs.ko") == "virtiofs"
+    assert [initramfs.initramfs_name(p) for p in order] == ["a.ko", "b-c.ko", "d.ko"]
+    assert [initramfs.module_bytes(p) for p in order] == [b"\x7fELF a", b"\x7fELF b", b"\x7fELF d"]
+    if shutil.which("zstd"):
+        zst = root / "kernel" / "e.ko.zst"
+        subprocess.run(["zstd", "-q", "-o", str(zst)], input=b"\x7fELF e", check=True)
+        assert initramfs.module_bytes(zst) == b"\x7fELF e"
+
+
+def test_the_kernel_is_a_name_or_an_exact_release_and_its_module_the_matrix_cell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SMARTIO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(kernelpkg, "_run", lambda cmd, cwd=None: (_ for _ in ()).throw(SmartioError("offline")))
+    assert GuestSpec(kernel="6.12").kernel == "6.12" and GuestSpec(kernel="6.12.118+deb13").kernel
+    for bad in ("6.13x", "7", "cloud-amd64"):
+        with pytest.raises(UsageError, match="--kernel"):
+            GuestSpec(kernel=bad)
+    with pytest.raises(UsageError, match="debug kernel"):
+        GuestSpec(kernel="newest", flavour=kernelpkg.DEBUG)
+    # An exact release is that one from the cache (by ABI or uname -r), never another.
+    rel = kernelpkg.KernelRelease("6.12.118+deb13", "6.12.118-1", kernelpkg.FLAVOUR, "6.12")
+    rel.dir.mkdir(parents=True)
+    (rel.dir / ".complete-image").touch()
+    assert kernelpkg.resolve(kernel="6.12.118+deb13") == rel
+    assert kernelpkg.resolve(kernel="6.12.118+deb13-cloud-amd64") == rel
+    monkeypatch.setenv("SMARTIO_OFFLINE", "1")
+    with pytest.raises(SmartioError, match="6.12.99.deb13 is not in the cache"):
+        kernelpkg.resolve(kernel="6.12.99+deb13")
+    old = kernelpkg.KernelRelease("6.1.0-57", "6.1.192-3")
+    for d in (old.dir, old.dir.with_name(old.dir.name + "-debug")):
+        d.mkdir(parents=True)
+        (d / ".complete-image").touch()
+    assert kernelpkg.resolve(kernel="6.1.0-57-cloud-amd64") == old
+    assert kernelpkg.kernel_of("7.2.13+deb14") == "newest" and kernelpkg.kernel_of("6.1.0-57") == "6.1"
+    # The module: 6.1's stays kernel/smartio-iosched.ko; 6.12's is the matrix cell, if built for that release.
+    repo = tmp_path / "repo"
+    assert guest.default_module(repo, kernelpkg.FLAVOUR, old.kernel) == repo / guest.DEFAULT_MODULE
+    ko = repo / "kernel" / "build" / "6.12-amd64" / "smartio-iosched.ko"
+    assert guest.default_module(repo, kernelpkg.FLAVOUR, rel.kernel) == ko
+    assert guest.default_module(repo, kernelpkg.FLAVOUR, "6.12.118+deb13") == ko
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == []
+    ko.parent.mkdir(parents=True)
+    ko.touch()
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == [ko]
+    (ko.parent / "result.json").write_text(json.dumps({"release": "6.12.99+deb13-cloud-amd64"}))
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == []
+    assert "built for 6.12.99+deb13-cloud-amd64" in capsys.readouterr().err
+    (ko.parent / "result.json").write_text(json.dumps({"release": rel.uname}))
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == [ko]
+
+
+def test_testbed_kernel_option_takes_a_kernel_or_as_before_a_flavour() -> None:
+    from smartio.cli.testbed import kernel_choice
+
+    assert kernel_choice("6.12", None) == ("6.12", kernelpkg.FLAVOUR)
+    assert kernel_choice("newest", kernelpkg.GENERIC) == ("newest", kernelpkg.GENERIC)
+    assert kernel_choice(kernelpkg.DEBUG, None) == ("6.1", kernelpkg.DEBUG)
+    with pytest.raises(UsageError, match="--kernel"):
+        kernel_choice(kernelpkg.GENERIC, kernelpkg.DEBUG)
+
+
 def test_dynamic_busybox_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MissingToolError, match="busybox-static"):
         initramfs.entries(fake_modules(tmp_path), busybox=Path(sys.executable).resolve())
@@ -325,6 +402,8 @@ def test_artifacts_dir_is_never_reused(tmp_path: Path, monkeypatch) -> None:
     (["--module", "/nonexistent.ko", "--", "true"], "--module /nonexistent.ko"),
     (["--timeout", "0", "--", "true"], "--timeout 0"),
     (["--memory", "1M", "--", "true"], "--memory 1M"),
+    (["--kernel", "5.x", "--", "true"], "--kernel 5.x"),
+    (["--kernel", "amd64", "--flavour", "debug", "--", "true"], "--kernel amd64"),
     ([], "COMMAND"),
 ])
 def test_bad_input_exits_2_naming_the_flag(argv: list[str], flag: str, capsys) -> None:
@@ -569,6 +648,7 @@ def fake_boot_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 class FakeRelease:
     uname: str = "6.1.0-test"
     version: str = "6.1.0"
+    kernel: str = "6.1"
 
 
 def test_run_boots_again_after_an_emulator_stall_and_keeps_the_first_boot(
