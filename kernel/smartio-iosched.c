@@ -1,147 +1,151 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * SmartIO I/O scheduler for blk-mq (Linux 6.1).
+ * SmartIO I/O scheduler for blk-mq (Linux 6.1, 6.12 and newer; x86-64, arm64).
  *
  * Read/write isolation for flash storage, after "SmartIO" (MobiSys'15,
  * Algorithms 6.1 and 6.2) with the quasi-asynchronous I/O boost of "QASIO"
- * (FAST'15):
+ * (FAST'15). Each rule below names the sysfs tunables (iosched/) that
+ * govern it, with unit and default; what the rules measure is recorded in
+ * docs/results/.
  *
- *  1. I/O priority class first (RT > BE > IDLE); a request of a lower class
- *     that has waited prio_aging_ms is served anyway.
- *  2. Within a class, reads before writes; among writes, boosted writes
- *     (5: a task waits on them) before sync writes before other async
- *     writes. FIFO inside a group. A request that carries a sync bio (6.1
- *     merges sync and async writes into one request) counts as sync.
- *  3. A write never waits more than write_slice_ms behind reads (a random
- *     one write_slice_rand_ms, if set; a write request larger than
- *     write_slice_kb that slice per write_slice_kb of its size at the time,
- *     merges included, sio_slice_ns()). When that
- *     slice expires the writes get the device for a slice of their own,
- *     write_window_ms (Algorithm 6.1: the chosen queue keeps dispatching
- *     until its time slice ends): writes go first and nothing is held for a
- *     reader, which still gets the device whenever no write is waiting.
- *     0 (the default) = one write per expired slice. A window pays the
- *     reader's switching cost once per window, but under a continuous reader
- *     it fixes the writes' share of the device at window / (slice + window):
- *     at 30 ms, 23 %, and a cold application launch beside a sequential
- *     writer in the testbed took 1.26 x its idle time, against 1.06 x with
- *     no window. The device model agrees: at the module's defaults its 4R4W
- *     efficiency is 0.81 seq / 0.58 rand with the window, 0.97 / 0.87
- *     without (see README, "Scheduler module").
- *  4. Per-kind dispatch limits (sequential/random x read/write) that hold only
- *     while another kind is waiting (Algorithm 6.2); 0 means no limit.
+ *  1. Priority: I/O priority class first (RT > BE > IDLE), so that a
+ *     lower class gets only what a higher one leaves; a request of a lower
+ *     class that has waited prio_aging_ms is served anyway, so that it
+ *     cannot starve. prio_aging_ms: ms, default 10000.
+ *  2. Groups: within a class, reads before writes; among writes, boosted
+ *     writes (5: a task waits on them) before sync writes before other
+ *     async writes; FIFO inside a group. A request that carries a sync bio
+ *     counts as sync, because 6.1 merges sync and async writes into one
+ *     request and a task waits on its sync part. No tunable.
+ *  3. Write slice: a write never waits more than write_slice_ms behind
+ *     reads, so that a reader that never pauses cannot starve the writes
+ *     (Algorithm 6.1). A random write waits write_slice_rand_ms instead, if
+ *     set; a write request larger than write_slice_kb waits that slice per
+ *     write_slice_kb of its size at the time, merges included
+ *     (sio_slice_ns()). When the slice expires the writes get the device
+ *     for a slice of their own, write_window_ms (the chosen queue keeps
+ *     dispatching until its time slice ends): writes go first and nothing
+ *     is held for a reader, which still gets the device whenever no write
+ *     is waiting; with no window, one write goes per expired slice. A
+ *     window pays the reader's switching cost once per window, but under a
+ *     continuous reader it fixes the writes' share of the device at
+ *     window / (slice + window). write_slice_ms: ms, default 100;
+ *     write_slice_rand_ms: ms, default 0 (= write_slice_ms);
+ *     write_slice_kb: KiB, default 0 (one slice per request, whatever its
+ *     size); write_window_ms: ms, default 0 (no window).
+ *  4. Dispatch limits: per kind (sequential/random x read/write), a limit
+ *     on the requests of that kind in the device that holds only while
+ *     another kind is waiting (Algorithm 6.2), so that one kind cannot
+ *     fill the device ahead of another. dispatch_limit_seq_read,
+ *     dispatch_limit_seq_write, dispatch_limit_rand_read,
+ *     dispatch_limit_rand_write: requests, default 0 (no limit).
  *  5. QASIO: kprobes on the kernel's wait points tell the scheduler which
  *     write a task now waits on (D_meta: __lock_buffer and __wait_on_buffer
  *     on a buffer under write; D_sync and D_data: folio_wait_writeback from
  *     an integrity sync, or from anywhere else). A queued write there is
- *     boosted: it goes right after the class's reads, and nothing holds it
- *     (6, 7, 10); a write not queued yet (still in a plug) is caught when it
- *     is inserted. A sync write another task submitted is boosted too:
+ *     boosted: it goes right after the class's reads, nothing holds it
+ *     (6, 7, 10), and its write slice (3) still bounds its wait behind
+ *     reads; a write not queued yet (still in a plug) is caught when it is
+ *     inserted. A sync write another task submitted is boosted too:
  *     jbd2's commit blocks and other metadata are sync writes, and a task
  *     that waits on one (a launch reading an inode while its buffer is
  *     written) is blocked by a write it did not choose; held for a reader
- *     it waited up to an anticipation window or a write slice each time.
- *     A task's wait on its own sync write (fsync, jbd2's commit) boosts
- *     nothing: that write is served as any sync write.
- *     ext4 on 6.1 issues discards from a worker with submit_bio_wait(),
- *     which marks them REQ_SYNC, so the paper's D_discard case is sync I/O
- *     here.
+ *     it would wait up to an anticipation window or a write slice each
+ *     time. A task's wait on its own sync write (fsync, jbd2's commit)
+ *     boosts nothing: that write is served as any sync write. ext4 on 6.1
+ *     issues discards from a worker with submit_bio_wait(), which marks
+ *     them REQ_SYNC, so the paper's D_discard case is sync I/O here. The
+ *     kprobes are registered once, at module load (sio_init()), and
+ *     unregistered at its unload, never in init_sched(): that runs with the
+ *     queue frozen, and register_kprobe() allocates, so reclaim waiting on
+ *     writeback to that queue would deadlock.
+ *     qasio_boost: 0/1, default 1 (boost at all); qasio_meta, qasio_data,
+ *     qasio_sync: 0/1, default 1 each (act on that dependency type).
  *  6. Anticipation: after a read completes, writes are held for up to
  *     read_anticipation_us so that a synchronous reader's next read does not
  *     queue behind a write it could not see (the write slice still bounds
- *     the writes' wait). 3000 us: on s5-emmc in the testbed it cut a
- *     sequential reader's slowdown beside a writer from 3.5 to 1.2. Only
- *     writes are held: reads of a lower class still go, and so do boosted
- *     writes, which a task is blocked on.
- *  7. Write pacing (write_pace_us, 0 = off, then 6 applies): while a reader
- *     is active (a read queued or in flight, or completed less than
- *     read_anticipation_us or a pace ago), reads still go first, but a
- *     write may go even with reads in flight once write_pace_us has passed
- *     since the last write was dispatched (write_pace_rand_us after a
- *     random write, if set: it fills more of the buffer and takes longer
- *     to program), so the device's write buffer never fills and its reads
- *     overtake programming. After a write completes, queued reads are
- *     held for read_hold_us (each read at most that long from its arrival,
- *     so reads cannot starve), so the die programs that write undisturbed.
- *     A writer alone is not paced; boosted writes never are, and the write
- *     slice still bounds the wait. The rule and the numbers come from the
- *     device model (src/smartio/flashdev/model.py, Policy "read_first"):
- *     pace 1.5 x the alone write latency of the write's class (seq, rand),
- *     hold 0.9 x the sequential program time. Pacing is for one reader:
- *     while two or more tasks read (each seen inserting or completing a
- *     read less than read_anticipation_us or a pace ago), writes beside
- *     them go by their slice only, as the model's 4R4W optimum does. Paced
- *     writes would otherwise slip into every moment when no read happens to
- *     be queued, which with several readers depends on their round trips,
- *     not on the device: on s5-emmc in the testbed (4R4W rand, 256 KiB per
- *     stream) they took the readers from 1.32 to 1.65 and the efficiency
- *     from 0.92 to 0.87.
- *  8. Write merges beside a reader (write_merge_max_kb, 0 = no limit):
- *     while a reader is active, a write request grows by merging to at most
- *     this size; with no reader, writes merge as usual. The pace counts
- *     requests and was sized with the profiler's 4 KiB writes, so a merged
- *     write would bring that many more pages into the device's buffer per
- *     pace. And a device without a command queue (eMMC) cannot even start a
- *     read until the write command before it ends, which for a write larger
- *     than its buffer is when all of it is programmed. On s5-emmc in the
- *     testbed, the mixed workload at queue depth 128 (70 % sequential reads,
- *     nr_requests 128, two runs each) took 1.63 / 1.72 s with merging,
- *     1.08 / 1.38 s with write_merge_max_kb = 4, and `none`, which never
- *     holds enough requests to merge, 1.31 / 1.22 s. The limit cannot split
- *     a large bio, and merges in a task's plug never ask the scheduler.
+ *     the writes' wait). Only writes are held: reads of a lower class still
+ *     go, and so do boosted writes, which a task is blocked on.
+ *     read_anticipation_us: us, default 3000; 0 = off.
+ *  7. Write pacing: while a reader is active (a read queued or in flight,
+ *     or completed less than read_anticipation_us or a pace ago), reads
+ *     still go first, but a write may go even with reads in flight once
+ *     write_pace_us has passed since the last write was dispatched
+ *     (write_pace_rand_us after a random write, if set: it fills more of
+ *     the buffer and takes longer to program), so that the device's write
+ *     buffer never fills and its reads overtake programming. After a write
+ *     completes, queued reads are held for read_hold_us (each read at most
+ *     that long from its arrival, so reads cannot starve), so that the die
+ *     programs that write undisturbed. A writer alone is not paced; boosted
+ *     writes never are, and the write slice still bounds the wait. The
+ *     rule comes from the device model's read-first optimum
+ *     (src/smartio/flashdev/model.py, Policy "read_first"), from which the
+ *     profiler sets the pace to 1.5 x the sequential write latency alone
+ *     (write_pace_rand_us 1.75 x the random one) and the hold to 0.9 x the
+ *     program time. Pacing is for one reader: while two or more tasks read
+ *     (each seen inserting or completing a read less than
+ *     read_anticipation_us or a pace ago), writes beside them go by their
+ *     slice only, as in the model's 4R4W optimum, because paced writes
+ *     would otherwise slip into every moment when no read happens to be
+ *     queued, which with several readers depends on their round trips, not
+ *     on the device. write_pace_us: us, default 0 (off, then 6 applies);
+ *     write_pace_rand_us: us, default 0 (= write_pace_us); read_hold_us:
+ *     us, default 0 (off).
+ *  8. Write merges beside a reader: while a reader is active, a write
+ *     request grows by merging to at most write_merge_max_kb; with no
+ *     reader, writes merge as usual. The pace (7) counts requests and is
+ *     sized with the profiler's 4 KiB writes, so a merged write would bring
+ *     that many more pages into the device's buffer per pace; and a device
+ *     without a command queue (eMMC) cannot even start a read until the
+ *     write command before it ends, which for a write larger than its
+ *     buffer is when all of it is programmed. The limit cannot split a
+ *     large bio, and merges in a task's plug never ask the scheduler.
+ *     write_merge_max_kb: KiB, default 0 (no limit).
  *  9. A reader's own writes: a write queued by the task that read last,
  *     while no other task reads, is held neither by 6 nor by 7, and its
  *     completion holds no read. Anticipation, pace and hold keep the device
  *     free for another task's next read; a task that queues its reads and
  *     writes together (fio's mixed workload at queue depth 128, Figure 12)
- *     ordered them itself, and is served best by read-first alone: in the
- *     device model 2-4 points more off FIFO's time to complete at 10-80 %
- *     reads than paced. The write slice (3) still bounds its writes' wait.
- *     Tasks are told apart by pid, i.e. by thread.
- * 10. One write at a time beside a recent reader (single_write_ms, 0 =
- *     off): while a read is queued or in flight, or one completed less than
- *     single_write_ms ago, a write waits while another write is in the
- *     device (of any task), unless it is the reader's own (9), boosted
- *     (5), its slice expired or a write window is open (3), or it is served
- *     by priority aging (1). Anticipation (6) covers a reader's next read only for
+ *     ordered them itself, and is served best by read-first alone. The
+ *     write slice (3) still bounds its writes' wait. Tasks are told apart
+ *     by pid, i.e. by thread. No tunable of its own.
+ * 10. One write at a time beside a recent reader: while a read is queued
+ *     or in flight, or one completed less than single_write_ms ago, a
+ *     write waits while another write is in the device (of any task),
+ *     unless it is the reader's own (9), boosted (5), its slice expired or
+ *     a write window is open (3), or it is served by priority aging (1).
+ *     Anticipation (6) covers a reader's next read only for
  *     read_anticipation_us; a program's start-up thinks longer between its
  *     reads, and in those gaps a writer with requests to spare (256 KiB
  *     direct writes, writeback) fills the device queue. A device without a
  *     command queue cannot start a read before the write command ahead of
  *     it ends, and a write larger than its buffer ends when programmed: a
- *     read that arrives then waits for every write in the queue. One at a
- *     time, it waits for the rest of one. On s5-emmc in the testbed
- *     (cold starts of python-stdlib, vim and sqlite3 beside a writer of
- *     256 KiB direct writes, 4 each, device clock), launch time beside the
- *     writer over idle: 1.06 [0.97, 1.15] with 100 ms, 1.12 [1.03, 1.22]
- *     with 0. In the device model 1R1W, 4R4W and the mixed workload are
- *     unchanged: 1R1W's writer has one write in flight at most, 4R4W's
- *     writes go by their slice, the mixed workload's are the reader's own.
- * 11. Start-up (startup_ms, 0 = off), after BFQ's weight raising of an
- *     application that starts: a thread group that reads for the first
- *     time, or after not reading for startup_ms, starts up, unless another
- *     start-up is on. For startup_ms from then, while it reads (it is the
- *     last task to read and reads are queued or in flight, or it inserted
- *     or completed a read less than sio_reader_window_ns() ago), a write
- *     waits startup_ms behind reads where its slice (3) is shorter. Writes
- *     still go whenever no read waits and anticipation (6) lets them, one
- *     at a time (10); boosted writes (5) right after the class's reads, as
- *     when no slice has expired. A slice is meant for a reader that never
- *     pauses; each one that expires in a start-up puts a whole write ahead
- *     of the application's next read, and a start-up is short. Writers
- *     beside start-ups that follow one another still get a write per
- *     startup_ms. Tasks are told apart by thread group; SIO_NR_STARTERS of
- *     them are remembered, and one forgotten counts as new. A change of
- *     startup_ms applies to the start-up that is on. While a start-up is
- *     on, anticipation (6), if on, waits startup_anticipation_us where that
- *     is longer than read_anticipation_us, and the start-up's task counts
- *     as reading as long (BFQ idles slice_idle for a raised queue): a launch's
- *     reads are closed-loop, and every gap longer than the window put a
- *     write in the device, which the next read then waited out. On s5-emmc
- *     in the testbed (cold starts of python, vim and sqlite3 beside the
- *     128 KiB writer, device clock, 16 each), launch time beside the writer
- *     over idle off the CPU: 1.00 [0.99, 1.01] with 10 ms, 1.04 [1.03, 1.06]
- *     with 0; the writer got a third as much during python's launches.
+ *     read that arrives then waits for every write in the queue; one at a
+ *     time, it waits for the rest of one. single_write_ms: ms, default 100;
+ *     0 = off.
+ * 11. Start-up, after BFQ's weight raising of an application that starts:
+ *     a thread group that reads for the first time, or after not reading
+ *     for startup_ms, starts up, unless another start-up is on. For
+ *     startup_ms from then, while it reads (it is the last task to read and
+ *     reads are queued or in flight, or it inserted or completed a read
+ *     less than sio_reader_window_ns() ago), a write waits startup_ms
+ *     behind reads where its slice (3) is shorter. Writes still go whenever
+ *     no read waits and anticipation (6) lets them, one at a time (10);
+ *     boosted writes (5) right after the class's reads, as when no slice
+ *     has expired. A slice is meant for a reader that never pauses; each
+ *     one that expires in a start-up puts a whole write ahead of the
+ *     application's next read, and a start-up is short. Writers beside
+ *     start-ups that follow one another still get a write per startup_ms.
+ *     Tasks are told apart by thread group; SIO_NR_STARTERS of them are
+ *     remembered, and one forgotten counts as new. A change of startup_ms
+ *     applies to the start-up that is on. While a start-up is on,
+ *     anticipation (6), if on, waits startup_anticipation_us where that is
+ *     longer than read_anticipation_us, and the start-up's task counts as
+ *     reading as long (BFQ idles slice_idle for a raised queue), because a
+ *     launch's reads are closed-loop and every gap longer than the window
+ *     puts a write in the device, which the next read then waits out.
+ *     startup_ms: ms, default 1000; 0 = off. startup_anticipation_us: us,
+ *     default 10000; 0 = read_anticipation_us.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -152,14 +156,18 @@
  * them), where the probed function may sleep, so no other lock is held.
  * Where a probe fires from int3 instead (no KPROBES_ON_FTRACE), the kernel
  * treats the handler as an NMI: no lock may be taken there, not even an
- * irq-safe one (lockdep on the testbed's debug kernel reported exactly
- * that), and no queue may be run. Such a handler only computes the range
- * and leaves it in a per-CPU buffer; an irq_work applies it in hardirq
- * context as soon as the task's interrupts are on again (sio_hint()).
+ * irq-safe one, and no queue may be run. Such a handler only computes the
+ * range and leaves it in a per-CPU buffer; an irq_work applies it in
+ * hardirq context as soon as the task's interrupts are on again
+ * (sio_hint()).
  *
  * Flush and FUA requests never reach an elevator on 6.1 (the flush machinery
  * inserts them into the hardware queue directly); should one arrive anyway it
- * goes to the head dispatch list, unreordered.
+ * goes to the head dispatch list, unreordered. From 6.5 a write with FUA or
+ * PREFLUSH is the scheduler's (RQF_USE_SCHED): it is sorted, grouped and
+ * held like any write of its class, as mq-deadline does, and only what the
+ * flush machinery hands back at the head goes to the head dispatch list.
+ * What differs between kernels is in sio-compat.h, keyed by feature.
  */
 #include <linux/kernel.h>
 #include <linux/module.h>
@@ -186,7 +194,10 @@
 #include "blk-mq.h"
 #include "blk-mq-debugfs.h"
 #include "blk-mq-sched.h"
+#include "sio-compat.h"
+#if SIO_HAVE_BLK_MQ_TAG_H
 #include "blk-mq-tag.h"
+#endif
 
 /* Tunable defaults. */
 static const int sio_default_write_slice_ms = 100;	/* write waits <= this behind reads, ms */
@@ -419,7 +430,7 @@ struct sio_data {
 	struct hrtimer pace_timer;		/* ... and when a pace or read hold ends */
 
 	struct sio_hint hints[SIO_NR_HINTS];
-	struct sio_qlog qlog[SIO_NR_QLOG];
+	struct sio_qlog *qlog;			/* SIO_NR_QLOG entries; NULL without debugfs */
 	unsigned int qlog_next;			/* entries ever logged */
 	struct sio_write_out writes_out[SIO_NR_WRITES_OUT];
 
@@ -1160,22 +1171,22 @@ static bool sio_requests_merge_ok(struct sio_data *sd, struct request *front,
 
 /*
  * An insert merge appends @rq to a queued request that ends where @rq starts
- * (elv_attempt_insert_merge()); with such a write queued, may it (8)?
+ * (elv_attempt_insert_merge()); with such a write queued, may it (8)? Only a
+ * write of @rq's own class can take it: requests of different I/O priorities
+ * never merge, so an adjacent write of another class must not decide.
  */
 static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 {
 	sector_t pos = blk_rq_pos(rq);
 	struct request *prev;
-	int c;
 
 	if (req_op(rq) != REQ_OP_WRITE || !rq_mergeable(rq) || !pos)
 		return true;
-	for (c = 0; c < SIO_NR_CLASSES; c++) {
-		prev = sio_rb_first_overlap(&sd->cls[c].sort[SIO_WRITE], pos - 1, pos);
-		if (prev && req_op(prev) == REQ_OP_WRITE &&
-		    blk_rq_pos(prev) + blk_rq_sectors(prev) == pos)
-			return sio_requests_merge_ok(sd, prev, rq);
-	}
+	prev = sio_rb_first_overlap(&sd->cls[sio_rq_class(rq)].sort[SIO_WRITE],
+				    pos - 1, pos);
+	if (prev && req_op(prev) == REQ_OP_WRITE &&
+	    blk_rq_pos(prev) + blk_rq_sectors(prev) == pos)
+		return sio_requests_merge_ok(sd, prev, rq);
 	return true;
 }
 
@@ -1312,18 +1323,28 @@ static bool sio_slice_over(struct sio_data *sd, struct request *rq, u64 now)
 }
 
 /*
- * A sync or async write whose slice has expired, the older group head first
- * (a small sync write behind a large async one has the shorter slice), or
- * NULL. In a start-up a slice is at least startup_ms (11).
+ * A write whose slice has expired: a boosted one first, then of the sync and
+ * async group heads the older (a small sync write behind a large async one
+ * has the shorter slice), or NULL. In a start-up a slice is at least
+ * startup_ms (11), except a boosted write's.
  */
 static struct request *sio_starved_write(struct sio_data *sd,
 					 struct sio_class_queue *cq, u64 now)
 {
+	struct request *boosted = sio_group_head(cq, SIO_G_BOOSTED_WRITE);
 	struct request *a = sio_group_head(cq, SIO_G_SYNC_WRITE);
 	struct request *b = sio_group_head(cq, SIO_G_ASYNC_WRITE);
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
 	struct request *rq = NULL;
 
+	/*
+	 * A boosted write's slice bounds it as any write's does: reads go
+	 * before the boosted group, and a task waits on it (5), so without this
+	 * a reader that keeps its FIFO full would keep that task in D state.
+	 * Nothing holds it for a start-up either.
+	 */
+	if (boosted && sio_slice_over(sd, boosted, now))
+		return boosted;
 	if (a && b && b->fifo_time < a->fifo_time)
 		swap(a, b);
 	if (a && sio_slice_over(sd, a, now))
@@ -1433,7 +1454,7 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 	u64 hold_end = sio_read_hold_end(sd, now);
 	bool higher_waiting = false, hold = false;
 	unsigned int limited = 0;
-	struct request *rq;
+	struct request *rq = NULL;	/* every FIFO may be empty: has_work looked without the lock */
 	enum sio_class c;
 
 	lockdep_assert_held(&sd->lock);
@@ -1486,11 +1507,11 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 static void sio_qlog_add(struct sio_data *sd, char what, sector_t start,
 			 sector_t end, enum sio_dep dep, pid_t pid, u64 now)
 {
-	struct sio_qlog *e = &sd->qlog[sd->qlog_next++ % SIO_NR_QLOG];
-
 	lockdep_assert_held(&sd->lock);
 
-	*e = (struct sio_qlog){ now, start, end, pid, dep, what };
+	if (sd->qlog)
+		sd->qlog[sd->qlog_next++ % SIO_NR_QLOG] =
+			(struct sio_qlog){ now, start, end, pid, dep, what };
 }
 
 static unsigned long sio_rq_out(struct request *rq)
@@ -1506,8 +1527,10 @@ static void sio_rq_set_out(struct request *rq, unsigned long slot)
 }
 
 /*
- * The owner of a write: the mapping of its first page (a page under
- * writeback, pinned by the bio), as a key only. A file's writeback goes out
+ * The owner of a write: the mapping of the folio of its first page (a page
+ * under writeback, pinned by the bio), as a key only: the page where the
+ * bio's iterator starts (a split or cloned bio starts inside its vector), and
+ * its folio's mapping, since a large folio's tail pages carry none. A file's writeback goes out
  * in several requests, and ext4 ends the writeback of all their pages
  * together (one io_end), so a task waiting on one page waits for all.
  */
@@ -1517,7 +1540,7 @@ static void *sio_owner(struct request *rq)
 
 	if (!bio || !bio_has_data(bio) || !bio->bi_io_vec)
 		return NULL;
-	return READ_ONCE(bio->bi_io_vec[0].bv_page->mapping);
+	return READ_ONCE(page_folio(bio_page(bio))->mapping);
 }
 
 /* Remember a dispatched write until it completes (slot in the flags). */
@@ -1843,6 +1866,9 @@ static const char *const sio_sync_callers[] = {
 	"wait_on_page_writeback",	/* ... on 6.1 it mostly comes from there */
 	"write_cache_pages",		/* WB_SYNC_ALL writeback */
 	"mpage_prepare_extent_to_map",	/* ext4's WB_SYNC_ALL writeback */
+	"writeback_iter",		/* 6.10+: write_cache_pages() and filesystems' */
+	"writeback_get_folio",		/* ... WB_SYNC_ALL waits, if not inlined */
+	"folio_prepare_writeback",
 };
 
 static DEFINE_PER_CPU(char [KSYM_SYMBOL_LEN], sio_symbuf);
@@ -1862,6 +1888,14 @@ static enum sio_dep sio_folio_dep(unsigned long ret)
 		return cached & BIT(63) ? SIO_DEP_DATA : SIO_DEP_SYNC;
 	name = *this_cpu_ptr(&sio_symbuf);
 	sprint_symbol_no_offset(name, ret);
+	/*
+	 * The function's own name: without the " [ext4]" kallsyms appends when
+	 * the caller is in a module, nor the suffixes of the compiler's clones
+	 * and of LTO's promoted statics (".isra.0", ".constprop.0",
+	 * ".llvm.123", ".lto_priv.0"). A caller inlined into another function
+	 * is known by that function's name only.
+	 */
+	name[strcspn(name, " .")] = '\0';
 	for (i = 0; i < ARRAY_SIZE(sio_sync_callers); i++)
 		if (!strcmp(name, sio_sync_callers[i]))
 			dep = SIO_DEP_SYNC;
@@ -1880,7 +1914,7 @@ static enum sio_dep sio_folio_dep(unsigned long ret)
 static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 {
 	struct folio *folio = (void *)regs_get_kernel_argument(regs, 0);
-	unsigned long ret = *(unsigned long *)kernel_stack_pointer(regs);
+	unsigned long ret = sio_entry_return_address(regs);
 	struct buffer_head *head, *bh;
 	struct address_space *mapping;
 	struct block_device *bdev = NULL;
@@ -1890,7 +1924,7 @@ static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 	if (!folio || !folio_test_writeback(folio))
 		return 0;
 	mapping = folio_mapping(folio);
-	if (!mapping || !spin_trylock(&mapping->private_lock))
+	if (!mapping || !spin_trylock(sio_mapping_lock(mapping)))
 		return 0;
 	head = folio_buffers(folio);
 	if (!folio_test_writeback(folio) || folio_mapping(folio) != mapping || !head)
@@ -1914,7 +1948,7 @@ static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 		end = s + spb;
 	} while ((bh = bh->b_this_page) != head);
 unlock:
-	spin_unlock(&mapping->private_lock);
+	spin_unlock(sio_mapping_lock(mapping));
 	if (!bdev)
 		return 0;
 	dep = sio_folio_dep(ret);
@@ -1935,8 +1969,8 @@ static int sio_kprobe_err[SIO_NR_KPROBES];	/* 0 = registered, else why not */
 static bool sio_kprobes_live;
 
 /*
- * Register the probes when the first queue starts using smartio (called
- * with sio_queues_mutex held). Without a probe its hints simply never come.
+ * Register the probes, from sio_init() (sio_queues_mutex held). Without a
+ * probe its hints simply never come.
  */
 static void sio_kprobes_get(void)
 {
@@ -1957,8 +1991,9 @@ static void sio_kprobes_get(void)
 }
 
 /*
- * Unregister them when the last queue leaves smartio (sio_queues_mutex
- * held). unregister_kprobe() waits for running handlers (synchronize_rcu).
+ * Unregister them, from sio_exit() (sio_queues_mutex held), when no queue
+ * uses smartio any more. unregister_kprobe() waits for running handlers
+ * (synchronize_rcu).
  */
 static void sio_kprobes_put(void)
 {
@@ -1966,7 +2001,7 @@ static void sio_kprobes_put(void)
 
 	lockdep_assert_held(&sio_queues_mutex);
 
-	if (!sio_kprobes_live || !list_empty(&sio_queues))
+	if (!sio_kprobes_live)
 		return;
 	for (i = 0; i < SIO_NR_KPROBES; i++)
 		if (!sio_kprobe_err[i])
@@ -2100,7 +2135,8 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 			sd->discard_async++;
 	}
 
-	if (at_head || op_is_flush(rq->cmd_flags)) {
+	if (at_head || (!SIO_HAVE_FLUSH_DATA_VIA_ELV && op_is_flush(rq->cmd_flags))) {
+		trace_block_rq_insert(rq);
 		if (!(flags & SIO_RQ_DISPATCHED))
 			sio_rq_set_field(rq, SIO_RQ_KIND_SHIFT, dir == SIO_READ ?
 					 SIO_RAND_READ : SIO_RAND_WRITE);
@@ -2160,8 +2196,9 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 
 /* Called by blk_mq_sched_insert_request() and blk_mq_sched_insert_requests(). */
 static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
-				struct list_head *list, bool at_head)
+				struct list_head *list, sio_insert_t flags)
 {
+	bool at_head = SIO_INSERT_AT_HEAD(flags);
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
 	unsigned long irqflags;
 	LIST_HEAD(free);
@@ -2438,15 +2475,52 @@ static bool sio_has_work(struct blk_mq_hw_ctx *hctx)
  * writeback (the legacy block layer kept separate sync and async pools);
  * reads the rest, so a reader always finds a tag.
  */
+/*
+ * Does the kernel read shallow_depth as a share of the whole bitmap (mainline
+ * 6.17, "lib/sbitmap: convert shallow_depth from one word to the whole
+ * sbitmap", backported to Debian's 6.12.43) or of each word (before)? No
+ * symbol tells: sio_init() asks an sbitmap of two 64-bit words.
+ */
+static bool sio_shallow_whole;
+
+static int sio_probe_shallow(void)
+{
+	struct sbitmap_queue sbq;
+	int n = 0;
+
+	if (sbitmap_queue_init_node(&sbq, 128, 6, false, GFP_KERNEL, NUMA_NO_NODE))
+		return -ENOMEM;
+	sbitmap_queue_min_shallow_depth(&sbq, 2);
+	while (n < 128 && sbitmap_queue_get_shallow(&sbq, 2) >= 0)
+		n++;
+	sbitmap_queue_free(&sbq);
+	sio_shallow_whole = n == 2;	/* per word: 2 from each of the 2 words */
+	return 0;
+}
+
 static void sio_limit_depth(blk_opf_t opf, struct blk_mq_alloc_data *data)
 {
 	struct sio_data *sd = data->q->elevator->elevator_data;
-	struct sbitmap_queue *bt = &data->hctx->sched_tags->bitmap_tags;
-	unsigned int nrr = bt->sb.depth, depth;
+	struct sbitmap_queue *bt;
+	unsigned int nrr, depth;
 
 	if (op_is_sync(opf) && !op_is_write(opf))
 		return;
 	depth = op_is_sync(opf) ? sd->sync_write_depth : sd->async_depth;
+	/* Whole-bitmap since 6.17 (Debian's 6.12 from 6.12.43), else per word. */
+	if (sio_shallow_whole) {
+		data->shallow_depth = depth;
+		return;
+	}
+	/*
+	 * Some 6.1.y sublevels (6.1.44) call limit_depth() before they set
+	 * data->hctx: without its tag map no per-word share can be computed,
+	 * and this allocation goes unlimited.
+	 */
+	if (!data->hctx)
+		return;
+	bt = &data->hctx->sched_tags->bitmap_tags;
+	nrr = bt->sb.depth;
 	data->shallow_depth = ((depth << bt->sb.shift) + nrr - 1) / nrr;
 }
 
@@ -2456,11 +2530,9 @@ static void sio_limit_depth(blk_opf_t opf, struct blk_mq_alloc_data *data)
  * shares computed from that (as mq-deadline does) were the old size's: after
  * `echo 128 > nr_requests` on a 4-tag queue writes kept 3 tags (issue 12).
  */
-static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
+static void sio_update_depths(struct request_queue *q, unsigned int nrr)
 {
-	struct request_queue *q = hctx->queue;
 	struct sio_data *sd = q->elevator->elevator_data;
-	unsigned int nrr = hctx->sched_tags->bitmap_tags.sb.depth;
 	unsigned int writes = nrr - max(1U, nrr / sio_read_reserve_div);
 
 	/*
@@ -2476,6 +2548,36 @@ static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
 	sd->sync_write_depth = max(1U, writes);
 	sd->async_depth = max(1U, min(min(nrr, dflt) * sio_default_async_depth_pct / 100,
 				      writes - (writes > 1)));
+}
+
+#if SIO_HAVE_DEPTH_UPDATED_Q
+/*
+ * Called by blk_mq_update_nr_requests() once per queue, after the tags were
+ * resized and q->nr_requests set, and by sio_init_sched().
+ */
+static void sio_depth_updated(struct request_queue *q)
+{
+	struct blk_mq_hw_ctx *hctx;
+	unsigned int nrr = 0;
+	unsigned long i;
+
+	queue_for_each_hw_ctx(q, hctx, i) {
+		nrr = hctx->sched_tags->bitmap_tags.sb.depth;
+		break;
+	}
+	sio_update_depths(q, nrr ?: q->nr_requests);
+	blk_mq_set_min_shallow_depth(q, 1);
+}
+
+/* The core calls depth_updated() at init no more. */
+static void sio_init_depths(struct request_queue *q)
+{
+	sio_depth_updated(q);
+}
+#else
+static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
+{
+	sio_update_depths(hctx->queue, hctx->sched_tags->bitmap_tags.sb.depth);
 	sbitmap_queue_min_shallow_depth(&hctx->sched_tags->bitmap_tags, 1);
 }
 
@@ -2486,22 +2588,34 @@ static int sio_init_hctx(struct blk_mq_hw_ctx *hctx, unsigned int hctx_idx)
 	return 0;
 }
 
-/* Called by elevator_switch() and blk_mq_init_sched() with the queue frozen. */
-static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
+/* init_hctx() sets each hardware queue's depths. */
+static void sio_init_depths(struct request_queue *q)
 {
-	struct elevator_queue *eq;
+}
+#endif
+
+/*
+ * Called by sio_init_sched() with the queue frozen: the scheduler's state of
+ * @q in @eq. About 5 KiB, so kvzalloc: an order-1 page on a fragmented phone
+ * must not make the switch fail; the QASIO log (32 KiB) only with debugfs,
+ * which alone reads it.
+ */
+static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
+{
 	struct sio_data *sd;
 	enum sio_class c;
 	enum sio_group g;
 	int i;
 
-	eq = elevator_alloc(q, e);
-	if (!eq)
+	sd = kvzalloc_node(sizeof(*sd), GFP_KERNEL, q->node);
+	if (!sd)
 		return -ENOMEM;
-	sd = kzalloc_node(sizeof(*sd), GFP_KERNEL, q->node);
-	if (!sd) {
-		kobject_put(&eq->kobj);
-		return -ENOMEM;
+	if (IS_ENABLED(CONFIG_BLK_DEBUG_FS)) {
+		sd->qlog = kvcalloc(SIO_NR_QLOG, sizeof(*sd->qlog), GFP_KERNEL);
+		if (!sd->qlog) {
+			kvfree(sd);
+			return -ENOMEM;
+		}
 	}
 	eq->elevator_data = sd;
 
@@ -2514,10 +2628,10 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 		sd->cls[c].sort[SIO_READ] = RB_ROOT;
 		sd->cls[c].sort[SIO_WRITE] = RB_ROOT;
 	}
-	hrtimer_init(&sd->antic_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
-	sd->antic_timer.function = sio_antic_timer_fn;
-	hrtimer_init(&sd->pace_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
-	sd->pace_timer.function = sio_pace_timer_fn;
+	sio_hrtimer_setup(&sd->antic_timer, sio_antic_timer_fn, CLOCK_MONOTONIC,
+			  HRTIMER_MODE_REL);
+	sio_hrtimer_setup(&sd->pace_timer, sio_pace_timer_fn, CLOCK_MONOTONIC,
+			  HRTIMER_MODE_ABS);
 	sd->phase = SIO_PH_READ;
 	sd->write_slice_ms = sio_default_write_slice_ms;
 	sd->write_slice_kb = sio_default_write_slice_kb;
@@ -2540,13 +2654,37 @@ static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
 	/* One queue-wide state, dispatched from any hardware queue. */
 	blk_queue_flag_set(QUEUE_FLAG_SQ_SCHED, q);
 	q->elevator = eq;
+	sio_init_depths(q);
 
 	mutex_lock(&sio_queues_mutex);
-	sio_kprobes_get();
 	list_add_rcu(&sd->node, &sio_queues);
 	mutex_unlock(&sio_queues_mutex);
 	return 0;
 }
+
+/*
+ * Called by elevator_switch() and blk_mq_init_sched() with the queue frozen.
+ * From 6.17 the core allocates @eq, and puts it if this fails.
+ */
+#if SIO_HAVE_INIT_SCHED_EQ
+static int sio_init_sched(struct request_queue *q, struct elevator_queue *eq)
+{
+	return sio_init_queue(q, eq);
+}
+#else
+static int sio_init_sched(struct request_queue *q, struct elevator_type *e)
+{
+	struct elevator_queue *eq = elevator_alloc(q, e);
+	int ret;
+
+	if (!eq)
+		return -ENOMEM;
+	ret = sio_init_queue(q, eq);
+	if (ret)
+		kobject_put(&eq->kobj);
+	return ret;
+}
+#endif
 
 /*
  * Called by elevator_exit() with the queue frozen: every request has
@@ -2561,7 +2699,6 @@ static void sio_exit_sched(struct elevator_queue *e)
 
 	mutex_lock(&sio_queues_mutex);
 	list_del_rcu(&sd->node);
-	sio_kprobes_put();
 	mutex_unlock(&sio_queues_mutex);
 	synchronize_rcu();	/* no kprobe handler or irq_work still sees sd */
 	hrtimer_cancel(&sd->antic_timer);
@@ -2593,7 +2730,8 @@ static void sio_exit_sched(struct elevator_queue *e)
 		  dispatched[SIO_READ]);
 	WARN_ONCE(sd->dropped, "smartio: %llu requests freed without dispatch\n",
 		  sd->dropped);
-	kfree(sd);
+	kvfree(sd->qlog);
+	kvfree(sd);
 }
 
 /* sysfs attributes: /sys/block/<dev>/queue/iosched/ */
@@ -2628,7 +2766,7 @@ SIO_TUNABLE(write_slice_ms, write_slice_ms, 1, 60000);
 SIO_TUNABLE(write_slice_kb, write_slice_kb, 0, 65536);
 SIO_TUNABLE(write_slice_rand_ms, write_slice_rand_ms, 0, 60000);
 SIO_TUNABLE(write_window_ms, write_window_ms, 0, 60000);
-SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 0, 600000);
+SIO_TUNABLE(prio_aging_ms, prio_aging_ms, 1, 600000);	/* 0 would starve lower classes */
 SIO_TUNABLE(read_anticipation_us, read_anticipation_us, 0, 100000);
 SIO_TUNABLE(write_pace_us, write_pace_us, 0, 1000000);
 SIO_TUNABLE(write_pace_rand_us, write_pace_rand_us, 0, 1000000);
@@ -2761,7 +2899,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	seq_printf(m, "qasio_discard async_inserted=%llu\n", sd->discard_async);
 	seq_printf(m, "qasio_file boosted_with_file=%llu\n", sd->owner_boosted);
 	seq_printf(m, "depth nr_requests=%lu async=%u sync_write=%u\n",
-		   sd->q->nr_requests, sd->async_depth, sd->sync_write_depth);
+		   (unsigned long)sd->q->nr_requests, sd->async_depth, sd->sync_write_depth);
 	spin_unlock_irq(&sd->lock);
 	return 0;
 }
@@ -2900,7 +3038,7 @@ static int sio_qlog_show(void *data, struct seq_file *m)
 	unsigned long irqflags;
 	struct sio_qlog *copy;
 
-	copy = kmalloc_array(SIO_NR_QLOG, sizeof(*copy), GFP_KERNEL);
+	copy = kvmalloc_array(SIO_NR_QLOG, sizeof(*copy), GFP_KERNEL);
 	if (!copy)
 		return -ENOMEM;
 	spin_lock_irqsave(&sd->lock, irqflags);
@@ -2917,7 +3055,7 @@ static int sio_qlog_show(void *data, struct seq_file *m)
 			   (unsigned long long)copy[i].start,
 			   (unsigned long long)(copy[i].end - copy[i].start),
 			   copy[i].pid);
-	kfree(copy);
+	kvfree(copy);
 	return 0;
 }
 
@@ -2967,7 +3105,9 @@ static struct elevator_type sio_iosched = {
 		.has_work		= sio_has_work,
 		.init_sched		= sio_init_sched,
 		.exit_sched		= sio_exit_sched,
+#if !SIO_HAVE_DEPTH_UPDATED_Q
 		.init_hctx		= sio_init_hctx,
+#endif
 	},
 #ifdef CONFIG_BLK_DEBUG_FS
 	.queue_debugfs_attrs = sio_queue_debugfs_attrs,
@@ -2977,16 +3117,36 @@ static struct elevator_type sio_iosched = {
 	.elevator_owner = THIS_MODULE,
 };
 
-/* The probes live only while a queue uses smartio (sio_kprobes_get/put). */
+/*
+ * The probes are registered once, here, and unregistered at exit: never in
+ * init_sched() or exit_sched(), which run with the queue frozen, since
+ * register_kprobe() allocates with GFP_KERNEL and takes text_mutex and
+ * cpus_read_lock (stop_machine on arm64), and reclaim waiting on writeback to
+ * that very queue would deadlock. With no queue on smartio their handlers
+ * find none in sio_queues and do nothing.
+ */
 static int __init sio_init(void)
 {
-	int cpu;
+	int cpu, ret;
 
 	BUILD_BUG_ON(BITS_PER_LONG < 64);	/* SIO_RQ_PID_SHIFT */
+	if (sio_probe_shallow())
+		return -ENOMEM;
 	for_each_possible_cpu(cpu)
 		init_irq_work(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work,
 			      sio_nmi_work_fn);
-	return elv_register(&sio_iosched);
+	mutex_lock(&sio_queues_mutex);
+	sio_kprobes_get();
+	mutex_unlock(&sio_queues_mutex);
+	ret = elv_register(&sio_iosched);
+	if (ret) {
+		mutex_lock(&sio_queues_mutex);
+		sio_kprobes_put();
+		mutex_unlock(&sio_queues_mutex);
+		for_each_possible_cpu(cpu)
+			irq_work_sync(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work);
+	}
+	return ret;
 }
 
 static void __exit sio_exit(void)
@@ -2995,7 +3155,8 @@ static void __exit sio_exit(void)
 
 	elv_unregister(&sio_iosched);
 	mutex_lock(&sio_queues_mutex);
-	WARN_ON_ONCE(sio_kprobes_live);
+	WARN_ON_ONCE(!list_empty(&sio_queues));
+	sio_kprobes_put();
 	mutex_unlock(&sio_queues_mutex);
 	/* The probes are gone: no irq_work is queued any more; let any finish. */
 	for_each_possible_cpu(cpu)

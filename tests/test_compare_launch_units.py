@@ -425,7 +425,7 @@ def test_a_resumed_run_measures_only_what_no_earlier_session_finished(tmp_path, 
 
     monkeypatch.setattr(cr, "run_in_guest", fake_guest)
     monkeypatch.setattr(cr, "check_testbed", lambda: None)
-    monkeypatch.setattr(cr, "module_for", lambda names: [])
+    monkeypatch.setattr(cr, "module_for", lambda names, kernel="6.1": [])
     monkeypatch.setattr(la.host, "plot", lambda doc, path: path)
     out = tmp_path / "run"
     doc, d = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0,
@@ -527,6 +527,14 @@ def test_resumed_boot_is_how_the_run_started(tmp_path):
     assert la.resumed_boot(tmp_path).args() == ["nosmt"]
 
 
+def test_resumed_kernel_is_the_one_the_run_started_on(tmp_path):
+    assert la.resumed_kernel(tmp_path) == "6.1"                           # no START_FILE
+    (tmp_path / la.START_FILE).write_text(json.dumps({"plan": {}}))       # a run from before the choice
+    assert la.resumed_kernel(tmp_path) == "6.1"
+    (tmp_path / la.START_FILE).write_text(json.dumps({"plan": {}, "kernel": "6.12"}))
+    assert la.resumed_kernel(tmp_path) == "6.12"
+
+
 def test_many_missing_cells_are_counted_per_scheduler_few_are_named():
     many = [f"{s} editor cold {bg} real" for s in ("kyber", "bfq") for bg in ("none", "seq-write", "rand-write",
                                                                                  "buffered-write", "x", "y")]
@@ -559,7 +567,7 @@ def test_a_run_still_measuring_is_reprinted_from_its_cell_files(tmp_path, monkey
 
     monkeypatch.setattr(cr, "run_in_guest", first_session)
     monkeypatch.setattr(cr, "check_testbed", lambda: None)
-    monkeypatch.setattr(cr, "module_for", lambda names: [])
+    monkeypatch.setattr(cr, "module_for", lambda names, kernel="6.1": [])
     monkeypatch.setattr(la.host, "plot", lambda doc, path: path)
     out = tmp_path / "run"
     kept, _ = la.run_launch_compare(plan, profile="s5-emmc", out=out, timeout=60, command="c", time_scale=10.0)

@@ -81,6 +81,8 @@ def test_plan_travels_as_json():
     (["--schedulers", "none", "--repeats", "0"], "--repeats", "at least 1"),
     (["--schedulers", "none", "--nr-requests", "0"], "--nr-requests", "between"),
     (["--schedulers", "none", "--timeout", "0"], "--timeout", "positive"),
+    (["--schedulers", "none", "--kernel", "5.x"], "--kernel", "must be 6.1, 6.12, newest or an exact release"),
+    (["--experiment", "sqlite", "--kernel", "latest"], "--kernel", "must be 6.1, 6.12, newest"),
     # the guest experiments share the checks (run.vm_profile): nan and inf are refused too
     (["--experiment", "sqlite", "--time-scale", "nan"], "--time-scale", "positive"),
     (["--experiment", "launch", "--timeout", "inf"], "--timeout", "positive"),
@@ -235,10 +237,10 @@ def test_guest_experiments_hand_their_boot_to_the_testbed(tmp_path, monkeypatch,
     monkeypatch.setattr(cr, "run_in_guest", fake_guest)
     boot = Boot(cpus=1)
     if experiment == "qasio":
-        monkeypatch.setattr(cr, "module_for", lambda names: [])
+        monkeypatch.setattr(cr, "module_for", lambda names, kernel: [])
         qa.run_qasio_compare(qa.QasioPlan(runs=qa.DEFAULT_RUNS), profile="s5-emmc", time_scale=None, out=None,
-                             timeout=60, command="c", boot=boot)
+                             timeout=60, command="c", boot=boot, kernel="6.12")
     else:
         sq.run_sqlite_compare(sq.SqlitePlan(), profile="s5-emmc", time_scale=None, out=None, timeout=60,
-                              command="c", boot=boot)
-    assert seen["boot"] == boot
+                              command="c", boot=boot, kernel="6.12")
+    assert seen["boot"] == boot and seen["kernel"] == "6.12"

@@ -88,6 +88,83 @@ def test_initramfs_holds_busybox_init_console_and_modules(tmp_path: Path) -> Non
     assert initramfs.build(mods, tmp_path / "again.cpio", wanted=("c",)).read_bytes() == cpio.read_bytes()
 
 
+def test_compressed_modules_are_found_and_held_decompressed(tmp_path: Path) -> None:
+    """From 6.12 on Debian's modules are .ko.xz (the newest's too); busybox's insmod loads only a plain .ko, so the
+    initramfs holds each decompressed, under its plain name, in the same order."""
+    import gzip
+    import lzma
+
+    root = tmp_path / "mods"
+    (root / "kernel").mkdir(parents=True)
+    (root / "kernel" / "a.ko.xz").write_bytes(lzma.compress(b"\x7fELF a", format=lzma.FORMAT_XZ))
+    (root / "kernel" / "b-c.ko.gz").write_bytes(gzip.compress(b"\x7fELF b"))
+    (root / "kernel" / "d.ko").write_bytes(b"\x7fELF d")
+    (root / "modules.dep").write_text("kernel/a.ko.xz:\nkernel/b-c.ko.gz: kernel/a.ko.xz\n"
+                                      "kernel/d.ko: kernel/b-c.ko.gz\n")
+    (root / "modules.builtin").write_text("kernel/fs/fuse/virtiofs.ko\n")
+    order = initramfs.module_order(root, ("d", "virtiofs"))
+    assert [p.name for p in order] == ["a.ko.xz", "b-c.ko.gz", "d.ko"]
+    assert initramfs.module_name("kernel/b-c.ko.gz") == "b_c" and initramfs.module_name("x/virtiofs.ko") == "virtiofs"
+    assert [initramfs.initramfs_name(p) for p in order] == ["a.ko", "b-c.ko", "d.ko"]
+    assert [initramfs.module_bytes(p) for p in order] == [b"\x7fELF a", b"\x7fELF b", b"\x7fELF d"]
+    if shutil.which("zstd"):
+        zst = root / "kernel" / "e.ko.zst"
+        subprocess.run(["zstd", "-q", "-o", str(zst)], input=b"\x7fELF e", check=True)
+        assert initramfs.module_bytes(zst) == b"\x7fELF e"
+
+
+def test_the_kernel_is_a_name_or_an_exact_release_and_its_module_the_matrix_cell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SMARTIO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(kernelpkg, "_run", lambda cmd, cwd=None: (_ for _ in ()).throw(SmartioError("offline")))
+    assert GuestSpec(kernel="6.12").kernel == "6.12" and GuestSpec(kernel="6.12.118+deb13").kernel
+    for bad in ("6.13x", "7", "cloud-amd64"):
+        with pytest.raises(UsageError, match="--kernel"):
+            GuestSpec(kernel=bad)
+    with pytest.raises(UsageError, match="debug kernel"):
+        GuestSpec(kernel="newest", flavour=kernelpkg.DEBUG)
+    # An exact release is that one from the cache (by ABI or uname -r), never another.
+    rel = kernelpkg.KernelRelease("6.12.118+deb13", "6.12.118-1", kernelpkg.FLAVOUR, "6.12")
+    rel.dir.mkdir(parents=True)
+    (rel.dir / ".complete-image").touch()
+    assert kernelpkg.resolve(kernel="6.12.118+deb13") == rel
+    assert kernelpkg.resolve(kernel="6.12.118+deb13-cloud-amd64") == rel
+    monkeypatch.setenv("SMARTIO_OFFLINE", "1")
+    with pytest.raises(SmartioError, match="6.12.99.deb13 is not in the cache"):
+        kernelpkg.resolve(kernel="6.12.99+deb13")
+    old = kernelpkg.KernelRelease("6.1.0-57", "6.1.192-3")
+    for d in (old.dir, old.dir.with_name(old.dir.name + "-debug")):
+        d.mkdir(parents=True)
+        (d / ".complete-image").touch()
+    assert kernelpkg.resolve(kernel="6.1.0-57-cloud-amd64") == old
+    assert kernelpkg.kernel_of("7.2.13+deb14") == "newest" and kernelpkg.kernel_of("6.1.0-57") == "6.1"
+    # The module: 6.1's stays kernel/smartio-iosched.ko; 6.12's is the matrix cell, if built for that release.
+    repo = tmp_path / "repo"
+    assert guest.default_module(repo, kernelpkg.FLAVOUR, old.kernel) == repo / guest.DEFAULT_MODULE
+    ko = repo / "kernel" / "build" / "6.12-amd64" / "smartio-iosched.ko"
+    assert guest.default_module(repo, kernelpkg.FLAVOUR, rel.kernel) == ko
+    assert guest.default_module(repo, kernelpkg.FLAVOUR, "6.12.118+deb13") == ko
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == []
+    ko.parent.mkdir(parents=True)
+    ko.touch()
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == [ko]
+    (ko.parent / "result.json").write_text(json.dumps({"release": "6.12.99+deb13-cloud-amd64"}))
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == []
+    assert "built for 6.12.99+deb13-cloud-amd64" in capsys.readouterr().err
+    (ko.parent / "result.json").write_text(json.dumps({"release": rel.uname}))
+    assert guest.resolve_modules(None, repo, kernelpkg.FLAVOUR, rel) == [ko]
+
+
+def test_testbed_kernel_option_takes_a_kernel_or_as_before_a_flavour() -> None:
+    from smartio.cli.testbed import kernel_choice
+
+    assert kernel_choice("6.12", None) == ("6.12", kernelpkg.FLAVOUR)
+    assert kernel_choice("newest", kernelpkg.GENERIC) == ("newest", kernelpkg.GENERIC)
+    assert kernel_choice(kernelpkg.DEBUG, None) == ("6.1", kernelpkg.DEBUG)
+    with pytest.raises(UsageError, match="--kernel"):
+        kernel_choice(kernelpkg.GENERIC, kernelpkg.DEBUG)
+
+
 def test_dynamic_busybox_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MissingToolError, match="busybox-static"):
         initramfs.entries(fake_modules(tmp_path), busybox=Path(sys.executable).resolve())
@@ -325,6 +402,8 @@ def test_artifacts_dir_is_never_reused(tmp_path: Path, monkeypatch) -> None:
     (["--module", "/nonexistent.ko", "--", "true"], "--module /nonexistent.ko"),
     (["--timeout", "0", "--", "true"], "--timeout 0"),
     (["--memory", "1M", "--", "true"], "--memory 1M"),
+    (["--kernel", "5.x", "--", "true"], "--kernel 5.x"),
+    (["--kernel", "amd64", "--flavour", "debug", "--", "true"], "--kernel amd64"),
     ([], "COMMAND"),
 ])
 def test_bad_input_exits_2_naming_the_flag(argv: list[str], flag: str, capsys) -> None:
@@ -569,6 +648,7 @@ def fake_boot_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 class FakeRelease:
     uname: str = "6.1.0-test"
     version: str = "6.1.0"
+    kernel: str = "6.1"
 
 
 def test_run_boots_again_after_an_emulator_stall_and_keeps_the_first_boot(
@@ -659,3 +739,58 @@ def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: py
 class BootableRelease(FakeRelease):
     modules_dir: Path = Path("/nonexistent/modules")
     vmlinuz: Path = Path("/nonexistent/vmlinuz")
+
+
+def test_releases_from_debian_13_on_have_the_upstream_version_in_their_abi() -> None:
+    old = kernelpkg.KernelRelease("6.1.0-57", "6.1.192-3")
+    assert (old.series, old.source_package, old.kbuild_package) == ("6.1", "linux-source-6.1", "linux-kbuild-6.1")
+    rel = kernelpkg.KernelRelease("6.12.118+deb13", "6.12.118-1", kernelpkg.FLAVOUR, "6.12")
+    assert (rel.upstream, rel.series, rel.source_package) == ("6.12.118", "6.12", "linux-source-6.12")
+    assert rel.kbuild_package == "linux-kbuild-6.12.118+deb13"
+    assert rel.uname == "6.12.118+deb13-cloud-amd64"
+    arm = kernelpkg.KernelRelease("7.2.13+deb14", "7.2.13-1", kernelrelease.ARM64, "newest")
+    assert (arm.uname, arm.arch, arm.series) == ("7.2.13+deb14-arm64", "arm64", "7.2")
+    assert arm.private_headers == kernelpkg.KernelRelease("7.2.13+deb14", "7.2.13-1").private_headers
+
+
+def test_resolve_reads_the_suites_meta_package_and_falls_back_to_the_cache(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SMARTIO_CACHE", str(tmp_path))
+    monkeypatch.delenv("SMARTIO_OFFLINE", raising=False)
+    monkeypatch.setattr(kernelpkg, "_apt", lambda kernel, arch, tool: [tool, f"-o{kernel}"])
+    answers = {"depends": "linux-image-cloud-amd64\n  Depends: linux-base-cloud-amd64\n"
+                          "  Depends: linux-image-7.2.13+deb14-cloud-amd64\n",
+               "policy": "linux-image-7.2.13+deb14-cloud-amd64:\n  Installed: (none)\n  Candidate: 7.2.13-1\n"}
+    seen: list[list[str]] = []
+
+    def apt(cmd: list[str], cwd=None) -> str:
+        seen.append(cmd)
+        return answers[cmd[2]]
+    monkeypatch.setattr(kernelpkg, "_run", apt)
+    rel = kernelpkg.resolve(kernel="newest")
+    assert (rel.abi, rel.version, rel.kernel) == ("7.2.13+deb14", "7.2.13-1", "newest")
+    assert seen[0][:2] == ["apt-cache", "-onewest"]
+    assert kernelpkg.resolve(kernel="newest", flavour=kernelrelease.ARM64).uname == "7.2.13+deb14-arm64"
+    with pytest.raises(SmartioError, match="is Linux 7.2, not 6.12"):     # trixie's meta package must be 6.12
+        kernelpkg.resolve(kernel="6.12")
+    # sid moved on, or the machine is offline: the newest release fetched before, as release.json records it
+    rel.dir.mkdir(parents=True)
+    (rel.dir / ".complete-headers").touch()
+    kernelpkg._record(rel)
+    monkeypatch.setattr(kernelpkg, "_run", lambda cmd, cwd=None: (_ for _ in ()).throw(SmartioError("offline")))
+    assert kernelpkg.resolve(kernel="newest") == rel
+    assert kernelpkg.resolve(kernel="newest", offline=True) == rel
+    with pytest.raises(SmartioError, match="offline"):
+        kernelpkg.resolve(kernel="6.12")
+
+
+def test_the_matrix_cells_and_their_builds() -> None:
+    from smartio.testbed import modbuild
+    assert [c.name for c in modbuild.cells()] == ["6.1-amd64", "6.1-arm64", "6.12-amd64", "6.12-arm64",
+                                                  "newest-amd64", "newest-arm64"]
+    assert [c.chroot for c in modbuild.cells(["6.1", "6.12", "newest"], ["x86-64"])] == [None, "trixie", "sid"]
+    with pytest.raises(SmartioError, match="unknown architecture"):
+        modbuild.cells(arches=["riscv64"])
+    rel = kernelpkg.KernelRelease("6.12.118+deb13", "6.12.118-1", kernelrelease.ARM64, "6.12")
+    cmd = modbuild.make_command(rel, Path("/m"))
+    assert cmd[:4] == ["make", "-C", str(rel.build_dir), "M=/m"] and "W=1" in cmd and "KCFLAGS=-Werror" in cmd
+    assert "ARCH=arm64" in cmd and "CROSS_COMPILE=aarch64-linux-gnu-" in cmd and cmd[-1] == "modules"

@@ -22,6 +22,8 @@ from smartio.sqlite import compare as sq
 from smartio.storebench.compare import STREAMS, VM_REPEATS, VM_SIZES, Plan
 from smartio.storebench.runner import command_line
 from smartio.testbed.boot import DEFAULT_CPUS, Boot
+from smartio.testbed.guest import MATRIX_MODULE, check_kernel
+from smartio.testbed.kernelrelease import DEFAULT_KERNEL
 
 EXIT_CODES = "Exit codes: 0 ok, 1 a run failed, 2 bad input, 3 needs root, 130 interrupted."
 
@@ -51,6 +53,11 @@ def _common(p: argparse.ArgumentParser, default_schedulers: str | None, repeats:
                         "TSC for the HPET and spreads a cold launch's kernel time (docs/faq.md)")
     p.add_argument("--kernel-arg", action="append", metavar="ARG", dest="kernel_args",
                    help="one more guest kernel argument, e.g. tsc=reliable (repeat for more)")
+    p.add_argument("--kernel", default=DEFAULT_KERNEL, metavar="K",
+                   help=f"the guest's kernel: {DEFAULT_KERNEL} (default, Debian 12), 6.12 (Debian 13), newest (Debian "
+                        f"unstable) or an exact release; smartio's module is the one built for it "
+                        f"({MATRIX_MODULE.format(kernel='<K>')} for 6.12 and newest: make -C kernel matrix). The "
+                        f"document's `kernel` is the release that ran")
 
 
 def _session(p: argparse.ArgumentParser) -> None:
@@ -262,17 +269,18 @@ def _compare(a: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]
     else:
         plan = plan_from_args(a)
     boot = Boot.of(a.cpus, a.kernel_args)    # checked here
+    check_kernel(a.kernel)
     vm_profile(a.profile, a.timeout, a.time_scale if a.experiment in GUEST_EXPERIMENTS else None)
     check_testbed()                          # root, QEMU: exit 3 or 1 before a database is made
     Store(a.db).close()
     if a.experiment in GUEST_EXPERIMENTS:
         return run(plan, profile=a.profile, time_scale=a.time_scale, out=a.out, timeout=a.timeout,
-                   command=command, stream=sys.stderr.buffer, db=a.db, boot=boot)
+                   command=command, stream=sys.stderr.buffer, db=a.db, boot=boot, kernel=a.kernel)
     from smartio.storebench.compare import run_compare
 
     # progress on stderr, apart from the tables
     return run_compare(plan, profile=a.profile, out=a.out, timeout=a.timeout, command=command,
-                       stream=sys.stderr.buffer, db=a.db, boot=boot)
+                       stream=sys.stderr.buffer, db=a.db, boot=boot, kernel=a.kernel)
 
 
 def resume(a: argparse.Namespace) -> int:

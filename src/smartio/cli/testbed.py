@@ -26,18 +26,26 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel-arg", action="append", default=[], metavar="ARG", dest="kernel_args",
                    help=f"extra kernel parameter, e.g. panic_on_warn=1, after the testbed's own "
                         f"({' '.join(boot.DEFAULT_ARGS)}); repeatable")
-    p.add_argument("--kernel", choices=list(kernelpkg.FLAVOURS), default=kernelpkg.FLAVOUR, dest="flavour",
-                   help=f"the kernel to boot: Debian's {kernelpkg.FLAVOUR} (default) or {kernelpkg.GENERIC} (f2fs, "
-                        f"nilfs2), or {kernelpkg.DEBUG}: the same source built here with lockdep and KASAN (about "
-                        f"5 minutes the first time; the module for it: make -C kernel debug)")
+    p.add_argument("--kernel", default=kernelpkg.DEFAULT_KERNEL, metavar="K",
+                   help=f"the kernel to boot: {kernelpkg.DEFAULT_KERNEL} (default, Debian 12), 6.12 (Debian 13), "
+                        f"newest (Debian unstable), or an exact release such as 6.12.118+deb13; fetched once and "
+                        f"cached. The module loaded by default is the one built for it (6.12, newest: "
+                        f"{guest.MATRIX_MODULE.format(kernel='<K>')}, make -C kernel matrix)")
+    p.add_argument("--flavour", choices=list(kernelpkg.FLAVOURS), default=None,
+                   help=f"Debian's {kernelpkg.FLAVOUR} (default) or {kernelpkg.GENERIC} (f2fs, nilfs2), or "
+                        f"{kernelpkg.DEBUG}: 6.1's source built here with lockdep and KASAN (about 5 minutes the "
+                        f"first time; the module for it: make -C kernel debug). `--kernel FLAVOUR` still means "
+                        f"--flavour FLAVOUR")
     p.add_argument("--cpus", type=int, default=boot.DEFAULT_CPUS, metavar="N",
                    help=f"vCPUs (default {boot.DEFAULT_CPUS})")
     p.add_argument("--memory", default="2G", metavar="SIZE", help="guest RAM (default 2G)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    tb = subparsers.add_parser("testbed", help="run commands in a Linux 6.1 VM with emulated flash disks",
-                               description="Boot Debian's Linux 6.1 cloud kernel in QEMU, with the host's tools, "
+    tb = subparsers.add_parser("testbed",
+                               help="run commands in a Linux VM (6.1, 6.12 or newest) with emulated flash disks",
+                               description="Boot Debian's Linux 6.1 cloud kernel (or 6.12's, or the newest: "
+                                           "--kernel) in QEMU, with the host's tools, "
                                            "the repository and emulated disks, and run a command as root.")
     sub = tb.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
     run = sub.add_parser("run", help="run COMMAND in the VM and return its exit code",
@@ -71,11 +79,22 @@ def _spec(args: argparse.Namespace, **more: Any) -> guest.GuestSpec:
         raise UsageError("--memory", args.memory, "must be at least 256M")
     if args.no_module and args.modules:
         raise UsageError("--no-module", "", "conflicts with --module")
+    kernel, flavour = kernel_choice(args.kernel, args.flavour)
     return guest.GuestSpec(profile=args.profile, disks=args.disks,
                            disk_size=parse_size("--disk-size", args.disk_size), artifacts=args.artifacts,
                            modules=[] if args.no_module else args.modules,
                            boot=boot.Boot(cpus=args.cpus, kernel_args=tuple(args.kernel_args)), memory_mib=memory,
-                           flavour=args.flavour, **more)
+                           kernel=kernel, flavour=flavour, **more)
+
+
+def kernel_choice(kernel: str, flavour: str | None) -> tuple[str, str]:
+    """(kernel, flavour) of --kernel and --flavour; --kernel naming a flavour (its meaning before there was a choice
+    of kernels) is --flavour with 6.1."""
+    if kernel in kernelpkg.FLAVOURS:
+        if flavour is not None and flavour != kernel:
+            raise UsageError("--kernel", kernel, f"is a flavour and conflicts with --flavour {flavour}")
+        return kernelpkg.DEFAULT_KERNEL, kernel
+    return kernel, flavour or kernelpkg.FLAVOUR
 
 
 def _report(result: vm.VmResult) -> int:

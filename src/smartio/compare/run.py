@@ -28,7 +28,7 @@ from smartio.outputs import write_whole
 from smartio.results import Row, Store, stored_line
 from smartio.testbed import initramfs, kernelpkg, vm
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
-from smartio.testbed.guest import DEFAULT_MODULE, GuestSpec, repo_root
+from smartio.testbed.guest import DEFAULT_MODULE, GuestSpec, default_module, repo_root
 from smartio.testbed.interpreter import guest_python
 
 DOCUMENT = "compare.json"
@@ -130,16 +130,19 @@ def vm_profile(profile: str, timeout: float, time_scale: float | None = None) ->
     return prof
 
 
-def module_for(schedulers: Iterable[str]) -> list[Path]:
-    """The scheduler module to insmod at boot if smartio is among the scheduler names; an error naming the flag if
-    it is wanted but not built."""
+def module_for(schedulers: Iterable[str], kernel: str = kernelpkg.DEFAULT_KERNEL) -> list[Path]:
+    """The scheduler module (built for `kernel`: guest.default_module) to insmod at boot if smartio is among the
+    scheduler names; an error naming the flag if it is wanted but not built."""
     if "smartio" not in schedulers:
         return []
     repo = repo_root()
-    ko = repo / DEFAULT_MODULE if repo else None
+    ko = default_module(repo, kernelpkg.FLAVOUR, kernel) if repo else None
     if ko is None or not ko.is_file():
-        raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or DEFAULT_MODULE} is not built; "
-                                                    "run `make module` first")
+        name = kernel if kernel in kernelpkg.KERNELS else kernelpkg.kernel_of(kernel)
+        how = "`make module`" if name == kernelpkg.DEFAULT_KERNEL else \
+            f"`make -C kernel matrix KERNELS={name} ARCHS=amd64`"
+        raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or DEFAULT_MODULE} is not built for "
+                                                    f"{kernel}; run {how} first")
     return [ko]
 
 
@@ -179,10 +182,11 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
                  db: str | Path | None = None, boot: Boot = DEFAULT_BOOT,
                  plots: Callable[[dict[str, Any], Path], list[Path]] | None = None,
                  disks: int, disk_size: int, modules: Sequence[str | Path] | None,
-                 flavour: str = kernelpkg.FLAVOUR) -> tuple[dict, Path]:
+                 flavour: str = kernelpkg.FLAVOUR, kernel: str = kernelpkg.DEFAULT_KERNEL) -> tuple[dict, Path]:
     """Boot the testbed once and run `python -m MODULE PLAN_JSON OUT` in the guest (an experiment's guest side),
     then build the document with assemble_doc(guest out dir, VM result or None, start time) into compare.json:
     also on Ctrl-C, from what the guest finished. A failed guest or a missing result raises, naming compare.json.
+    kernel: the guest's kernel (GuestSpec.kernel); the document's `kernel` is the release that ran.
     existing_out: `out` is made already (and may hold an earlier session's run, which this one resumes); this
     session's VM artifacts go to the next free vm-<n> in it (session_dirs). The document is also stored in the
     results database `db` (keep()). plots(doc, out dir), if given, draws the document's plots beside it once the
@@ -197,8 +201,8 @@ def run_in_guest(module: str, plan_json: str, assemble_doc: Callable[[Path, vm.V
     earlier = len(session_dirs(out_dir))
     artifacts = out_dir / (f"vm-{earlier + 1}" if earlier else "vm")
     booted = boot.record()
-    spec = GuestSpec(profile=profile, disks=disks, disk_size=disk_size, modules=modules, flavour=flavour, boot=boot,
-                     timeout=timeout, artifacts=artifacts)
+    spec = GuestSpec(profile=profile, disks=disks, disk_size=disk_size, modules=modules, kernel=kernel,
+                     flavour=flavour, boot=boot, timeout=timeout, artifacts=artifacts)
     try:
         result = vm.run(argv, spec, stream=stream)
     except KeyboardInterrupt:

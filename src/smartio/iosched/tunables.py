@@ -64,8 +64,9 @@ TUNABLES: tuple[Tunable, ...] = (
        "the slice of a random write; 0 = write_slice_ms", clock=True),
     _t("write_window_ms", "ms", 0, 0, 60000, WRITE_SLICE,
        "after a slice expired, writes go first for this long; 0 = one write per expired slice", clock=True),
-    _t("prio_aging_ms", "ms", 10000, 0, 600000, PRIORITY_AGING,
-       "a request of a lower priority class waits at most this long behind a higher one", clock=True),
+    _t("prio_aging_ms", "ms", 10000, 1, 600000, PRIORITY_AGING,
+       "a request of a lower priority class waits at most this long behind a higher one (at least 1: aging cannot "
+       "be turned off, or lower classes could starve)", clock=True),
     _t("read_anticipation_us", "us", 3000, 0, 100000, ANTICIPATION,
        "after a read completes, writes are held this long for the reader's next read; 0 = off", clock=True),
     _t("write_pace_us", "us", 0, 0, 1000000, WRITE_PACING,

@@ -23,6 +23,7 @@ from smartio.compare.spec import RUNS_DIR, JsonPlan, SchedulerSpec, with_clock
 from smartio.errors import SmartioError, UsageError
 from smartio.qasio.workload import BENCHMARKS, DEFAULT_SCALE, DEPENDENCIES, Params
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
+from smartio.testbed.kernelrelease import DEFAULT_KERNEL
 
 OTHERS = ("none", "mq-deadline", "kyber", "bfq")
 DEFAULT_RUNS = ("smartio:none", "smartio:all", "smartio:meta", "smartio:data", "smartio:sync", "smartio:discard",
@@ -178,17 +179,18 @@ def disk_size(plan: QasioPlan) -> int:
 def run_qasio_compare(plan: QasioPlan, *, profile: str, time_scale: float | None, out: Path | None,
                       timeout: float, command: str,
                       stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                      db: str | Path | None = None, boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
+                      db: str | Path | None = None, boot: Boot = DEFAULT_BOOT,
+                      kernel: str = DEFAULT_KERNEL) -> tuple[dict, Path]:
     from smartio.compare.run import module_for, run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
     plan = with_clock(plan, prof)
-    modules = module_for(r.split(":")[0] for r in plan.runs)
+    modules = module_for((r.split(":")[0] for r in plan.runs), kernel)
     return run_in_guest("smartio.qasio.compare", plan.to_json(),
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
                         profile=prof, out=out, timeout=timeout, stream=stream, db=db, disks=1,
-                        disk_size=disk_size(plan), modules=modules, boot=boot)
+                        disk_size=disk_size(plan), modules=modules, boot=boot, kernel=kernel)
 
 
 if __name__ == "__main__":

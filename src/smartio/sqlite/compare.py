@@ -29,6 +29,7 @@ from typing import IO, Any, Literal
 from smartio.compare.spec import RUNS_DIR, JsonPlan
 from smartio.errors import SmartioError, UsageError
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
+from smartio.testbed.kernelrelease import DEFAULT_KERNEL
 
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "f2fs", "nilfs2")
 OPTIMISATIONS = ("B", "F", "E", "P", "W", "F+E+P", "F+E+P+W")
@@ -270,7 +271,8 @@ def assemble(plan: SqlitePlan, guest_out: Path, *, profile: Any, command: str, s
 def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | None, out: Path | None,
                        timeout: float, command: str,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                       db: str | Path | None = None, boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
+                       db: str | Path | None = None, boot: Boot = DEFAULT_BOOT,
+                       kernel: str = DEFAULT_KERNEL) -> tuple[dict, Path]:
     from smartio.compare.run import run_in_guest, vm_profile
 
     prof = vm_profile(profile, timeout, time_scale)
@@ -278,7 +280,7 @@ def run_sqlite_compare(plan: SqlitePlan, *, profile: str, time_scale: float | No
                         lambda guest_out, result, started: assemble(plan, guest_out, profile=prof, command=command,
                                                                     started=started, vm_result=result),
                         profile=prof, out=out, timeout=timeout, stream=stream, db=db, disks=2, disk_size=DISK_SIZE,
-                        modules=[], flavour=plan.flavour, boot=boot)
+                        modules=[], flavour=plan.flavour, boot=boot, kernel=kernel)
 
 
 if __name__ == "__main__":

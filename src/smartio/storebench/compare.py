@@ -48,6 +48,7 @@ from smartio.storebench.bench import PACING_TUNABLES, TUNABLE, Outputs, execute,
 from smartio.storebench.options import Settings, parse_mixes
 from smartio.testbed import vm
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
+from smartio.testbed.kernelrelease import DEFAULT_KERNEL
 from smartio.units import parse_size
 
 EXPERIMENTS = ("slowdown", "mixed", "both")
@@ -191,11 +192,12 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
 def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: float = 3600.0,
                 command: str = "smartio compare",
                 stream: IO[bytes] | None | Literal["stdout"] = "stdout",
-                db: str | Path | None = None, boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
-    """Boot once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out dir).
-    The document is also stored in the results database `db` (keep())."""
+                db: str | Path | None = None, boot: Boot = DEFAULT_BOOT,
+                kernel: str = DEFAULT_KERNEL) -> tuple[dict, Path]:
+    """Boot `kernel` once, compare the schedulers of `plan` on the emulated `profile` device; returns (document, out
+    dir). The document is also stored in the results database `db` (keep())."""
     prof = vm_profile(profile, timeout)
-    modules = module_for(s.name for s in plan.schedulers)
+    modules = module_for((s.name for s in plan.schedulers), kernel)
 
     def plots(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         from smartio.storebench.compare_report import write_plots
@@ -207,7 +209,7 @@ def run_compare(plan: Plan, *, profile: str, out: Path | None = None, timeout: f
                                                                             command=command, started=started,
                                                                             vm_result=result),
                                 profile=prof, out=out, timeout=timeout, stream=stream, db=db, boot=boot, plots=plots,
-                                disks=1, disk_size=disk_size(plan), modules=modules)
+                                disks=1, disk_size=disk_size(plan), modules=modules, kernel=kernel)
     if doc["device"]["restored"] is not True:
         raise SmartioError(f"{plan.device} was not restored: before {doc['device']['before']}, "
                            f"after {doc['device']['after']}")

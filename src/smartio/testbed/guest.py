@@ -8,10 +8,12 @@ the command's environment and the script that runs it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import shlex
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +27,9 @@ DEFAULT_MODULE_GENERIC = "kernel/amd64/smartio-iosched.ko"  # the same for the g
 DEFAULT_MODULE_DEBUG = "kernel/debug/smartio-iosched.ko"     # and for the debug kernel (make -C kernel debug)
 MODULE_FOR_FLAVOUR = {kernelpkg.FLAVOUR: DEFAULT_MODULE, kernelpkg.GENERIC: DEFAULT_MODULE_GENERIC,
                       kernelpkg.DEBUG: DEFAULT_MODULE_DEBUG}
+# The module of the other kernels' cloud flavour: the build matrix's cell (make -C kernel matrix), whose result.json
+# names the release it was built against.
+MATRIX_MODULE = "kernel/build/{kernel}-amd64/smartio-iosched.ko"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SETUP_EXIT = 125  # command.sh: the working directory is not visible in the guest
 
@@ -45,7 +50,10 @@ class GuestSpec:
     disk_size: int = 1 << 30              # bytes, each: a multiple of 4 KiB from 1 MiB to MAX_DISK_SIZE
     # The .ko files to insmod; None: the project's module for the flavour if it is built (MODULE_FOR_FLAVOUR), (): none.
     modules: Sequence[str | Path] | None = None
-    # The kernel: Debian's cloud-amd64 (default) or amd64 (generic: f2fs, nilfs2, ...), or debug (the same source
+    # The kernel: 6.1 (Debian 12's, default), 6.12 (Debian 13's) or newest (Debian unstable's), or an exact release
+    # (6.12.118+deb13, 6.1.0-57-cloud-amd64; kernelpkg.resolve).
+    kernel: str = kernelpkg.DEFAULT_KERNEL
+    # Its flavour: Debian's cloud-amd64 (default) or amd64 (generic: f2fs, nilfs2, ...), or debug (6.1's source
     # built here with lockdep and KASAN, see smartio.testbed.debugkernel).
     flavour: str = kernelpkg.FLAVOUR
     boot: Boot = DEFAULT_BOOT             # vCPUs and kernel arguments (smartio.testbed.boot)
@@ -68,10 +76,23 @@ class GuestSpec:
             raise UsageError("--timeout", self.timeout, "must be a positive number of seconds")
         if self.retries < 0:
             raise UsageError("--retries", self.retries, "must be 0 or more")
+        check_kernel(self.kernel, self.flavour)
 
     def device(self) -> Profile | None:
         """The emulated flash device (the profile loaded if given by name), or None for memory disks."""
         return load_profile(self.profile) if isinstance(self.profile, str) else self.profile
+
+
+def check_kernel(kernel: str, flavour: str = kernelpkg.FLAVOUR) -> None:
+    """A UsageError naming --kernel (or --flavour) unless `kernel` is one of kernelpkg.KERNELS or an exact release,
+    and the flavour one it comes in (debug: 6.1 only)."""
+    if kernel not in kernelpkg.KERNELS and not kernelpkg.RELEASE_RE.fullmatch(kernel):
+        raise UsageError("--kernel", kernel, f"must be {', '.join(kernelpkg.KERNELS)} or an exact release such as "
+                                             "6.12.118+deb13")
+    if flavour not in kernelpkg.FLAVOURS:
+        raise UsageError("--flavour", flavour, f"must be one of {', '.join(kernelpkg.FLAVOURS)}")
+    if flavour == kernelpkg.DEBUG and kernelpkg.DEFAULT_KERNEL not in (kernel, kernelpkg.kernel_of(kernel)):
+        raise UsageError("--kernel", kernel, f"the debug kernel is built for {kernelpkg.DEFAULT_KERNEL} only")
 
 
 def repo_root() -> Path | None:
@@ -80,12 +101,38 @@ def repo_root() -> Path | None:
     return root if (root / "pyproject.toml").exists() else None
 
 
+def default_module(repo: Path, flavour: str = kernelpkg.FLAVOUR, kernel: str = kernelpkg.DEFAULT_KERNEL) -> Path:
+    """Where the project's module for the kernel (a name or an exact release) is built: for 6.1 MODULE_FOR_FLAVOUR's
+    (kernel/smartio-iosched.ko for the cloud flavour), for 6.12 and the newest the build matrix's cell
+    (MATRIX_MODULE)."""
+    kernel = kernel if kernel in kernelpkg.KERNELS else kernelpkg.kernel_of(kernel)
+    if kernel == kernelpkg.DEFAULT_KERNEL or flavour != kernelpkg.FLAVOUR:
+        return repo / MODULE_FOR_FLAVOUR[flavour]
+    return repo / MATRIX_MODULE.format(kernel=kernel)
+
+
+def built_for(ko: Path) -> str | None:
+    """The release a matrix cell's module was built against (its result.json), or None if it does not say."""
+    try:
+        return json.loads((ko.parent / "result.json").read_text()).get("release") or None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def resolve_modules(modules: Sequence[str | Path] | None, repo: Path | None,
-                    flavour: str = kernelpkg.FLAVOUR) -> list[Path]:
-    """Absolute paths of the modules to insmod; None means the project's module (for that flavour) if it is built."""
+                    flavour: str = kernelpkg.FLAVOUR, rel: kernelpkg.KernelRelease | None = None) -> list[Path]:
+    """Absolute paths of the modules to insmod; None means the project's module (for that flavour and release,
+    default_module()) if it is built, and, for a matrix cell, built against that release (else a note and none)."""
     if modules is None:
-        default = repo / MODULE_FOR_FLAVOUR[flavour] if repo else None
-        return [default] if default and default.is_file() else []
+        default = default_module(repo, flavour, rel.kernel if rel else kernelpkg.DEFAULT_KERNEL) if repo else None
+        if not default or not default.is_file():
+            return []
+        if rel is not None and rel.kernel != kernelpkg.DEFAULT_KERNEL and (was := built_for(default)) \
+                and was != rel.uname:
+            print(f"smartio testbed: note: not loading {default}: it was built for {was}, this boot is {rel.uname} "
+                  f"(make -C kernel matrix KERNELS={rel.kernel} ARCHS=amd64)", file=sys.stderr)
+            return []
+        return [default]
     out = []
     for m in modules:
         p = Path(m).resolve()

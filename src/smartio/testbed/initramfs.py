@@ -18,8 +18,11 @@ The archive is written here in the cpio "newc" format without any external tool,
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import lzma
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 from smartio.errors import MissingToolError, SmartioError
@@ -179,19 +182,60 @@ def write_newc(entries: list[Entry], dest: Path) -> Path:
     return dest
 
 
+# How Debian compresses an image's modules (6.12 and later: .ko.xz); busybox's insmod loads only a plain .ko, so the
+# initramfs holds them decompressed.
+COMPRESSED = (".ko.xz", ".ko.zst", ".ko.gz")
+
+
+def module_name(path: str | Path) -> str:
+    """A module's name from its file (kernel/fs/fuse/virtiofs.ko, .../null_blk.ko.xz): - and _ alike, as the kernel
+    treats them."""
+    name = Path(path).name
+    for suffix in (*COMPRESSED, ".ko"):
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+            break
+    return name.replace("-", "_")
+
+
+def module_bytes(ko: Path) -> bytes:
+    """The plain ELF module of a .ko, .ko.xz, .ko.zst or .ko.gz file."""
+    data = ko.read_bytes()
+    if ko.name.endswith(".ko.xz"):
+        return lzma.decompress(data)
+    if ko.name.endswith(".ko.gz"):
+        return gzip.decompress(data)
+    if ko.name.endswith(".ko.zst"):
+        zstd = shutil.which("zstd")
+        if zstd is None:
+            raise MissingToolError("zstd", f"install Debian's zstd (to decompress {ko.name})")
+        p = subprocess.run([zstd, "-dcq"], input=data, capture_output=True)
+        if p.returncode != 0:
+            raise SmartioError(f"zstd cannot decompress {ko}: {p.stderr.decode(errors='replace').strip()}")
+        return p.stdout
+    return data
+
+
+def initramfs_name(ko: Path) -> str:
+    """A module's file name in the initramfs: always a plain .ko (decompressed: module_bytes)."""
+    for suffix in COMPRESSED:
+        if ko.name.endswith(suffix):
+            return ko.name[:-len(suffix)] + ".ko"
+    return ko.name
+
+
 def module_order(modules_dir: Path, wanted: tuple[str, ...] = BOOT_MODULES) -> list[Path]:
     """The .ko files needed for `wanted`, dependencies first, from the image's modules.dep.
 
     Modules built into the kernel (modules.builtin) need no file and are left out.
     """
-    norm = lambda name: name.replace("-", "_")  # noqa: E731 - module names treat - and _ alike
+    norm = module_name
     deps: dict[str, tuple[str, list[str]]] = {}
     for line in (modules_dir / "modules.dep").read_text().splitlines():
         path, _, rest = line.partition(":")
-        deps[norm(Path(path).name.removesuffix(".ko"))] = (path, rest.split())
+        deps[norm(path)] = (path, rest.split())
     builtin_file = modules_dir / "modules.builtin"
-    builtin = {norm(Path(p).name.removesuffix(".ko")) for p in builtin_file.read_text().split()} \
-        if builtin_file.exists() else set()
+    builtin = {norm(p) for p in builtin_file.read_text().split()} if builtin_file.exists() else set()
 
     order: list[str] = []
 
@@ -202,7 +246,7 @@ def module_order(modules_dir: Path, wanted: tuple[str, ...] = BOOT_MODULES) -> l
             raise SmartioError(f"kernel module {name} is neither in {modules_dir}/modules.dep nor built in")
         path, requires = deps[name]
         for dep in requires:
-            visit(norm(Path(dep).name.removesuffix(".ko")))
+            visit(norm(dep))
         if path not in order:
             order.append(path)
 
@@ -243,9 +287,9 @@ def entries(modules_dir: Path, busybox: Path | None = None, wanted: tuple[str, .
         Entry("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1)),  # the kernel opens it for PID 1's stdio
         Entry("bin/busybox", stat.S_IFREG | 0o755, bb),
         Entry("init", stat.S_IFREG | 0o755, script.encode()),
-        Entry("modules/order", stat.S_IFREG | 0o644, "".join(f"{k.name}\n" for k in kos).encode()),
+        Entry("modules/order", stat.S_IFREG | 0o644, "".join(f"{initramfs_name(k)}\n" for k in kos).encode()),
     ]
-    out += [Entry(f"modules/{k.name}", stat.S_IFREG | 0o644, k.read_bytes()) for k in kos]
+    out += [Entry(f"modules/{initramfs_name(k)}", stat.S_IFREG | 0o644, module_bytes(k)) for k in kos]
     return out
 
 

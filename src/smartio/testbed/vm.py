@@ -1,4 +1,5 @@
-"""Run a command as root in a Linux 6.1 guest under QEMU and collect what it leaves behind.
+"""Run a command as root in a Linux guest under QEMU (Debian's 6.1 kernel, 6.12 or the newest: GuestSpec.kernel)
+and collect what it leaves behind.
 
     result = smartio.testbed.vm.run(["uname", "-r"], GuestSpec(profile="s5-emmc", disks=1))
     result.check()                       # raises SmartioError on timeout, setup failure or a kernel problem
@@ -222,9 +223,10 @@ def run(command: Sequence[str], spec: GuestSpec = DEFAULT_GUEST, *, interactive:
         raise NeedsRootError("booting the testbed (virtiofsd shares host directories with the guest)")
     prof = spec.device()
     repo = guest.repo_root()
-    mods = guest.resolve_modules(spec.modules, repo, spec.flavour)
     qemu_bin = qemu.find_qemu()
-    rel = kernelpkg.fetch_image(kernelpkg.resolve(flavour=spec.flavour))
+    rel = kernelpkg.resolve(flavour=spec.flavour, kernel=spec.kernel)
+    mods = guest.resolve_modules(spec.modules, repo, spec.flavour, rel)
+    rel = kernelpkg.fetch_image(rel)
     accel = spec.accel or choose_accel()
     transport = disks_mod.choose_transport() if spec.disks else "nbd"
     art = new_artifacts_dir(spec.artifacts)
@@ -332,7 +334,8 @@ def _boot(command: Sequence[str], spec: GuestSpec, prep: Prepared, *, interactiv
     write_whole(art / "run.json", json.dumps({
         "command": list(command), "cwd": str(prep.cwd), "rc": result.rc, "failure": result.failure,
         "timed_out": timed_out, "kernel_problems": result.kernel_problems, "duration_s": round(duration, 3),
-        "kernel": rel.uname, "kernel_version": rel.version, "accel": accel, **booted.record(),
+        "kernel": rel.uname, "kernel_version": rel.version, "kernel_name": rel.kernel,
+        "accel": accel, **booted.record(),
         "memory_mib": spec.memory_mib, "profile": prof.name if prof else None,
         "queue_depth": prof.queue_depth if prof else None, "disks": spec.disks, "disk_size": spec.disk_size,
         "disk_transport": prep.transport if spec.disks else None,

@@ -48,7 +48,14 @@ from smartio.launch.compare.guest import (
     settled_warm,
     warm_median,
 )
-from smartio.launch.compare.host import assemble, current_document, resumed_boot, resumed_plan, run_launch_compare
+from smartio.launch.compare.host import (
+    assemble,
+    current_document,
+    resumed_boot,
+    resumed_kernel,
+    resumed_plan,
+    run_launch_compare,
+)
 from smartio.launch.compare.plan import (
     APPS,
     BACKGROUND_HEAD_S,
@@ -166,6 +173,7 @@ __all__ = [
     "refilled_launch",
     "render",
     "resumed_boot",
+    "resumed_kernel",
     "resumed_plan",
     "rule_counts",
     "rule_lines",

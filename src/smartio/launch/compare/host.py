@@ -30,6 +30,7 @@ from smartio.launch.compare.plan import (
 from smartio.launch.compare.stats import gmean, over_idle, over_none
 from smartio.testbed import hostload
 from smartio.testbed.boot import DEFAULT_BOOT, Boot
+from smartio.testbed.kernelrelease import DEFAULT_KERNEL
 
 
 def assemble(plan: LaunchPlan, guest_out: Path | list[Path], *, profile: Any, command: str, started: str,
@@ -102,11 +103,11 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
                        time_scale: float | None = GUEST_TIME_SCALE,
                        stream: IO[bytes] | None | Literal["stdout"] = "stdout",
                        resume: Path | None = None, db: str | Path | None = None,
-                       boot: Boot = DEFAULT_BOOT) -> tuple[dict, Path]:
-    """Run the plan in one VM session; or, with `resume` (an earlier run's directory, whose plan, profile, time
-    scale and guest settings then replace the arguments), one more session that measures only the cells the earlier
-    ones did not finish. The document is assembled from every session's cells, and stored in the results database
-    `db` (a resumed run in place of what its earlier sessions stored)."""
+                       boot: Boot = DEFAULT_BOOT, kernel: str = DEFAULT_KERNEL) -> tuple[dict, Path]:
+    """Run the plan in one VM session on `kernel`; or, with `resume` (an earlier run's directory, whose plan, profile,
+    time scale, kernel and guest settings then replace the arguments), one more session that measures only the cells
+    the earlier ones did not finish. The document is assembled from every session's cells, and stored in the results
+    database `db` (a resumed run in place of what its earlier sessions stored)."""
     from smartio.compare.run import (
         DOCUMENT,
         keep,
@@ -127,12 +128,14 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         uid = new_uid()
         (out_dir / START_FILE).write_text(json.dumps({"plan": json.loads(run_plan.to_json()), "profile": profile,
                                                       "time_scale": time_scale, "command": command,
-                                                      "run_uid": uid, "vm": boot.record()}, indent=2) + "\n")
+                                                      "run_uid": uid, "vm": boot.record(), "kernel": kernel},
+                                                     indent=2) + "\n")
         guest_plan = run_plan
     else:
         out_dir = resume.resolve()
         run_plan, profile, time_scale, known = resumed_plan(out_dir)
         boot = resumed_boot(out_dir)
+        kernel = resumed_kernel(out_dir)
         uid = known or new_uid()           # a run started before smartio stored comparisons: one row from now
         prof = vm_profile(profile, timeout, time_scale)
         done = sorted({f.stem for d in session_dirs(out_dir) for f in (d / "out" / RUNS_DIR).glob("*.json")})
@@ -150,8 +153,8 @@ def run_launch_compare(plan: LaunchPlan | None, *, profile: str, out: Path | Non
         doc, _ = run_in_guest("smartio.launch.compare", guest_plan.to_json(),
                               lambda _out, result, started: whole_run(result, started), profile=prof, out=out_dir,
                               timeout=timeout, stream=stream, disks=1, disk_size=DISK_SIZE,
-                              modules=module_for(s.name for s in run_plan.schedulers), existing_out=True, db=db,
-                              boot=boot)
+                              modules=module_for((s.name for s in run_plan.schedulers), kernel), existing_out=True,
+                              db=db, boot=boot, kernel=kernel)
     else:                                   # every cell measured already: no VM, the document from what is there
         earlier = json.loads((out_dir / DOCUMENT).read_text()) if (out_dir / DOCUMENT).exists() else {}
         doc = whole_run(None, earlier.get("started", ""))
@@ -181,6 +184,16 @@ def resumed_boot(out_dir: Path) -> Boot:
     except (OSError, ValueError, AttributeError):
         record = None
     return Boot.from_record(record)
+
+
+def resumed_kernel(out_dir: Path) -> str:
+    """The kernel the run in `out_dir` booted (START_FILE's "kernel"), for --resume; 6.1 for a run started before
+    there was a choice."""
+    try:
+        kernel = json.loads((out_dir / START_FILE).read_text()).get("kernel")
+    except (OSError, ValueError, AttributeError):
+        kernel = None
+    return kernel if isinstance(kernel, str) and kernel else DEFAULT_KERNEL
 
 
 def resumed_plan(out_dir: Path) -> tuple[LaunchPlan, str, float | None, str | None]:
