@@ -1,5 +1,5 @@
 """The Python side keeps the smartio module's contract in one table (smartio.iosched.tunables): these tests parse
-kernel/smartio-iosched.c (its sysfs attribute table, the SIO_TUNABLE clamps, the defaults sio_init_sched() sets, its
+kernel/smartio-iosched.c (its sysfs attribute table, the SIO_TUNABLE clamps, the defaults sio_init_queue() sets, its
 debugfs files) and fail when the table, the lists derived from it or docs/design/tunables.md differ. The same
 table against a loaded module: tests/test_iosched_tunables_vm.py."""
 
@@ -58,12 +58,12 @@ def clamps(src: str) -> dict[str, tuple[str, int, int | None]]:
 
 
 def defaults(src: str) -> dict[str, int | None]:
-    """field -> the value sio_init_sched() gives it: a literal, or a sio_default_* constant (a const without an
-    initialiser is 0); a field it does not set is 0 (sd is kzalloc'ed); None when it is set from the queue."""
+    """field -> the value sio_init_queue() gives it: a literal, or a sio_default_* constant (a const without an
+    initialiser is 0); a field it does not set is 0 (sd is kvzalloc'ed); None when it is set from the queue."""
     consts = {name: int(v) if v else 0 for name, v in
               re.findall(r"^static const int (sio_default_\w+)(?: = (-?\d+))?;", src, re.M)}
-    body = _function_body(src, "sio_init_sched")
-    assert "kzalloc" in body, "sio_init_sched no longer zeroes its sio_data: fields it does not set are not 0"
+    body = _function_body(src, "sio_init_queue")
+    assert "zalloc" in body, "sio_init_queue no longer zeroes its sio_data: fields it does not set are not 0"
     out: dict[str, int | None] = {}
     for field, _index, value in re.findall(r"sd->(\w+)(\[\w+\])?\s*=\s*([^;]+);", body):
         value = value.strip()
@@ -103,7 +103,7 @@ def test_the_parsers_read_the_c_source_they_are_meant_to() -> None:
     table = module_table(_c())
     assert table["write_slice_ms"] == (100, 1, 60000)
     assert table["qasio_meta"] == (1, 0, 1)
-    assert table["dispatch_limit_rand_write"] == (0, 0, 4096)     # not set by sio_init_sched: kzalloc's 0
+    assert table["dispatch_limit_rand_write"] == (0, 0, 4096)     # not set by sio_init_queue: kvzalloc's 0
     assert table["async_depth"] == (None, 1, None)
 
 
