@@ -624,6 +624,10 @@ def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path
     (random direct reads at queue depth 64) beside a task that writes 4 MiB through the page cache and fdatasyncs it.
     The flusher's async writeback is what fdatasync waits on, so its writes are boosted; with nothing bounding them
     they stayed queued for as long as the reader ran, and the task hung (hung_task_panic fails the guest)."""
+    if module_ko.flavour == kernelpkg.DEBUG:
+        # Under TCG, lockdep and KASAN slow the guest so much that the reader completed 100 reads in the whole run:
+        # its FIFO was never full and nothing was boosted, so the run could not test the bound.
+        pytest.skip("on the debug kernel the reader cannot keep its FIFO full under TCG, so nothing is boosted")
     script = """
 use smartio
 echo 128 > $Q/nr_requests
