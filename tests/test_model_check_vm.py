@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.vm, pytest.mark.timeout(1000), pytest.mark.usefixtures
 MIN_AGREEMENT = 0.95          # of all issues checked, per mode
 MIN_CONTESTED = 0.90          # of the issues where a read and a write were both queued
 MIN_CHECKED = 100             # issues of requests the trace saw inserted: the run exercised the scheduler
+MIN_CONTESTED_ISSUES = 20     # issues with a read and a write queued: they competed
 
 
 def shortfalls(runs: list[Run]) -> list[str]:
@@ -49,15 +50,20 @@ def test_the_policy_twin_makes_the_modules_dispatch_choices(tmp_path: Path) -> N
         assert r.rc == 0, f"{before}guest script failed (exit {r.rc}):\n{r.output_log.read_text()[-4000:]}"
         report = "\n".join(f"== {run.mode}\n{format_text(run.result)}" for run in runs)
         (tmp_path / f"replay-{attempt}.txt").write_text(report + "\n")
-        for run in runs:                 # the run exercised the scheduler: not a matter of timing, not retried
-            res = run.result
-            assert len(res.checks) >= MIN_CHECKED, before + report
-            assert res.skipped <= 2, before + report              # only what was queued before the recording began
-            assert sum(c.contested for c in res.checks) >= 20, before + report   # reads and writes really competed
-        short = shortfalls(runs)
+        for run in runs:
+            assert run.result.skipped <= 2, before + report       # only what was queued before the recording began
+        # The run exercised the scheduler: enough issues, and reads and writes really competed. How often they
+        # competed is a matter of timing too (19 contested issues in one 3 s rand recording, 29 in another), so a
+        # recording short of it is taken again, as one short of the agreement is.
+        short = [f"{run.mode}: {len(run.result.checks)} issues checked (at least {MIN_CHECKED}), "
+                 f"{sum(c.contested for c in run.result.checks)} contested (at least {MIN_CONTESTED_ISSUES})"
+                 for run in runs if len(run.result.checks) < MIN_CHECKED
+                 or sum(c.contested for c in run.result.checks) < MIN_CONTESTED_ISSUES]
+        short += shortfalls(runs)
         reports.append(f"-- recording {attempt}: {'; '.join(short) or 'agrees'}\n{report}")
         if not short:
             if attempt > 1:    # passed on the second recording: say what the first one showed
                 warnings.warn("the first recording fell short, the second agreed:\n" + reports[0], stacklevel=1)
             return
-    pytest.fail("the model and the module disagree in two recordings:\n" + "\n".join(reports))
+    pytest.fail("the model and the module disagree, or the run did not exercise them, in two recordings:\n"
+                + "\n".join(reports))
