@@ -195,9 +195,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=resume, experiment="launch")
 
 
-GUEST_EXPERIMENTS = ("launch", "qasio", "sqlite")     # a guest side of their own, with --time-scale
-
-
 def _list(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -242,13 +239,20 @@ def _clock(a: argparse.Namespace) -> float | None:
 
 PLANS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "launch": launch_plan_from_args, "qasio": qasio_plan_from_args, "sqlite": sqlite_plan_from_args}
+GUEST_EXPERIMENTS = tuple(PLANS)     # a guest side of their own, with --time-scale
 
 
-def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, Path]], Any, Callable[[dict], str]]:
-    """The runner, plan and renderer of an experiment with a guest side of its own (launch, qasio, sqlite)."""
+def _guest_experiment(a: argparse.Namespace) -> tuple[Callable[..., tuple[dict, Path]], Any]:
+    """The runner and plan of an experiment with a guest side of its own (launch, qasio, sqlite)."""
     exp = registry.get(a.experiment)
     assert exp.compare is not None
-    return registry.resolve(exp.compare.run), PLANS[a.experiment](a), exp.compare_renderer()
+    return registry.resolve(exp.compare.run), PLANS[a.experiment](a)
+
+
+def _report(experiment: str, doc: dict[str, Any], out: Path) -> None:
+    """What a comparison prints when it is done: its tables, and where it is kept (on stderr, apart from them)."""
+    print(registry.get(experiment).compare_renderer()(doc))
+    print("\n" + kept_line(doc, out), file=sys.stderr)
 
 
 def compare(a: argparse.Namespace) -> int:
@@ -257,15 +261,14 @@ def compare(a: argparse.Namespace) -> int:
     # compare.json keeps every run the guest finished.
     with sigterm_as_interrupt():
         doc, out = _compare(a, command_line())
-    print(registry.get(a.experiment).compare_renderer()(doc))
-    print("\n" + kept_line(doc, out), file=sys.stderr)
+    _report(a.experiment, doc, out)
     return 0
 
 
 def _compare(a: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:
     # The plan is checked first, then --db, then the testbed boots: bad input costs nothing and writes nothing.
     if a.experiment in GUEST_EXPERIMENTS:
-        run, plan, _ = _guest_experiment(a)
+        run, plan = _guest_experiment(a)
     else:
         plan = plan_from_args(a)
     boot = Boot.of(a.cpus, a.kernel_args)    # checked here
@@ -286,8 +289,7 @@ def _compare(a: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]
 def resume(a: argparse.Namespace) -> int:
     with sigterm_as_interrupt():
         doc, out = _resume(a, command_line())
-    print(la.render(doc))
-    print("\n" + kept_line(doc, out), file=sys.stderr)
+    _report("launch", doc, out)
     return 0
 
 
@@ -315,8 +317,7 @@ def run_command(argv: list[str], command: str) -> tuple[dict[str, Any], Path]:
         raise UsageError(None, " ".join(argv), "runs no comparison")
     with sigterm_as_interrupt():
         doc, out = _resume(a, command) if a.func is resume else _compare(a, command)
-    print(registry.get(a.experiment).compare_renderer()(doc))
-    print("\n" + kept_line(doc, out), file=sys.stderr)
+    _report(a.experiment, doc, out)
     return doc, out
 
 
