@@ -27,10 +27,11 @@ venv: $(VENV)/.stamp
 module: venv
 	$(MAKE) -C kernel PYTHON=$(abspath $(PY))
 
-# The debug kernel (lockdep, KASAN: built from Debian's linux-source-6.1 once, 4 to 6 minutes here, then cached) and the
-# module built against it; the module's VM tests run under both kernels.
+# The debug kernels (lockdep, KASAN: built from Debian's linux-source-6.1 and -6.12 once each, 4 to 8 minutes here,
+# then cached) and the module built against each; the module's VM tests run under them too.
 module-debug: venv
 	$(MAKE) -C kernel debug PYTHON=$(abspath $(PY))
+	$(MAKE) -C kernel debug DEBUG_KERNEL=6.12 PYTHON=$(abspath $(PY))
 
 # The module for each of 6.1, 6.12 and the newest kernel on amd64 and arm64 (kernel/build/<kernel>-<arch>/), W=1
 # and warnings as errors; 6.12 and the newest build in debootstrap chroots, so this needs root. Cold (two chroots,

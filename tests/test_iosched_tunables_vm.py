@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_iosched_vm import ModuleBuild, module_ko, run_guest  # noqa: F401  (module_ko: a fixture)
+from test_iosched_vm import ModuleBuild, Phase, module_ko, run_phase  # noqa: F401  (module_ko: a fixture)
 
 from smartio.iosched import debugfs, tunables
 
@@ -35,8 +35,9 @@ def _pairs(path: Path) -> dict[str, str]:
     return out
 
 
-def test_the_loaded_module_lists_the_tables_tunables_with_their_defaults_and_ranges(
-        tmp_path: Path, module_ko: ModuleBuild) -> None:  # noqa: F811  (the fixture)
+def table_phase() -> Phase:
+    """What the loaded module lists: the table's tunables at their defaults, each clamped to its range, the debugfs
+    files."""
     script = f"""
 T=$Q/iosched
 use smartio
@@ -47,22 +48,31 @@ ls $D > "$SMARTIO_OUT/debugfs"
 : > "$SMARTIO_OUT/below"; : > "$SMARTIO_OUT/above"
 {_clamp_script()}
 use none
+rmmod smartio_iosched
 """
-    r = run_guest(tmp_path, script, module_ko, disk_mb=64)
-    listed = _pairs(r.out_dir / "defaults")
+    return Phase(script, check_table, disk_mb=64)
+
+
+def check_table(out: Path) -> None:
+    listed = _pairs(out / "defaults")
     assert sorted(listed) == sorted(tunables.NAMES), "the module's iosched/ and the table differ"
     for t in tunables.TUNABLES:
         if t.default is not None:
             assert listed[t.name] == str(t.default), f"{t.name}: the module starts at {listed[t.name]}, " \
                                                      f"the table says {t.default}"
     # async_depth comes from the device: the module's stats say what it set.
-    depth = debugfs.parse_stats((r.out_dir / "depth").read_text())["depth"]
+    depth = debugfs.parse_stats((out / "depth").read_text())["depth"]
     assert int(listed["async_depth"]) == depth["async"] and 1 <= depth["async"] <= depth["sync_write"], depth
-    below, above = _pairs(r.out_dir / "below"), _pairs(r.out_dir / "above")
+    below, above = _pairs(out / "below"), _pairs(out / "above")
     for t in tunables.TUNABLES:
         if t.maximum is None:
             continue
         assert (below[t.name], above[t.name]) == (str(t.minimum), str(t.maximum)), \
             f"{t.name} clamps to [{below[t.name]}, {above[t.name]}], the table says {t.range}"
-    files = (r.out_dir / "debugfs").read_text().split()
+    files = (out / "debugfs").read_text().split()
     assert sorted(files) == sorted(debugfs.FILES), "the module's debugfs files and smartio.iosched.debugfs differ"
+
+
+def test_the_loaded_module_lists_the_tables_tunables_with_their_defaults_and_ranges(
+        tmp_path: Path, module_ko: ModuleBuild) -> None:  # noqa: F811  (the fixture)
+    run_phase(tmp_path, table_phase(), module_ko)

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -185,7 +186,23 @@ def run_guest(tmp_path: Path, script: str, ko: ModuleBuild, disk_mb: int = 256,
     return r
 
 
-def test_raw_device_integrity_mixed_random_io(tmp_path: Path, module_ko: ModuleBuild) -> None:
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """A part of a guest script that leaves the module unloaded (so the next part starts from a fresh instance), and
+    the checks of what it left in the guest's output directory. The portable phases run one per test here and all
+    in one guest per kernel in test_kernels_vm."""
+
+    script: str
+    check: Callable[[Path], None]
+    disk_mb: int = 256
+
+
+def run_phase(tmp_path: Path, phase: Phase, ko: ModuleBuild) -> None:
+    phase.check(run_guest(tmp_path, phase.script, ko, disk_mb=phase.disk_mb).out_dir)
+
+
+def raw_integrity_phase(tmp_path: Path) -> Phase:
+    """fio verify on the raw device at the defaults, with every mechanism engaged, and paced as the profiler sets it."""
     (tmp_path / "raw.fio").write_text(job_file(RAW_GLOBAL, RAW_JOBS))
     (tmp_path / "raw-verify.fio").write_text(job_file(RAW_GLOBAL, RAW_JOBS, verify_only=True))
     script = f"""
@@ -217,11 +234,14 @@ snap paced
 use none
 rmmod smartio_iosched
 """
-    r = run_guest(tmp_path, script, module_ko)
-    default, tuned = Stats.load(r.out_dir, "default"), Stats.load(r.out_dir, "tuned")
+    return Phase(script, check_raw_integrity)
+
+
+def check_raw_integrity(out: Path) -> None:
+    default, tuned = Stats.load(out, "default"), Stats.load(out, "tuned")
     default.assert_balanced(min_dispatched=2000)
     tuned.assert_balanced(min_dispatched=4000)
-    paced = Stats.load(r.out_dir, "paced")
+    paced = Stats.load(out, "paced")
     paced.assert_balanced(min_dispatched=2000)
     pacing = paced.rows["pacing"]
     # Two reading tasks (be-randread, rt-seqread) and the writers' verify reads: writes are paced while one task
@@ -238,6 +258,10 @@ rmmod smartio_iosched
     assert ev["write_windows"] > 0, ev
 
 
+def test_raw_device_integrity_mixed_random_io(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    run_phase(tmp_path, raw_integrity_phase(tmp_path), module_ko)
+
+
 EXT4_JOBS = [
     FioJob("fsync-randwrite", "randwrite", 2, False, 0, 3, extra=("fsync=1",), filename="fsync-randwrite"),
     FioJob("fsync-seqwrite", "write", 2, False, 0, 4, bs="16k", extra=("fsync=2",), filename="fsync-seqwrite"),
@@ -248,7 +272,8 @@ EXT4_JOBS = [
 EXT4_GLOBAL = "directory=/mnt/t\nioengine=psync"
 
 
-def test_ext4_integrity_fsync_heavy(tmp_path: Path, module_ko: ModuleBuild) -> None:
+def ext4_fsync_phase(tmp_path: Path) -> Phase:
+    """ext4 under fsyncs, file churn and discards, pacing at its extremes; fio verify from a fresh mount, e2fsck."""
     (tmp_path / "ext4.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS))
     (tmp_path / "ext4-verify.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS, verify_only=True))
     script = f"""
@@ -277,14 +302,22 @@ snap ext4
 use none
 rmmod smartio_iosched
 """
-    r = run_guest(tmp_path, script, module_ko, disk_mb=512)
-    st = Stats.load(r.out_dir, "ext4")
+    return Phase(script, check_ext4_fsync, disk_mb=512)
+
+
+def check_ext4_fsync(out: Path) -> None:
+    st = Stats.load(out, "ext4")
     st.assert_balanced(min_dispatched=1000)
     assert st.rows["rt_read"]["dispatched"] > 0, st.rows
     assert st.rows["events"]["write_slice_expired"] > 0, st.rows["events"]   # the slice still bounds a write's wait
 
 
-def test_switching_schedulers_under_load(tmp_path: Path, module_ko: ModuleBuild) -> None:
+def test_ext4_integrity_fsync_heavy(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    run_phase(tmp_path, ext4_fsync_phase(tmp_path), module_ko)
+
+
+def switching_phase(tmp_path: Path) -> Phase:
+    """Every scheduler in turn under a verifying load, smartio leaving with its timers armed; rmmod during writes."""
     jobs = [FioJob("randwrite-inline-verify", "randwrite", 2, True, 0, 16, iodepth=16,
                    extra=("verify_backlog=64", "time_based=1", "runtime=25")),
             FioJob("seqwrite-buffered", "write", 2, False, 32, 32, bs="64k",
@@ -322,14 +355,22 @@ wait $dd
 grep -E '__lock_buffer|__wait_on_buffer|folio_wait_writeback' \
     /sys/kernel/debug/kprobes/list > $SMARTIO_OUT/kprobes-left || true
 """
-    r = run_guest(tmp_path, script, module_ko)
-    assert (r.out_dir / "kprobes-left").read_text() == "", "kprobes left after rmmod"
-    switches = int((r.out_dir / "switches").read_text())
+    return Phase(script, check_switching)
+
+
+def check_switching(out: Path) -> None:
+    assert (out / "kprobes-left").read_text() == "", "kprobes left after rmmod"
+    switches = int((out / "switches").read_text())
     assert switches >= 8, f"only {switches} scheduler switches happened during the load"
-    Stats.load(r.out_dir, "final").assert_balanced(min_dispatched=2500)
+    Stats.load(out, "final").assert_balanced(min_dispatched=2500)
 
 
-def test_tunables_and_rmmod_after_switching_away(tmp_path: Path, module_ko: ModuleBuild) -> None:
+def test_switching_schedulers_under_load(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    run_phase(tmp_path, switching_phase(tmp_path), module_ko)
+
+
+def tunables_rmmod_phase(ko: Path) -> Phase:
+    """The tunables' defaults and range checks, the depth rules, rmmod refused while in use, a reload's defaults."""
     script = f"""
 T=$Q/iosched
 use smartio
@@ -389,7 +430,7 @@ if rmmod smartio_iosched 2>/dev/null; then fail "rmmod succeeded while vda used 
 use none
 rmmod smartio_iosched
 grep -q smartio $Q/scheduler && fail "smartio still offered after rmmod"
-insmod {module_ko.ko}
+insmod {ko}
 use smartio
 check write_slice_ms 100                                              # a new instance starts from defaults
 check write_pace_us 0
@@ -398,9 +439,16 @@ snap second
 use none
 rmmod smartio_iosched
 """
-    r = run_guest(tmp_path, script, module_ko, disk_mb=64)
-    Stats.load(r.out_dir, "first").assert_balanced(min_dispatched=2000)
-    Stats.load(r.out_dir, "second").assert_balanced(min_dispatched=500)
+    return Phase(script, check_tunables_rmmod, disk_mb=64)
+
+
+def check_tunables_rmmod(out: Path) -> None:
+    Stats.load(out, "first").assert_balanced(min_dispatched=2000)
+    Stats.load(out, "second").assert_balanced(min_dispatched=500)
+
+
+def test_tunables_and_rmmod_after_switching_away(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    run_phase(tmp_path, tunables_rmmod_phase(module_ko.ko), module_ko)
 
 
 def fio_ios(fio_json: Path, job: str, ddir: str = "read") -> int:

@@ -494,6 +494,17 @@ def test_debug_flavour_is_the_cloud_version_built_here(monkeypatch, tmp_path: Pa
     assert guest.resolve_modules(None, tmp_path, kernelpkg.DEBUG) == [ko]
 
 
+
+def test_612s_debug_kernel_is_built_from_its_own_source_and_loads_its_own_module(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SMARTIO_CACHE", str(tmp_path))
+    rel = kernelpkg.KernelRelease("6.12.118+deb13", "6.12.118-1", kernelpkg.DEBUG, "6.12")
+    assert rel.uname == "6.12.118-smartio-debug"
+    assert rel.build_dir == rel.dir / "src" / "linux-source-6.12"
+    assert guest.default_module(tmp_path, kernelpkg.DEBUG, "6.12") == tmp_path / "kernel/debug-6.12/smartio-iosched.ko"
+    assert guest.default_module(tmp_path, kernelpkg.DEBUG, "6.1") == tmp_path / guest.DEFAULT_MODULE_DEBUG
+    with pytest.raises(SmartioError, match="built for 6.1 and 6.12 only, not newest"):
+        kernelpkg.resolve(kernel="newest", flavour=kernelpkg.DEBUG, offline=True)
+
 def madison(*versions: str) -> str:
     return "".join(f"linux-kbuild-6.1 |  {v} | http://deb.debian.org/debian bookworm/main amd64 Packages\n"
                    for v in versions)

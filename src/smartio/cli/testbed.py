@@ -33,9 +33,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         f"{guest.MATRIX_MODULE.format(kernel='<K>')}, make -C kernel matrix)")
     p.add_argument("--flavour", choices=list(kernelpkg.FLAVOURS), default=None,
                    help=f"Debian's {kernelpkg.FLAVOUR} (default) or {kernelpkg.GENERIC} (f2fs, nilfs2), or "
-                        f"{kernelpkg.DEBUG}: 6.1's source built here with lockdep and KASAN (about 5 minutes the "
-                        f"first time; the module for it: make -C kernel debug). `--kernel FLAVOUR` still means "
-                        f"--flavour FLAVOUR")
+                        f"{kernelpkg.DEBUG}: the kernel's source (6.1 or 6.12) built here with lockdep and KASAN (4 "
+                        f"to 8 minutes the first time; the module for it: make -C kernel debug [DEBUG_KERNEL=6.12]). "
+                        f"`--kernel FLAVOUR` still means --flavour FLAVOUR")
     p.add_argument("--cpus", type=int, default=boot.DEFAULT_CPUS, metavar="N",
                    help=f"vCPUs (default {boot.DEFAULT_CPUS})")
     p.add_argument("--memory", default="2G", metavar="SIZE", help="guest RAM (default 2G)")

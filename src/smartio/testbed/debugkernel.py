@@ -1,4 +1,5 @@
-"""The testbed's debug kernel: Debian's linux-source-6.1 built with lockdep, KASAN and the atomic-sleep check.
+"""The testbed's debug kernels: Debian's linux-source-6.1 and -6.12 built with lockdep, KASAN and the atomic-sleep
+check.
 
 Debian's kernels have no lock checking, so none of the module's `lockdep_assert_held()` calls can fire there, and
 nothing catches a use-after-free or a sleep in a kprobe handler (issue 11). This builds, once per Debian kernel
@@ -6,15 +7,16 @@ version and per version of `kernel/debug.config`, the same source as the cloud k
 fragment (everything the testbed guest needs is built in; scsi_debug is a module), and caches it beside the Debian
 packages:
 
-    <cache>/kernel/<abi>-<version>-debug/src/linux-source-6.1/   the built tree (external modules build against it)
+    <cache>/kernel/<abi>-<version>-debug/src/linux-source-<series>/   the built tree (external modules build here)
     <cache>/kernel/<abi>-<version>-debug/image/boot/vmlinuz-<uname>
     <cache>/kernel/<abi>-<version>-debug/image/lib/modules/<uname>/   modules_install: modules.builtin, modules.dep
     <cache>/kernel/<abi>-<version>-debug/.complete-image          the fragment's sha256 and the kernel release
     <cache>/kernel/<abi>-<version>-debug/build.log                 the last build's output
 
-`python -m smartio.testbed.kernelpkg --flavour debug image` builds it; `make -C kernel debug` builds it and the
-module against it (kernel/debug/smartio-iosched.ko); `vm.run(..., flavour="debug")` boots it. 4 to 6 minutes on
-2 cores the first time; a changed fragment rebuilds what its options touch (most of the tree for a debug option).
+`python -m smartio.testbed.kernelpkg [--kernel 6.12] --flavour debug image` builds one; `make -C kernel debug
+[DEBUG_KERNEL=6.12]` builds it and the module against it (kernel/debug/smartio-iosched.ko for 6.1,
+kernel/debug-6.12/ for 6.12); `vm.run(..., flavour="debug")` boots it. 4 to 8 minutes on 2 cores the first time; a
+changed fragment rebuilds what its options touch (most of the tree for a debug option).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from smartio.errors import SmartioError
 from smartio.testbed.debian import run, source_tarball
-from smartio.testbed.kernelrelease import SOURCE_DIR, KernelRelease
+from smartio.testbed.kernelrelease import KernelRelease
 
 CONFIG_FRAGMENT = Path(__file__).resolve().parents[3] / "kernel" / "debug.config"
 
@@ -102,7 +104,7 @@ def build(rel: KernelRelease, fragment: Path = CONFIG_FRAGMENT) -> KernelRelease
     if stamp.exists() and stamp.read_text() == want and rel.vmlinuz.exists():
         return rel
     rel.dir.mkdir(parents=True, exist_ok=True)
-    src = rel.dir / "src" / SOURCE_DIR
+    src = rel.dir / "src" / rel.source_package
     if not (src / "Makefile").exists():
         _unpack_source(rel, src)
     log = rel.dir / "build.log"

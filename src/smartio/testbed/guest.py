@@ -25,6 +25,8 @@ from smartio.testbed.boot import DEFAULT_BOOT, Boot
 DEFAULT_MODULE = "kernel/smartio-iosched.ko"  # relative to the repository; loaded when built
 DEFAULT_MODULE_GENERIC = "kernel/amd64/smartio-iosched.ko"  # the same for the generic flavour (make -C kernel generic)
 DEFAULT_MODULE_DEBUG = "kernel/debug/smartio-iosched.ko"     # and for the debug kernel (make -C kernel debug)
+# The module for another kernel's debug build (make -C kernel debug DEBUG_KERNEL=6.12).
+DEBUG_MODULE = "kernel/debug-{kernel}/smartio-iosched.ko"
 MODULE_FOR_FLAVOUR = {kernelpkg.FLAVOUR: DEFAULT_MODULE, kernelpkg.GENERIC: DEFAULT_MODULE_GENERIC,
                       kernelpkg.DEBUG: DEFAULT_MODULE_DEBUG}
 # The module of the other kernels' cloud flavour: the build matrix's cell (make -C kernel matrix), whose result.json
@@ -104,8 +106,10 @@ def repo_root() -> Path | None:
 def default_module(repo: Path, flavour: str = kernelpkg.FLAVOUR, kernel: str = kernelpkg.DEFAULT_KERNEL) -> Path:
     """Where the project's module for the kernel (a name or an exact release) is built: for 6.1 MODULE_FOR_FLAVOUR's
     (kernel/smartio-iosched.ko for the cloud flavour), for 6.12 and the newest the build matrix's cell
-    (MATRIX_MODULE)."""
+    (MATRIX_MODULE), for 6.12's debug kernel DEBUG_MODULE."""
     kernel = kernel if kernel in kernelpkg.KERNELS else kernelpkg.kernel_of(kernel)
+    if flavour == kernelpkg.DEBUG and kernel != kernelpkg.DEFAULT_KERNEL:
+        return repo / DEBUG_MODULE.format(kernel=kernel)
     if kernel == kernelpkg.DEFAULT_KERNEL or flavour != kernelpkg.FLAVOUR:
         return repo / MODULE_FOR_FLAVOUR[flavour]
     return repo / MATRIX_MODULE.format(kernel=kernel)

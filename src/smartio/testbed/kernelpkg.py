@@ -49,6 +49,7 @@ from smartio.testbed.debian import (
 from smartio.testbed.kernelrelease import (
     ARM64,
     DEBUG,
+    DEBUG_KERNELS,
     DEFAULT_KERNEL,
     FLAVOUR,
     FLAVOURS,
@@ -82,8 +83,8 @@ def resolve(pinned: str | None = None, flavour: str = FLAVOUR, kernel: str = DEF
         pinned = pinned or os.environ.get("SMARTIO_KERNEL_ABI")
     if flavour not in FLAVOURS and flavour != ARM64:
         raise SmartioError(f"unknown kernel flavour {flavour!r}; known: {', '.join([*FLAVOURS, ARM64])}")
-    if flavour == DEBUG and kernel != DEFAULT_KERNEL:
-        raise SmartioError(f"the debug kernel is built for {DEFAULT_KERNEL} only, not {kernel}")
+    if flavour == DEBUG and kernel not in DEBUG_KERNELS:
+        raise SmartioError(f"the debug kernel is built for {' and '.join(DEBUG_KERNELS)} only, not {kernel}")
     if flavour in (DEBUG, ARM64):    # the cloud kernel's version: built from source, or its arm64 build's headers
         return dataclasses.replace(resolve(pinned, FLAVOUR, kernel, offline), flavour=flavour)
     meta = FLAVOURS[flavour]

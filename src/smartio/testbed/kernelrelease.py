@@ -43,9 +43,11 @@ DEFAULT_KERNEL = "6.1"
 # Until Debian 12 the ABI was "6.1.0-<n>" and the kbuild package "linux-kbuild-6.1"; from Debian 13 on it is
 # "<upstream>+deb<N>" (6.12.118+deb13) and the kbuild package carries it (linux-kbuild-6.12.118+deb13).
 OLD_ABI = re.compile(r"\d+\.\d+\.0-\d+")
-# The debug kernel's local version (its release is the upstream version plus this) and its source tree's directory.
+# The debug kernel's local version (its release is the upstream version plus this).
 LOCALVERSION = "-smartio-debug"
-SOURCE_DIR = "linux-source-6.1"
+# The kernels a debug kernel is built for: 6.1, and 6.12, whose queue freeze is a lockdep map (so lockdep sees a
+# GFP_KERNEL allocation or a lock taken while the queue is frozen). The newest moves too fast to build each release.
+DEBUG_KERNELS = ("6.1", "6.12")
 
 
 def debug_uname(version: str) -> str:
@@ -116,7 +118,7 @@ class KernelRelease:
     def build_dir(self) -> Path:
         """Where `make -C ... M=$PWD` builds an external module."""
         if self.flavour == DEBUG:
-            return self.dir / "src" / SOURCE_DIR
+            return self.dir / "src" / self.source_package
         return self.dir / "headers" / "usr" / "src" / f"linux-headers-{self.uname}"
 
     @property
