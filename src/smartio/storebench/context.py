@@ -31,6 +31,8 @@ class RunContext:
     progress: Progress | None = None
     cpu_times: Callable[[], tuple[int, int]] = read_cpu_times
     iowait_shares: list[float] = dataclasses.field(default_factory=list)
+    # fio's own JSON output of every run, kept with the document so that its results can be recomputed later.
+    fio_raw: list[dict] = dataclasses.field(default_factory=list)
 
     def run(self, jobset: JobSet, label: str) -> RunResult:
         if self.progress:
@@ -38,6 +40,7 @@ class RunContext:
         io0, tot0 = self.cpu_times()
         result = self.engine.run(jobset, label)
         io1, tot1 = self.cpu_times()
+        self.fio_raw.append({"label": label, "output": result.raw})
         if tot1 > tot0:
             self.iowait_shares.append(100.0 * (io1 - io0) / (tot1 - tot0))
         if self.progress:

@@ -74,6 +74,7 @@ def run_bench(experiment: str, target: Target, settings: Settings, engine: Engin
                     started = _now()
                     results = REGISTRY[name].run(ctx)
                     docs[name] = _document(name, target, settings, engine, command, started, results)
+                    docs[name]["fio_raw"] = ctx.fio_raw
         finally:
             if prog:
                 prog.close()
@@ -81,7 +82,7 @@ def run_bench(experiment: str, target: Target, settings: Settings, engine: Engin
     if experiment != "all":
         return docs[experiment]
     first = next(iter(docs.values()))
-    return {**first, "experiment": "all", "results": docs}
+    return {**{k: v for k, v in first.items() if k != "fio_raw"}, "experiment": "all", "results": docs}
 
 
 def _now() -> str:
