@@ -195,6 +195,7 @@
 #include "blk-mq-debugfs.h"
 #include "blk-mq-sched.h"
 #include "sio-compat.h"
+#include "sio-callers.h"
 #if SIO_HAVE_BLK_MQ_TAG_H
 #include "blk-mq-tag.h"
 #endif
@@ -1860,17 +1861,6 @@ static int sio_kp_buffer(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
-/* Folio waits from an integrity sync (fsync, sync_file_range WAIT) are D_sync. */
-static const char *const sio_sync_callers[] = {
-	"__filemap_fdatawait_range",	/* fsync, fdatasync, sync_file_range */
-	"wait_on_page_writeback",	/* ... on 6.1 it mostly comes from there */
-	"write_cache_pages",		/* WB_SYNC_ALL writeback */
-	"mpage_prepare_extent_to_map",	/* ext4's WB_SYNC_ALL writeback */
-	"writeback_iter",		/* 6.10+: write_cache_pages() and filesystems' */
-	"writeback_get_folio",		/* ... WB_SYNC_ALL waits, if not inlined */
-	"folio_prepare_writeback",
-};
-
 static DEFINE_PER_CPU(char [KSYM_SYMBOL_LEN], sio_symbuf);
 static unsigned long sio_callers[SIO_NR_CALLERS];	/* return address | dep << 63 */
 
@@ -1881,24 +1871,14 @@ static enum sio_dep sio_folio_dep(unsigned long ret)
 	unsigned long cached = READ_ONCE(*slot);
 	enum sio_dep dep = SIO_DEP_DATA;
 	char *name;
-	int i;
 
 	/* Kernel text addresses have bit 63 set; it carries the answer here. */
 	if ((cached | BIT(63)) == (ret | BIT(63)) && cached)
 		return cached & BIT(63) ? SIO_DEP_DATA : SIO_DEP_SYNC;
 	name = *this_cpu_ptr(&sio_symbuf);
 	sprint_symbol_no_offset(name, ret);
-	/*
-	 * The function's own name: without the " [ext4]" kallsyms appends when
-	 * the caller is in a module, nor the suffixes of the compiler's clones
-	 * and of LTO's promoted statics (".isra.0", ".constprop.0",
-	 * ".llvm.123", ".lto_priv.0"). A caller inlined into another function
-	 * is known by that function's name only.
-	 */
-	name[strcspn(name, " .")] = '\0';
-	for (i = 0; i < ARRAY_SIZE(sio_sync_callers); i++)
-		if (!strcmp(name, sio_sync_callers[i]))
-			dep = SIO_DEP_SYNC;
+	if (sio_sync_caller(name))
+		dep = SIO_DEP_SYNC;
 	WRITE_ONCE(*slot, dep == SIO_DEP_DATA ? ret | BIT(63) : ret & ~BIT(63));
 	return dep;
 }

@@ -5,6 +5,7 @@ arm64, every phone, a probed function's return address is in the link register, 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 KERNEL = Path(__file__).resolve().parent.parent / "kernel"
@@ -31,3 +32,40 @@ def test_the_compat_header_reads_x86_registers_only_under_config_x86():
 
 def test_kernel_versions_are_tested_only_in_the_compat_header():
     assert "LINUX_VERSION_CODE" not in MODULE.read_text()
+
+
+CALLERS = KERNEL / "sio-callers.h"
+# What kallsyms gives for callers of folio_wait_writeback(), and whether the wait is an integrity sync's (D_sync).
+KALLSYMS_NAMES = {
+    "__filemap_fdatawait_range": True,
+    "__filemap_fdatawait_range.isra.0": True,              # a compiler clone
+    "mpage_prepare_extent_to_map [ext4]": True,            # ext4 built as a module, as Debian builds it
+    "writeback_iter": True,                                # 6.10+: write_cache_pages() wraps it
+    "writeback_get_folio.llvm.9120463": True,              # LTO's promoted static (GKI kernels)
+    "folio_prepare_writeback.lto_priv.0 [ext4]": True,
+    "wait_on_page_writeback": True,
+    "ext4_bio_write_folio [ext4]": False,                  # not an integrity sync's wait
+    "truncate_inode_pages_range": False,
+    "write_cache_pages_x": False,                          # a prefix is not the name
+}
+
+
+def test_a_folio_waits_caller_is_known_by_its_own_name(tmp_path):
+    """The D_sync rule of the module (kernel/sio-callers.h, compiled as it is): a caller in a module, a compiler
+    clone or an LTO-renamed static is still the caller it names."""
+    prog = tmp_path / "callers.c"
+    prog.write_text('#include <stdbool.h>\n#include <stdio.h>\n#include <string.h>\n'
+                    f'#include "{CALLERS}"\n'
+                    'int main(int argc, char **argv)\n{\n\tfor (int i = 1; i < argc; i++) {\n'
+                    '\t\tchar buf[128];\n\t\tsnprintf(buf, sizeof(buf), "%s", argv[i]);\n'
+                    '\t\tprintf("%d\\n", sio_sync_caller(buf));\n\t}\n\treturn 0;\n}\n')
+    exe = tmp_path / "callers"
+    subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(exe), str(prog)], check=True)
+    out = subprocess.run([str(exe), *KALLSYMS_NAMES], check=True, capture_output=True, text=True).stdout.split()
+    assert dict(zip(KALLSYMS_NAMES, (o == "1" for o in out), strict=True)) == KALLSYMS_NAMES
+
+
+def test_the_module_classifies_folio_waits_with_the_tested_rule():
+    text = MODULE.read_text()
+    assert '#include "sio-callers.h"' in text and "sio_sync_caller(name)" in text
+    assert "sio_sync_callers[" not in text, "a second table of sync callers in the module"
