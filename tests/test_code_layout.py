@@ -77,6 +77,7 @@ def test_figures_are_drawn_and_saved_by_one_module():
 LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__"),
     ("registry",),
+    ("fleet",),
     ("launch",),
     ("sqlite", "qasio"),
     ("storebench",),

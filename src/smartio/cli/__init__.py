@@ -23,6 +23,7 @@ from smartio.errors import exit_code
 COMMAND_MODULES = (
     "smartio.cli.bench",
     "smartio.cli.results",
+    "smartio.cli.serve",
     "smartio.cli.testbed",
     "smartio.cli.trace",
     "smartio.cli.flashdev",

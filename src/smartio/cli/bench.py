@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "as the engine.", epilog=EXIT_CODES)
         for opt in OPTIONS:
             _add(q, opt)
+        q.add_argument("--submit", metavar="URL", help="then send the run to this fleet server (smartio serve); "
+                                                       "a failed upload stays pending for `smartio results submit`")
+        q.add_argument("--public", action="store_true", help="with --submit: list the run in the server's rankings")
         q.set_defaults(func=bench)
     q = exps.add_parser("qasio", help=registry.get("qasio").summary,
                         description="Seed 001's microbenchmarks M1-M5 beside a background buffered writer on a "
@@ -84,9 +87,18 @@ def _outputs(a: argparse.Namespace) -> Outputs:
 
 
 def bench(a: argparse.Namespace) -> int:
+    if a.submit:
+        from smartio.fleet.client import check_url
+
+        check_url(a.submit)
     doc, _ = execute(a.experiment, Settings.from_args(a), _outputs(a), command=command_line())
     print(tables.render(doc))
     print(stored_line(doc))
+    if a.submit:
+        from smartio.fleet.client import submit
+
+        lines, _ok = submit(Store(a.db), a.submit, [doc["id"]], public=a.public, model=None)
+        print("\n".join(lines))     # a failed upload is kept and retried; the run itself succeeded
     return 0
 
 

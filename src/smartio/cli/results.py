@@ -20,7 +20,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
     ls.set_defaults(func=list_runs)
     show = rs.add_parser("show", help="the tables (or --json document) of one run")
-    for action in (ls, show):
+    submit = rs.add_parser("submit", help="send runs to a fleet server (smartio serve); private unless --public",
+                           description="Send stored StoreBench runs, with fio's raw output and without host names, "
+                                       "user names, paths or serial numbers, to a fleet server. Without IDs: every "
+                                       "run not yet sent there. A failed upload stays pending and is sent again by "
+                                       "the next submit to that server.")
+    submit.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8046")
+    submit.add_argument("ids", type=int, nargs="*", metavar="ID", help="runs to send (default: all not yet sent)")
+    submit.add_argument("--public", action="store_true", help="list the runs in the server's rankings and ECDFs")
+    submit.add_argument("--model", help="the device's model as you name it (default: the machine's DMI model)")
+    submit.set_defaults(func=submit_runs)
+    unsubmit = rs.add_parser("unsubmit", help="delete runs this database sent to a fleet server")
+    unsubmit.add_argument("url", metavar="URL", help="the server")
+    unsubmit.add_argument("ids", type=int, nargs="+", metavar="ID", help="the local ids of the runs")
+    unsubmit.set_defaults(func=unsubmit_runs)
+    for action in (ls, show, submit, unsubmit):
         # Also after the action (`results list --db X`); SUPPRESS keeps one given before it when absent here.
         action.add_argument("--db", default=argparse.SUPPRESS, help=db_help)
     show.add_argument("id", type=int, metavar="ID")
@@ -48,4 +62,19 @@ def show_run(a: argparse.Namespace) -> int:
     else:
         print(f"run {a.id}: {doc['command']}\n")
         print(registry.renderer(doc)(doc))
+    return 0
+
+
+def submit_runs(a: argparse.Namespace) -> int:
+    from smartio.fleet.client import submit
+
+    lines, ok = submit(Store(a.db), a.url, a.ids, public=a.public, model=a.model)
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+def unsubmit_runs(a: argparse.Namespace) -> int:
+    from smartio.fleet.client import unsubmit
+
+    print("\n".join(unsubmit(Store(a.db), a.url, a.ids)))
     return 0

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from smartio.report.tables import PRETTY, ci_errors, runs  # noqa: E402
 from smartio.units import mib  # noqa: E402
@@ -193,3 +194,117 @@ def write_plots(doc: dict[str, Any], out: Path) -> list[Path]:
         save(FIGURES[name](d), out / f"{name}.png")
         paths.append(out / f"{name}.png")
     return paths
+
+
+# --- the fleet results service (smartio serve) ------------------------------------------------------------------
+# Drawn per request, as SVG with its text kept as text (so a page's labels are searchable and selectable); names
+# come from submitters, so mathtext is off: a model called "$x$" is drawn as typed.
+
+PATTERN_ORDER = ("seq_read", "seq_write", "rand_read", "rand_write")
+
+
+def svg_bytes(fig: Figure) -> bytes:
+    """The figure as SVG (text as text, no mathtext), laid out with room for its footer; closes it."""
+    provenance = getattr(fig, "_smartio_provenance", None)
+    fig.tight_layout(rect=(0, 0.06 if provenance else 0, 1, 1))
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "smartio"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _plain(fig: Figure) -> None:
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+
+
+def fleet_ranking(rows: Sequence[Mapping[str, Any]], title: str, footer: str) -> Figure:
+    """Figure 6: total bandwidth of the top models, stacked by pattern; each bar labelled with the model and n."""
+    n = max(len(rows), 1)
+    fig, ax = figure(width=7.5, height=1.2 + 0.32 * n)
+    labels = [f"{r['model']}  (n={r['n']})" + ("  [emulated]" if r.get("emulated") else "") for r in rows]
+    left = [0.0] * len(rows)
+    ys = list(range(len(rows)))
+    for p in PATTERN_ORDER:
+        widths = [float(r["median"].get(p, 0.0)) for r in rows]
+        ax.barh(ys, widths, left=left, label=PRETTY.get(p, p), height=0.7)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_yticks(ys, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("total bandwidth (MB/s), the sum of each pattern's median")
+    ax.set_xlim(left=0)
+    ax.set_title(title, fontsize=10)
+    if rows:
+        ax.legend(fontsize=8, loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "no device has enough runs yet", ha="center", va="center", transform=ax.transAxes)
+    stamp(fig, footer)
+    _plain(fig)
+    return fig
+
+
+def fleet_ecdf(series: Mapping[str, Sequence[float]], xlabel: str, title: str, footer: str,
+               log: bool = True) -> Figure:
+    """Figures 5 and 3(b): the ECDF across devices of each series' values (sorted), one step line per series."""
+    fig, ax = figure(width=6.5, height=4.2)
+    drawn = False
+    for name, values in series.items():
+        if not values:
+            continue
+        ys = [(i + 1) / len(values) for i in range(len(values))]
+        ax.step(list(values), ys, where="post", label=f"{PRETTY.get(name, name)} ({len(values)} devices)")
+        drawn = True
+    if drawn and log and all(v > 0 for vs in series.values() for v in vs):
+        ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of devices")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no device has enough runs yet", ha="center", va="center", transform=ax.transAxes)
+    stamp(fig, footer)
+    _plain(fig)
+    return fig
+
+
+def fleet_history(points: Sequence[tuple[str, Mapping[str, float]]], title: str, footer: str) -> Figure:
+    """One device's runs over time: each run's bandwidth per pattern, stacked, in the order they were made."""
+    fig, ax = figure(width=7, height=3.8)
+    xs = list(range(len(points)))
+    bottom = [0.0] * len(points)
+    for p in PATTERN_ORDER:
+        hs = [float(bw.get(p, 0.0)) for _, bw in points]
+        ax.bar(xs, hs, bottom=bottom, label=PRETTY.get(p, p), width=0.7)
+        bottom = [a + b for a, b in zip(bottom, hs, strict=True)]
+    ax.set_xticks(xs, [when[:10] for when, _ in points], rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("total bandwidth (MB/s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    if points:
+        ax.legend(fontsize=8)
+    stamp(fig, footer)
+    _plain(fig)
+    return fig
+
+
+def fleet_side_by_side(names: Sequence[str], values: Sequence[Mapping[str, float]], ylabel: str, title: str,
+                       footer: str) -> Figure:
+    """Two (or more) runs' values per pattern, as grouped bars."""
+    fig, ax = figure(width=6.5, height=3.8)
+    patterns = [p for p in PATTERN_ORDER if any(p in v for v in values)]
+    width = 0.8 / max(len(names), 1)
+    for i, (name, v) in enumerate(zip(names, values, strict=True)):
+        xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(patterns))]
+        ax.bar(xs, [float(v.get(p, 0.0)) for p in patterns], width * 0.95, label=name)
+    ax.set_xticks(range(len(patterns)), [PRETTY.get(p, p) for p in patterns])
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    stamp(fig, footer)
+    _plain(fig)
+    return fig
