@@ -1420,3 +1420,1152 @@ int64_t sio_by_pid(const uint32_t *pid, const int64_t *nbytes, const uint8_t *ki
 	map_free(&index);
 	return k;
 }
+
+/* ---- 7. streaming readers: Perfetto protobuf and tracefs text ------------------------------- */
+
+/*
+ * Both readers are fed the file in pieces (Python reads and decompresses them) and append to one
+ * struct sio_out, which owns growing arrays (realloc: the kernel moves big blocks by remapping them,
+ * so growing never copies nor doubles the memory in use). Events are the same records as everywhere
+ * else (struct rec); a Perfetto trace also gives UFS commands, sync calls and ftrace statistics.
+ */
+
+struct comm_rec {		/* the first command name seen for a pid */
+	uint32_t pid;
+	int32_t pad;
+	int64_t at;		/* index of the event it came with, so that readers can merge tables */
+	char name[24];
+};
+
+struct ufs_rec {		/* ufshcd_command */
+	uint64_t time, lba;
+	int32_t transfer_len;
+	uint32_t tag, opcode, pid, cpu;
+	uint16_t dev;		/* index into sio_out.ufs_dev */
+	uint8_t kind;		/* UFS_SEND, UFS_COMPLETE */
+	uint8_t pad;
+};
+
+struct sync_rec {		/* ext4_sync_file_enter/exit, f2fs_sync_file_enter/exit */
+	uint64_t time, ino;
+	uint32_t pid, dev;
+	int32_t ret;
+	uint8_t fs, phase, datasync, need_cp;	/* fs: SYNC_EXT4, SYNC_F2FS; phase: 0 enter, 1 exit */
+};
+
+struct stat_rec {		/* one CPU of an ftrace_stats packet */
+	int64_t phase, cpu, overrun, commit_overrun, dropped_events;
+};
+
+enum { UFS_SEND, UFS_COMPLETE };
+enum { SYNC_EXT4, SYNC_F2FS };
+#define UFS_DEVS 32
+#define MARK_IO_EVENT 1	/* rec.sequence of block_io_start/done, kept only without block_rq_issue/complete */
+
+struct sio_out {
+	struct rec *ev;
+	int64_t nev, capev;
+	struct comm_rec *comm;
+	int64_t ncomm, capcomm;
+	struct ufs_rec *ufs;
+	int64_t nufs, capufs;
+	struct sync_rec *sync;
+	int64_t nsync, capsync;
+	struct stat_rec *stats;
+	int64_t nstats, capstats;
+	int64_t lost_bundles;	/* Perfetto bundles flagged lost_events */
+	int64_t packets, bundles, other_events, ufs_other;
+	int64_t rq_dc, io_events;	/* block_rq_issue/complete seen; block_io_start/done seen */
+	int64_t lines, skipped_lines;	/* tracefs text */
+	uint32_t clocks;		/* bit per FtraceEventBundle.ftrace_clock value seen */
+	int32_t primary_clock;		/* ClockSnapshot.primary_trace_clock, -1 if none */
+	int32_t in_order;
+	int32_t nufs_dev;
+	uint64_t last_time;
+	char ufs_dev[UFS_DEVS][32];
+	struct map seen;		/* pids with a command name */
+};
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t size)
+{
+	int64_t c = *cap ? *cap : 1024;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c += c / 2 + 1024;
+	q = realloc(*p, c * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+struct sio_out *sio_out_new(void)
+{
+	struct sio_out *o = calloc(1, sizeof(*o));
+
+	if (!o || map_init(&o->seen, 1024)) {
+		free(o);
+		return NULL;
+	}
+	o->primary_clock = -1;
+	o->in_order = 1;
+	return o;
+}
+
+void sio_out_free(struct sio_out *o)
+{
+	if (!o)
+		return;
+	free(o->ev);
+	free(o->comm);
+	free(o->ufs);
+	free(o->sync);
+	free(o->stats);
+	map_free(&o->seen);
+	free(o);
+}
+
+/* Hands the events over: the caller frees them with sio_free. */
+struct rec *sio_out_take_events(struct sio_out *o)
+{
+	struct rec *e = o->ev;
+
+	o->ev = NULL;
+	o->nev = o->capev = 0;
+	return e;
+}
+
+void sio_free(void *p)
+{
+	free(p);
+}
+
+static struct rec *out_event(struct sio_out *o)
+{
+	if (grow((void **)&o->ev, &o->capev, o->nev + 1, sizeof(*o->ev)))
+		return NULL;
+	return &o->ev[o->nev++];
+}
+
+static void note_time(struct sio_out *o, uint64_t t)
+{
+	if (t < o->last_time)
+		o->in_order = 0;
+	o->last_time = t;
+}
+
+/* An event from the caller (a line the C reader left to Python). Returns 0, or -1 when out of memory. */
+int sio_out_push(struct sio_out *o, const struct rec *r)
+{
+	struct rec *e = out_event(o);
+
+	if (!e)
+		return -1;
+	*e = *r;
+	note_time(o, r->time);
+	return 0;
+}
+
+/* Records pid's command name if it has none yet. Returns 0, or -1 when out of memory. */
+static int out_comm(struct sio_out *o, uint32_t pid, const uint8_t *name, int64_t len)
+{
+	struct comm_rec *c;
+
+	if (!pid || !len || map_get(&o->seen, 0, pid) >= 0)
+		return 0;
+	if (map_put(&o->seen, 0, pid, 1) || grow((void **)&o->comm, &o->capcomm, o->ncomm + 1, sizeof(*o->comm)))
+		return -1;
+	c = &o->comm[o->ncomm++];
+	memset(c, 0, sizeof(*c));
+	c->pid = pid;
+	c->at = o->nev;
+	if (len > (int64_t)sizeof(c->name) - 1)
+		len = sizeof(c->name) - 1;
+	memcpy(c->name, name, len);
+	return 0;
+}
+
+/* Categories from the kernel's rwbs string (events.py's rwbs_to_categories, which says why). */
+static uint32_t rwbs_categories(const uint8_t *s, int64_t n)
+{
+	uint32_t tc = 0;
+	int64_t i = 0;
+
+	if (n && s[0] == 'F') {
+		tc |= TC_FLUSH;
+		i = 1;
+	}
+	if (i < n) {
+		uint8_t op = s[i];
+
+		if (op == 'W') {
+			tc |= TC_WRITE;
+		} else if (op == 'R') {
+			tc |= TC_READ;
+		} else if (op == 'D') {
+			tc |= TC_WRITE | TC_DISCARD;
+			if (i + 1 < n && s[i + 1] == 'E')
+				i++;
+		} else if (op != 'N' && op != 'E') {
+			i--;
+		}
+		i++;
+	}
+	for (; i < n; i++)
+		switch (s[i]) {
+		case 'F':
+			tc |= TC_FUA;
+			break;
+		case 'A':
+			tc |= 1 << 11;	/* TC_AHEAD */
+			break;
+		case 'S':
+			tc |= TC_SYNC;
+			break;
+		case 'M':
+			tc |= TC_META;
+			break;
+		default:
+			break;
+		}
+	return tc;
+}
+
+/* The category the kernel adds for each action (events.py's ACTION_CATEGORY). */
+static uint32_t action_category(int act)
+{
+	switch (act) {
+	case A_REQUEUE:
+		return 1 << 5;
+	case A_ISSUE:
+		return 1 << 6;
+	case A_COMPLETE:
+		return 1 << 7;
+	default:
+		return 1 << 4;	/* queue, merges, get request, insert */
+	}
+}
+
+/* -- protobuf wire format -- */
+
+enum { PF_OK, PF_BLOB, PF_NOMEM = -1, PF_BAD = -2, PF_TRUNCATED = -3, PF_RANGE = -4 };
+
+struct pb {
+	const uint8_t *p, *end;
+};
+
+static int pb_varint(struct pb *b, uint64_t *v)
+{
+	uint64_t x = 0;
+	int shift;
+
+	for (shift = 0; shift < 64 && b->p < b->end; shift += 7) {
+		uint8_t c = *b->p++;
+
+		x |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			*v = x;
+			return 0;
+		}
+	}
+	return b->p >= b->end ? PF_TRUNCATED : PF_BAD;
+}
+
+/*
+ * The next field of the message in b: its number, wire type, and value (varints and fixed) or
+ * bytes (length-delimited). Returns 1 for a field, 0 at the end, or a PF_* error.
+ */
+static int pb_next(struct pb *b, uint32_t *field, int *wire, uint64_t *v, struct pb *sub)
+{
+	uint64_t tag, len;
+	int rc;
+
+	if (b->p >= b->end)
+		return 0;
+	rc = pb_varint(b, &tag);
+	if (rc)
+		return rc;
+	*field = (uint32_t)(tag >> 3);
+	*wire = tag & 7;
+	switch (*wire) {
+	case 0:
+		rc = pb_varint(b, v);
+		return rc ? rc : 1;
+	case 1:
+		if (b->end - b->p < 8)
+			return PF_TRUNCATED;
+		memcpy(v, b->p, 8);
+		b->p += 8;
+		return 1;
+	case 5: {
+		uint32_t x;
+
+		if (b->end - b->p < 4)
+			return PF_TRUNCATED;
+		memcpy(&x, b->p, 4);
+		*v = x;
+		b->p += 4;
+		return 1;
+	}
+	case 2:
+		rc = pb_varint(b, &len);
+		if (rc)
+			return rc;
+		if (len > (uint64_t)(b->end - b->p))
+			return PF_TRUNCATED;
+		sub->p = b->p;
+		sub->end = b->p + len;
+		b->p += len;
+		return 1;
+	default:
+		return PF_BAD;	/* groups (3, 4) are not in Perfetto's protos; 6, 7 do not exist */
+	}
+}
+
+/* FtraceEvent payload fields, per event: where rwbs, comm and the error are. */
+struct block_fields {
+	int act;
+	uint32_t rwbs, comm, err1, err2;
+};
+
+static const struct block_fields *block_event(uint32_t field)
+{
+	static const struct block_fields issue = { A_ISSUE, 5, 6, 0, 0 }, complete = { A_COMPLETE, 5, 0, 7, 4 },
+		insert = { A_INSERT, 5, 6, 0, 0 }, queue = { A_QUEUE, 4, 5, 0, 0 }, getrq = { A_GETRQ, 4, 5, 0, 0 },
+		back = { A_BACKMERGE, 4, 5, 0, 0 }, front = { A_FRONTMERGE, 4, 5, 0, 0 },
+		requeue = { A_REQUEUE, 5, 0, 4, 0 }, io_start = { A_ISSUE, 6, 7, 0, 0 },
+		io_done = { A_COMPLETE, 6, 7, 0, 0 };
+
+	switch (field) {	/* FtraceEvent's field numbers (protos/perfetto/trace/ftrace/ftrace_event.proto) */
+	case 45:
+		return &issue;
+	case 125:
+		return &complete;
+	case 126:
+		return &insert;
+	case 119:
+		return &queue;
+	case 122:
+		return &getrq;
+	case 115:
+		return &back;
+	case 118:
+		return &front;
+	case 129:
+		return &requeue;
+	case 546:
+		return &io_start;
+	case 547:
+		return &io_done;
+	default:
+		return NULL;
+	}
+}
+
+static int pf_block(struct sio_out *o, uint32_t field, struct pb payload, uint64_t ts, uint32_t pid,
+		    uint32_t cpu)
+{
+	const struct block_fields *f = block_event(field);
+	uint64_t v, dev = 0, sector = 0, nsect = 0, err = 0;
+	const uint8_t *rwbs = NULL, *comm = NULL;
+	int64_t nrwbs = 0, ncomm = 0;
+	struct pb sub;
+	uint32_t fn;
+	int wire, rc;
+	struct rec *e;
+
+	while ((rc = pb_next(&payload, &fn, &wire, &v, &sub)) == 1) {
+		if (wire == 2) {
+			if (fn == f->rwbs) {
+				rwbs = sub.p;
+				nrwbs = sub.end - sub.p;
+			} else if (fn == f->comm) {
+				comm = sub.p;
+				ncomm = sub.end - sub.p;
+			}
+			continue;
+		}
+		if (fn == 1)
+			dev = v;
+		else if (fn == 2)
+			sector = v;
+		else if (fn == 3)
+			nsect = v;
+		else if (fn && (fn == f->err1 || fn == f->err2) && v)
+			err = v;
+	}
+	if (rc)
+		return rc;
+	if (dev > UINT32_MAX || nsect > UINT32_MAX / 512)
+		return PF_RANGE;
+	e = out_event(o);
+	if (!e)
+		return PF_NOMEM;
+	{
+		int32_t se = (int32_t)err;	/* int32 in the proto, a varint of its 64-bit sign extension */
+
+		*e = (struct rec){ .magic = REC_MAGIC, .time = ts, .sector = sector, .bytes = (uint32_t)nsect * 512,
+				   .action = f->act | (rwbs_categories(rwbs, nrwbs) | action_category(f->act)) << 16,
+				   .pid = pid, .device = (uint32_t)dev, .cpu = cpu,
+				   .error = (uint16_t)((se < 0 ? -(int64_t)se : se) & 0xffff) };
+	}
+	if (field == 546 || field == 547) {
+		e->sequence = MARK_IO_EVENT;
+		o->io_events++;
+	} else if (field == 45 || field == 125) {
+		o->rq_dc++;
+	}
+	note_time(o, ts);
+	return out_comm(o, pid, comm, ncomm) ? PF_NOMEM : 0;
+}
+
+static int str_is(const uint8_t *s, int64_t n, const char *lit)
+{
+	return n == (int64_t)strlen(lit) && !memcmp(s, lit, n);
+}
+
+static int pf_ufs(struct sio_out *o, struct pb payload, uint64_t ts, uint32_t pid, uint32_t cpu)
+{
+	uint64_t v, lba = 0, opcode = 0, tag = 0, str_t = 0, len = 0;
+	const uint8_t *dev = NULL, *str = NULL;
+	int64_t ndev = 0, nstr = -1;
+	struct pb sub;
+	uint32_t fn;
+	int wire, rc, kind, d;
+	struct ufs_rec *u;
+
+	while ((rc = pb_next(&payload, &fn, &wire, &v, &sub)) == 1) {
+		if (wire == 2) {
+			if (fn == 1) {
+				dev = sub.p;
+				ndev = sub.end - sub.p;
+			} else if (fn == 6) {
+				str = sub.p;
+				nstr = sub.end - sub.p;
+			}
+			continue;
+		}
+		switch (fn) {
+		case 4:
+			lba = v;
+			break;
+		case 5:
+			opcode = v;
+			break;
+		case 7:
+			tag = v;
+			break;
+		case 8:
+			len = v;
+			break;
+		case 10:
+			str_t = v;
+			break;
+		default:
+			break;
+		}
+	}
+	if (rc)
+		return rc;
+	/* Older kernels name the step ("send", "complete"), newer ones give enum ufs_trace_str_t. */
+	if (nstr >= 0)
+		kind = str_is(str, nstr, "send") || str_is(str, nstr, "send_req") ? UFS_SEND :
+		       str_is(str, nstr, "complete") || str_is(str, nstr, "complete_rsp") ||
+		       str_is(str, nstr, "dev_complete") ? UFS_COMPLETE : -1;
+	else
+		kind = str_t == 0 ? UFS_SEND : str_t <= 2 ? UFS_COMPLETE : -1;
+	if (kind < 0) {
+		o->ufs_other++;
+		return 0;
+	}
+	if (ndev > 31)
+		ndev = 31;
+	for (d = 0; d < o->nufs_dev; d++)
+		if ((int64_t)strlen(o->ufs_dev[d]) == ndev && !memcmp(o->ufs_dev[d], dev, ndev))
+			break;
+	if (d == o->nufs_dev) {
+		if (d == UFS_DEVS)
+			d--;	/* more host controllers than any phone has: the last slot takes the rest */
+		else
+			o->nufs_dev++;
+		memset(o->ufs_dev[d], 0, sizeof(o->ufs_dev[d]));
+		memcpy(o->ufs_dev[d], dev, ndev);
+	}
+	if (grow((void **)&o->ufs, &o->capufs, o->nufs + 1, sizeof(*o->ufs)))
+		return PF_NOMEM;
+	u = &o->ufs[o->nufs++];
+	*u = (struct ufs_rec){ .time = ts, .lba = lba, .transfer_len = (int32_t)len, .tag = (uint32_t)tag,
+			       .opcode = (uint32_t)opcode, .pid = pid, .cpu = cpu, .dev = (uint16_t)d, .kind = kind };
+	return 0;
+}
+
+static int pf_sync(struct sio_out *o, uint32_t field, struct pb payload, uint64_t ts, uint32_t pid)
+{
+	int f2fs = field == 255 || field == 256, exit = field == 44 || field == 256;
+	uint64_t v, dev = 0, ino = 0;
+	struct sync_rec *s;
+	struct pb sub;
+	uint32_t fn;
+	int wire, rc;
+	int32_t ret = 0;
+	uint8_t datasync = 0, need_cp = 0;
+
+	while ((rc = pb_next(&payload, &fn, &wire, &v, &sub)) == 1) {
+		if (wire == 2)
+			continue;
+		if (fn == 1)
+			dev = v;
+		else if (fn == 2)
+			ino = v;
+		else if (!f2fs && !exit && fn == 4)
+			datasync = !!v;
+		else if (!f2fs && exit && fn == 3)
+			ret = (int32_t)v;
+		else if (f2fs && exit && fn == 3)
+			need_cp = !!v;
+		else if (f2fs && exit && fn == 4)
+			datasync = !!v;
+		else if (f2fs && exit && fn == 5)
+			ret = (int32_t)v;
+	}
+	if (rc)
+		return rc;
+	if (grow((void **)&o->sync, &o->capsync, o->nsync + 1, sizeof(*o->sync)))
+		return PF_NOMEM;
+	s = &o->sync[o->nsync++];
+	*s = (struct sync_rec){ .time = ts, .ino = ino, .pid = pid, .dev = (uint32_t)dev, .ret = ret,
+				.fs = f2fs ? SYNC_F2FS : SYNC_EXT4, .phase = exit, .datasync = datasync,
+				.need_cp = need_cp };
+	return 0;
+}
+
+static int pf_event(struct sio_out *o, struct pb ev, uint32_t cpu)
+{
+	uint64_t v, ts = 0, pid = 0;
+	uint32_t fn, which = 0;
+	struct pb sub, payload = { 0 };
+	int wire, rc;
+
+	while ((rc = pb_next(&ev, &fn, &wire, &v, &sub)) == 1) {
+		if (fn == 1 && wire == 0)
+			ts = v;
+		else if (fn == 2 && wire == 0)
+			pid = v;
+		else if (wire == 2 && fn > 2) {
+			which = fn;
+			payload = sub;
+		}
+	}
+	if (rc)
+		return rc;
+	if (block_event(which))
+		return pf_block(o, which, payload, ts, (uint32_t)pid, cpu);
+	if (which == 406)
+		return pf_ufs(o, payload, ts, (uint32_t)pid, cpu);
+	if (which == 43 || which == 44 || which == 255 || which == 256)
+		return pf_sync(o, which, payload, ts, (uint32_t)pid);
+	o->other_events++;
+	return 0;
+}
+
+static int pf_bundle(struct sio_out *o, struct pb b)
+{
+	struct pb scan = b, sub;
+	uint64_t v, cpu = 0, clock = 0;
+	uint32_t fn;
+	int wire, rc;
+
+	o->bundles++;
+	/* The CPU and clock first: a writer may put them after the events. */
+	while ((rc = pb_next(&scan, &fn, &wire, &v, &sub)) == 1) {
+		if (fn == 1 && wire == 0)
+			cpu = v;
+		else if (fn == 3 && wire == 0 && v)
+			o->lost_bundles++;
+		else if (fn == 5 && wire == 0)
+			clock = v;
+	}
+	if (rc)
+		return rc;
+	o->clocks |= 1u << (clock < 31 ? clock : 31);
+	while ((rc = pb_next(&b, &fn, &wire, &v, &sub)) == 1)
+		if (fn == 2 && wire == 2) {
+			rc = pf_event(o, sub, (uint32_t)cpu);
+			if (rc)
+				return rc;
+		}
+	return rc;
+}
+
+static int pf_stats(struct sio_out *o, struct pb s)
+{
+	uint64_t v, phase = 0;
+	struct pb sub, cpus[256];
+	uint32_t fn;
+	int wire, rc, n = 0, i;
+
+	while ((rc = pb_next(&s, &fn, &wire, &v, &sub)) == 1) {
+		if (fn == 1 && wire == 0)
+			phase = v;
+		else if (fn == 2 && wire == 2 && n < 256)
+			cpus[n++] = sub;
+	}
+	if (rc)
+		return rc;
+	for (i = 0; i < n; i++) {
+		struct stat_rec *r;
+
+		if (grow((void **)&o->stats, &o->capstats, o->nstats + 1, sizeof(*o->stats)))
+			return PF_NOMEM;
+		r = &o->stats[o->nstats++];
+		*r = (struct stat_rec){ .phase = (int64_t)phase };
+		while ((rc = pb_next(&cpus[i], &fn, &wire, &v, &sub)) == 1) {
+			if (wire != 0)
+				continue;
+			if (fn == 1)
+				r->cpu = (int64_t)v;
+			else if (fn == 3)
+				r->overrun = (int64_t)v;
+			else if (fn == 4)
+				r->commit_overrun = (int64_t)v;
+			else if (fn == 8)
+				r->dropped_events = (int64_t)v;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ProcessTree: thread names (and processes' first cmdline word) for pids without a name yet. */
+static int pf_process_tree(struct sio_out *o, struct pb t)
+{
+	struct pb sub, f;
+	uint64_t v, w;
+	uint32_t fn, gn;
+	int wire, wire2, rc;
+
+	while ((rc = pb_next(&t, &fn, &wire, &v, &sub)) == 1) {
+		uint64_t id = 0;
+		const uint8_t *name = NULL;
+		int64_t nname = 0;
+
+		if (wire != 2 || (fn != 1 && fn != 2))
+			continue;
+		while ((rc = pb_next(&sub, &gn, &wire2, &w, &f)) == 1) {
+			if (gn == 1 && wire2 == 0)
+				id = w;
+			else if ((fn == 2 ? gn == 2 : gn == 3) && wire2 == 2 && !name) {
+				name = f.p;
+				nname = f.end - f.p;
+			}
+		}
+		if (rc)
+			return rc;
+		if (fn == 1 && name) {	/* a cmdline: its last path component, as the kernel's comm */
+			const uint8_t *slash = name;
+			int64_t i;
+
+			for (i = 0; i < nname; i++)
+				if (name[i] == '/')
+					slash = name + i + 1;
+			nname -= slash - name;
+			name = slash;
+			if (nname > 15)
+				nname = 15;
+		}
+		if (name && id <= UINT32_MAX && out_comm(o, (uint32_t)id, name, nname))
+			return PF_NOMEM;
+	}
+	return rc;
+}
+
+static int pf_packet(struct sio_out *o, struct pb p, const uint8_t **blob, int64_t *nblob)
+{
+	struct pb sub;
+	uint64_t v;
+	uint32_t fn;
+	int wire, rc;
+
+	o->packets++;
+	while ((rc = pb_next(&p, &fn, &wire, &v, &sub)) == 1) {
+		if (wire != 2) {
+			continue;
+		}
+		switch (fn) {	/* TracePacket's field numbers (protos/perfetto/trace/trace_packet.proto) */
+		case 1:
+			rc = pf_bundle(o, sub);
+			break;
+		case 2:
+			rc = pf_process_tree(o, sub);
+			break;
+		case 6: {	/* ClockSnapshot */
+			struct pb c = sub, f;
+			uint32_t gn;
+			int w2;
+			uint64_t x;
+
+			while ((rc = pb_next(&c, &gn, &w2, &x, &f)) == 1)
+				if (gn == 2 && w2 == 0)
+					o->primary_clock = (int32_t)x;
+			break;
+		}
+		case 34:
+			rc = pf_stats(o, sub);
+			break;
+		case 50:
+			*blob = sub.p;
+			*nblob = sub.end - sub.p;
+			break;
+		default:
+			break;
+		}
+		if (rc)
+			return rc;
+	}
+	return rc;
+}
+
+/*
+ * Reads the packets of a Perfetto trace (message Trace: repeated TracePacket packet = 1) in
+ * buf[0..len). Without final, a packet cut at the end of buf is left for the next call: *consumed
+ * says where it starts. A packet holding compressed_packets stops the reading with PF_BLOB: the
+ * blob is buf[*blob_off..+*blob_len), the caller inflates it, reads it with this function (it is a
+ * Trace too), and goes on from *consumed. Returns PF_OK, PF_BLOB or a PF_* error at byte *err_off.
+ */
+int sio_pf_parse(struct sio_out *o, const uint8_t *buf, int64_t len, int final, int64_t *consumed,
+		 int64_t *blob_off, int64_t *blob_len, int64_t *err_off)
+{
+	struct pb b = { buf, buf + len }, sub;
+	const uint8_t *start;
+	uint32_t fn;
+	int wire, rc;
+	uint64_t v;
+
+	*consumed = 0;
+	for (;;) {
+		const uint8_t *blob = NULL;
+		int64_t nblob = 0;
+
+		start = b.p;
+		rc = pb_next(&b, &fn, &wire, &v, &sub);
+		if (rc == 0)
+			break;
+		if (rc == PF_TRUNCATED && !final)
+			return PF_OK;	/* the rest of this packet comes with the next piece */
+		if (rc < 0) {
+			*err_off = start - buf;
+			return rc;
+		}
+		if (fn == 1 && wire == 2) {
+			rc = pf_packet(o, sub, &blob, &nblob);
+			if (rc < 0) {
+				*err_off = start - buf;
+				return rc;
+			}
+		}
+		*consumed = b.p - buf;
+		if (blob) {
+			*blob_off = blob - buf;
+			*blob_len = nblob;
+			return PF_BLOB;
+		}
+	}
+	*consumed = b.p - buf;
+	return PF_OK;
+}
+
+/*
+ * After reading: block_io_start/done stand for issue and completion only in traces without
+ * block_rq_issue/complete (otherwise they would count each request twice). Drops them or keeps
+ * them, in place. Returns the number of events.
+ */
+int64_t sio_out_settle_io_events(struct sio_out *o)
+{
+	int64_t i, k = 0;
+
+	if (!o->io_events)
+		return o->nev;
+	for (i = 0; i < o->nev; i++) {
+		if (o->ev[i].sequence == MARK_IO_EVENT) {
+			if (o->rq_dc)
+				continue;
+			o->ev[i].sequence = 0;
+		}
+		o->ev[k++] = o->ev[i];
+	}
+	o->nev = k;
+	return k;
+}
+
+/*
+ * Puts n records in the order of perm (a permutation of 0..n-1) in place, following its cycles;
+ * perm is used up (its entries become -1).
+ */
+void sio_permute(struct rec *ev, int64_t *perm, int64_t n)
+{
+	int64_t i;
+
+	for (i = 0; i < n; i++) {
+		int64_t j, k;
+		struct rec t;
+
+		if (perm[i] < 0 || perm[i] == i) {
+			perm[i] = -1;
+			continue;
+		}
+		t = ev[i];
+		j = i;
+		while ((k = perm[j]) != i) {
+			ev[j] = ev[k];
+			perm[j] = -1;
+			j = k;
+		}
+		ev[j] = t;
+		perm[j] = -1;
+	}
+}
+
+/* -- tracefs text -- */
+
+static int is_ws(uint8_t c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static int is_digit(uint8_t c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Digits at *p, advancing *p; -1 if none, or if the value does not fit 64 bits. */
+static int read_uint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	const uint8_t *s = *p;
+	uint64_t x = 0;
+	int over = 0;
+
+	while (*p < end && is_digit(**p)) {
+		uint64_t d = **p - '0';
+
+		if (x > (UINT64_MAX - d) / 10)
+			over = 1;
+		x = x * 10 + d;
+		(*p)++;
+	}
+	if (*p == s || over || *p - s > 40)	/* formats.py's _MAX_DIGITS */
+		return -1;
+	*v = x;
+	return 0;
+}
+
+static const uint8_t *skip_ws(const uint8_t *p, const uint8_t *end)
+{
+	while (p < end && is_ws(*p))
+		p++;
+	return p;
+}
+
+/* The block tracepoints (tracefs.py's TRACEPOINTS; block_rq_merge is reported as a back merge). */
+static int tracepoint_action(const uint8_t *s, int64_t n)
+{
+	static const struct {
+		const char *name;
+		int act;
+	} tp[] = { { "block_bio_queue", A_QUEUE }, { "block_bio_backmerge", A_BACKMERGE },
+		   { "block_bio_frontmerge", A_FRONTMERGE }, { "block_getrq", A_GETRQ },
+		   { "block_rq_insert", A_INSERT }, { "block_rq_issue", A_ISSUE },
+		   { "block_rq_complete", A_COMPLETE }, { "block_rq_requeue", A_REQUEUE },
+		   { "block_rq_merge", A_BACKMERGE } };
+	size_t i;
+
+	if (n < 6 || memcmp(s, "block_", 6))
+		return 0;
+	for (i = 0; i < sizeof(tp) / sizeof(tp[0]); i++)
+		if (str_is(s, n, tp[i].name))
+			return tp[i].act;
+	return 0;
+}
+
+enum { LINE_EVENT, LINE_SKIPPED, LINE_PYTHON, LINE_NOMEM };
+
+/*
+ * One line (without its end) in the grammar of formats.py's _TF_EVENT and _TF_BODY. Anything this
+ * does not recognise with certainty (headers, LOST lines, odd names, non-ASCII, numbers that may not
+ * fit, malformed bodies) is LINE_PYTHON: the Python reader, which also writes the error messages,
+ * takes that line.
+ */
+static int text_line(struct sio_out *o, const uint8_t *p, const uint8_t *end)
+{
+	const uint8_t *q, *comm, *comm_end, *t, *name, *tail, *tail_end, *rwbs;
+	uint64_t pid, cpu, sec, frac = 0, maj, min, a, sector, nsect, err = 0;
+	int64_t nfrac, i;
+	int act;
+	struct rec *e;
+
+	for (q = p; q < end; q++)
+		if (*q >= 0x80)
+			return LINE_PYTHON;
+	p = skip_ws(p, end);
+	/* "COMM-PID [(TGID)] [CPU]": the first "[digits]" with "-digits" before it, as the lazy match finds. */
+	for (q = p; q < end; q++) {
+		const uint8_t *r, *d;
+
+		if (*q != '[' || q == p || !is_ws(q[-1]))
+			continue;
+		for (r = q + 1; r < end && is_digit(*r); r++)
+			;
+		if (r == q + 1 || r >= end || *r != ']')
+			continue;
+		d = q - 1;
+		while (d > p && is_ws(*d))
+			d--;
+		if (*d == ')') {	/* "(TGID)" or "(-----)" */
+			const uint8_t *o2 = d - 1;
+
+			while (o2 > p && *o2 != '(')
+				o2--;
+			if (*o2 != '(' || o2 == p || !is_ws(o2[-1]))
+				continue;
+			{	/* only digits or only dashes inside, after spaces */
+				const uint8_t *c = skip_ws(o2 + 1, d);
+
+				if (c == d || !(is_digit(*c) || *c == '-'))
+					continue;
+				for (r = c; r < d && (is_digit(*c) ? is_digit(*r) : *r == '-'); r++)
+					;
+				if (r != d)
+					continue;
+			}
+			d = o2 - 1;
+			while (d > p && is_ws(*d))
+				d--;
+		}
+		if (!is_digit(*d))
+			continue;
+		while (d > p && is_digit(d[-1]))
+			d--;
+		if (d == p || d[-1] != '-')
+			continue;
+		comm = p;
+		comm_end = d - 1;
+		t = d;
+		if (read_uint(&t, end, &pid) || pid > UINT32_MAX || !is_ws(*t))
+			return LINE_PYTHON;
+		t = q + 1;
+		if (read_uint(&t, end, &cpu) || cpu > UINT32_MAX)
+			return LINE_PYTHON;
+		q = t + 1;	/* after ']' */
+		break;
+	}
+	if (q >= end || !is_ws(*q))
+		return LINE_PYTHON;
+	q = skip_ws(q, end);
+	/* An optional flags column ("d.h1."), then "SECONDS.FRACTION:". */
+	for (i = 0; i < 2; i++) {
+		const uint8_t *s = q;
+
+		while (q < end && is_digit(*q))
+			q++;
+		if (q > s && q < end && *q == '.') {
+			const uint8_t *f = q + 1;
+
+			while (f < end && is_digit(*f))
+				f++;
+			if (f > q + 1 && f < end && *f == ':') {
+				t = s;
+				if (read_uint(&t, end, &sec))
+					return LINE_PYTHON;
+				nfrac = f - (q + 1);
+				for (t = q + 1; t < f && t < q + 1 + 9; t++)
+					frac = frac * 10 + (*t - '0');
+				for (; t < q + 1 + 9; t++)
+					frac *= 10;
+				q = f + 1;
+				break;
+			}
+		}
+		if (i)
+			return LINE_PYTHON;
+		q = s;
+		while (q < end && !is_ws(*q))
+			q++;
+		if (q - s > 8 || q == s || q >= end)
+			return LINE_PYTHON;
+		q = skip_ws(q, end);
+	}
+	(void)nfrac;
+	if (sec > (UINT64_MAX - frac) / 1000000000u)
+		return LINE_PYTHON;
+	if (q >= end || !is_ws(*q))
+		return LINE_PYTHON;
+	q = skip_ws(q, end);
+	name = q;
+	while (q < end && (is_digit(*q) || (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || *q == '_'))
+		q++;
+	if (q == name || q >= end || *q != ':')
+		return LINE_PYTHON;
+	act = tracepoint_action(name, q - name);
+	if (!act) {
+		o->skipped_lines++;
+		return LINE_SKIPPED;	/* another event: the event line matched, the body does not matter */
+	}
+	q = skip_ws(q + 1, end);
+	/* "MAJ,MIN RWBS [BYTES] [(CMD)] SECTOR + NSECT [IOPRIO] [TAIL]" */
+	if (read_uint(&q, end, &maj) || q >= end || *q != ',')
+		return LINE_PYTHON;
+	q++;
+	if (read_uint(&q, end, &min) || q >= end || !is_ws(*q))
+		return LINE_PYTHON;
+	q = skip_ws(q, end);
+	rwbs = q;
+	while (q < end && *q >= 'A' && *q <= 'Z')
+		q++;
+	if (q == rwbs || q >= end || !is_ws(*q))
+		return LINE_PYTHON;
+	{
+		const uint8_t *rwbs_end = q;
+
+		q = skip_ws(q, end);
+		if (q < end && is_digit(*q)) {
+			if (read_uint(&q, end, &a) || q >= end || !is_ws(*q))
+				return LINE_PYTHON;
+			q = skip_ws(q, end);
+			if (q < end && *q == '+') {
+				sector = a;	/* no bytes, no command: a bio event */
+				goto plus;
+			}
+		}
+		if (q < end && *q == '(') {
+			while (q < end && *q != ')')
+				q++;
+			if (q >= end || q + 1 >= end || !is_ws(q[1]))
+				return LINE_PYTHON;
+			q = skip_ws(q + 1, end);
+		}
+		if (read_uint(&q, end, &sector) || q >= end || !is_ws(*q))
+			return LINE_PYTHON;
+		q = skip_ws(q, end);
+plus:
+		if (q >= end || *q != '+' || q + 1 >= end || !is_ws(q[1]))
+			return LINE_PYTHON;
+		q = skip_ws(q + 1, end);
+		if (read_uint(&q, end, &nsect) || q >= end || (!is_ws(*q) && *q != '['))
+			return LINE_PYTHON;
+		q = skip_ws(q, end);
+		if (q < end && *q != '[') {	/* the I/O priority of kernels after 6.1 */
+			while (q < end && !is_ws(*q) && *q != '[')
+				q++;
+			q = skip_ws(q, end);
+		}
+		if (q >= end || *q != '[')
+			return LINE_PYTHON;
+		tail = ++q;
+		while (q < end && *q != ']')
+			q++;
+		if (q >= end)
+			return LINE_PYTHON;
+		tail_end = q;
+		if (skip_ws(q + 1, end) != end)
+			return LINE_PYTHON;
+		if (maj >= 1u << (32 - 20) || min >= 1u << 20 || nsect > UINT32_MAX / 512)
+			return LINE_PYTHON;
+		if (act == A_COMPLETE || act == A_REQUEUE) {
+			const uint8_t *d = tail;
+
+			if (d < tail_end && *d == '-')
+				d++;
+			if (d < tail_end && d[0] == '-')
+				return LINE_PYTHON;	/* "--5": left to Python */
+			for (t = d; t < tail_end && is_digit(*t); t++)
+				;
+			if (t == tail_end && d < tail_end) {
+				t = d;
+				if (read_uint(&t, tail_end, &err))
+					return LINE_PYTHON;
+			}
+		}
+		while (comm_end > comm && is_ws(comm_end[-1]))
+			comm_end--;
+		if (comm_end - comm > 23)
+			return LINE_PYTHON;
+		e = out_event(o);
+		if (!e)
+			return LINE_NOMEM;
+		*e = (struct rec){ .magic = REC_MAGIC, .time = sec * 1000000000u + frac, .sector = sector,
+				   .bytes = (uint32_t)nsect * 512,
+				   .action = act | (rwbs_categories(rwbs, rwbs_end - rwbs) | action_category(act)) << 16,
+				   .pid = (uint32_t)pid, .device = (uint32_t)(maj << 20 | min), .cpu = (uint32_t)cpu,
+				   .error = (uint16_t)(err & 0xffff) };
+		note_time(o, e->time);
+		if (pid > 0 && !str_is(comm, comm_end - comm, "<...>") &&
+		    out_comm(o, (uint32_t)pid, comm, comm_end - comm))
+			return LINE_NOMEM;
+	}
+	return LINE_EVENT;
+}
+
+/*
+ * Reads the lines of buf[0..len) (without final, only those ended by a newline). Returns 0 when
+ * done, *consumed where the unread rest starts; 1 when a line is left to Python (it starts at
+ * *consumed; call again after it); -1 when out of memory. o->lines counts the lines read.
+ */
+int sio_text_parse(struct sio_out *o, const uint8_t *buf, int64_t len, int final, int64_t *consumed)
+{
+	const uint8_t *p = buf, *end = buf + len;
+
+	for (;;) {
+		const uint8_t *nl = memchr(p, '\n', end - p), *le;
+		int rc;
+
+		if (!nl && (!final || p == end))
+			break;
+		le = nl ? nl : end;
+		while (le > p && (le[-1] == '\r'))
+			le--;
+		rc = text_line(o, p, le);
+		if (rc == LINE_NOMEM)
+			return -1;
+		if (rc == LINE_PYTHON) {
+			*consumed = p - buf;
+			return 1;
+		}
+		o->lines++;
+		p = nl ? nl + 1 : end;
+	}
+	*consumed = p - buf;
+	return 0;
+}
+
+/* The counters of o, for Python: see native.py's OUT_INFO for the order. */
+void sio_out_info(const struct sio_out *o, int64_t *info)
+{
+	int64_t v[] = { o->nev, o->ncomm, o->nufs, o->nsync, o->nstats, o->lost_bundles, o->packets, o->bundles,
+			o->other_events, o->ufs_other, o->rq_dc, o->io_events, o->lines, o->skipped_lines, o->clocks,
+			o->primary_clock, o->in_order, o->nufs_dev };
+
+	memcpy(info, v, sizeof(v));
+}
+
+/* One of o's arrays: 0 events, 1 command names, 2 UFS commands, 3 sync calls, 4 ftrace stats, 5 UFS hosts. */
+const void *sio_out_array(const struct sio_out *o, int which)
+{
+	switch (which) {
+	case 0:
+		return o->ev;
+	case 1:
+		return o->comm;
+	case 2:
+		return o->ufs;
+	case 3:
+		return o->sync;
+	case 4:
+		return o->stats;
+	default:
+		return o->ufs_dev;
+	}
+}

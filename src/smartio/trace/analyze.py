@@ -19,6 +19,14 @@ Definitions (they matter when comparing with other tools):
 - Between successive flushes: the requests and bytes completed, and the time, between two flush completions.
 - Busy share: the share of wall time with at least one request issued and not completed (D..C, like
   iostat's %util); outstanding share: with at least one bio queued and not completed (Q..C).
+- Every result says the trace's clock and the events the kernel lost (None when the format does not say).
+
+What only a phone's trace has (Perfetto):
+- UFS command latency: from a ufshcd_command send to the next completion of the same tag on the same host
+  controller (the device's own time, beside the block layer's D2C); per tag and per SCSI opcode. A send that
+  meets another send of its tag, or a completion without a send, counts as unpaired.
+- Sync calls: ext4_sync_file_enter/exit and f2fs_sync_file_enter/exit of one thread, the exit of the same inode
+  right after the enter (fsync and fdatasync of the file: the application's wait for durability).
 """
 
 from __future__ import annotations
@@ -29,7 +37,19 @@ import numpy as np
 
 from smartio.trace import events as ev
 from smartio.trace.events import Trace
-from smartio.trace.native import KindFigures, Locality, Requests, between_flushes, by_pid, kind_figures, locality, match
+from smartio.trace.native import (
+    SYNC_FS,
+    UFS_COMPLETE,
+    UFS_SEND,
+    KindFigures,
+    Locality,
+    Requests,
+    between_flushes,
+    by_pid,
+    kind_figures,
+    locality,
+    match,
+)
 
 SIZE_LIMITS_KIB = (4, 16, 64)
 PERCENTILES = (50, 90, 99)
@@ -86,6 +106,8 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
         "source": {k: trace.meta[k] for k in ("command", "devices", "kernel", "started", "lost_events")
                    if k in trace.meta},
         "format": trace.source_format,
+        "clock": trace.meta.get("clock"),
+        "lost_events": trace.meta.get("lost_events", 0 if trace.source_format in LOSS_REPORTED else None),
         "events": int(len(e)),
         "event_counts": {ev.ACTION_LETTER.get(c, str(c)): int(n) for c, n in enumerate(m.counts) if n},
         "wall_s": wall / 1e9,
@@ -114,8 +136,73 @@ def analyze(trace: Trace, top_n: int = 10, attribution=None) -> dict:
     out["time_share"] = {"busy": m.busy_ns / wall, "outstanding": m.outstanding_ns / wall,
                          "outstanding_by_class": {k: v / wall for k, v in m.class_ns.items()}}
     out["processes"] = process_table(reqs, trace.comms, top_n)
+    if trace.ufs is not None and len(trace.ufs):
+        out["ufs"] = ufs_stats(trace.ufs, trace.meta.get("ufs_hosts", []))
+    if trace.sync_calls is not None and len(trace.sync_calls):
+        out["sync_calls"] = sync_stats(trace.sync_calls, trace.comms, top_n)
     if attribution is not None:
         out["files"] = attribution.summarise(reqs, trace, top_n)
+    return out
+
+
+# Formats that say when the kernel lost events (a count, 0 when none): ours, tracefs text (LOST lines).
+LOSS_REPORTED = ("smartio", "tracefs")
+# SCSI opcodes a UFS device sees (the ufshcd_command opcode field).
+SCSI_OPCODES = {0x00: "TEST_UNIT_READY", 0x03: "REQUEST_SENSE", 0x12: "INQUIRY", 0x1B: "START_STOP_UNIT",
+                0x25: "READ_CAPACITY_10", 0x28: "READ_10", 0x2A: "WRITE_10", 0x35: "SYNCHRONIZE_CACHE_10",
+                0x42: "UNMAP", 0x88: "READ_16", 0x8A: "WRITE_16", 0x91: "SYNCHRONIZE_CACHE_16",
+                0x9E: "READ_CAPACITY_16", 0xA0: "REPORT_LUNS", 0xB6: "SECURITY_PROTOCOL_OUT"}
+
+
+def brief(values: np.ndarray, scale: float) -> dict:
+    """pct() without the 101 quantiles (for tables with many rows)."""
+    out = pct(values, scale)
+    out.pop("quantiles", None)
+    return out
+
+
+def ufs_stats(u: np.ndarray, hosts: list[str]) -> dict:
+    order = np.lexsort((np.arange(len(u)), u["time"], u["tag"], u["dev"]))   # per host and tag, in time order
+    s = u[order]
+    same = (s["dev"][1:] == s["dev"][:-1]) & (s["tag"][1:] == s["tag"][:-1])
+    i = np.flatnonzero(same & (s["kind"][:-1] == UFS_SEND) & (s["kind"][1:] == UFS_COMPLETE))
+    lat = s["time"][i + 1].astype(np.int64) - s["time"][i].astype(np.int64)
+    tags, ops = s["tag"][i], s["opcode"][i]
+    sends, completions = int((s["kind"] == UFS_SEND).sum()), int((s["kind"] == UFS_COMPLETE).sum())
+    by_op = {}
+    for op in np.unique(ops).tolist():
+        sel = ops == op
+        by_op[SCSI_OPCODES.get(op, f"{op:#04x}")] = {**brief(lat[sel], 1e6),
+                                                     "bytes": int(s["transfer_len"][i][sel].clip(0).sum())}
+    return {"hosts": hosts, "commands": int(len(i)), "unpaired_sends": sends - len(i),
+            "unpaired_completions": completions - len(i), "tags": int(len(np.unique(tags))),
+            "latency_ms": pct(lat, 1e6),
+            "by_tag": {str(t): brief(lat[tags == t], 1e6) for t in np.unique(tags).tolist()},
+            "by_opcode": by_op}
+
+
+def sync_stats(c: np.ndarray, comms: dict[int, str], top_n: int) -> dict:
+    order = np.lexsort((np.arange(len(c)), c["time"], c["fs"], c["pid"]))   # per thread and filesystem, in order
+    s = c[order]
+    same = (s["pid"][1:] == s["pid"][:-1]) & (s["fs"][1:] == s["fs"][:-1]) & (s["ino"][1:] == s["ino"][:-1])
+    i = np.flatnonzero(same & (s["phase"][:-1] == 0) & (s["phase"][1:] == 1))
+    lat = s["time"][i + 1].astype(np.int64) - s["time"][i].astype(np.int64)
+    out: dict = {}
+    for code, fs in enumerate(SYNC_FS):
+        mine = s["fs"] == code
+        if not mine.any():
+            continue
+        sel = s["fs"][i] == code
+        enter, leave = s[i[sel]], s[i[sel] + 1]
+        # ext4 says fdatasync at the enter, f2fs at the exit.
+        datasync = (enter["datasync"] if fs == "ext4" else leave["datasync"]).astype(bool)
+        pids, counts = np.unique(enter["pid"], return_counts=True)
+        top = sorted(zip(counts.tolist(), pids.tolist(), strict=True), key=lambda x: (-x[0], x[1]))[:top_n]
+        out[fs] = {"calls": int(sel.sum()), "fdatasync": int(datasync.sum()), "errors": int((leave["ret"] != 0).sum()),
+                   "unpaired": int(mine.sum()) - 2 * int(sel.sum()), "latency_ms": pct(lat[sel], 1e6),
+                   "processes": [{"pid": p, "comm": comms.get(p, "?"), "calls": n} for n, p in top]}
+        if fs == "f2fs":
+            out[fs]["checkpoints"] = int(leave["need_cp"].astype(bool).sum())
     return out
 
 
@@ -197,7 +284,10 @@ def ratio_text(reads: int, writes: int) -> str:
 def format_text(mx: dict) -> str:
     if not mx.get("events"):
         return "no events"
+    lost = mx.get("lost_events")
     lines = [f"{mx['events']} events ({mx['format']}), {mx['wall_s']:.3f} s, devices {', '.join(mx['devices'])}",
+             f"clock {mx.get('clock') or 'not recorded'}; lost events "
+             f"{'not recorded in this format' if lost is None else lost}",
              f"R/W ratio {mx['rw_ratio']['text']}"]
     lines.append(f"{'':22}{'read':>14}{'write':>14}")
 
@@ -236,6 +326,25 @@ def format_text(mx: dict) -> str:
     if un["bios_without_completion"] or un["completions_without_issue"]:
         lines.append(f"unmatched: {un['bios_without_completion']} bios without completion, "
                      f"{un['completions_without_issue']} completions without issue (trace edges or lost events)")
+    if "ufs" in mx:
+        u, d2c = mx["ufs"], {k: mx[k]["d2c_ms"] for k in ("read", "write")}
+        lat = u["latency_ms"]
+        lines.append(f"UFS commands {u['commands']} on {u['tags']} tags ({u['unpaired_sends']} sends and "
+                     f"{u['unpaired_completions']} completions unpaired)")
+        if lat.get("n"):
+            lines.append(f"  command latency p50/p90/p99 ms {lat['p50']:.3f}/{lat['p90']:.3f}/{lat['p99']:.3f}; block "
+                         "D2C read " + "/".join(f"{d2c['read'].get(f'p{q}', 0):.3f}" for q in PERCENTILES) +
+                         ", write " + "/".join(f"{d2c['write'].get(f'p{q}', 0):.3f}" for q in PERCENTILES))
+        for name, d in u["by_opcode"].items():
+            lines.append(f"  {name:22} {d['n']:>8} commands, p50 {d['p50']:.3f} ms, p99 {d['p99']:.3f} ms")
+        worst = sorted(u["by_tag"].items(), key=lambda kv: -kv[1]["p99"])[:3]
+        lines.append("  slowest tags (p99 ms): " + ", ".join(f"{t} {d['p99']:.3f}" for t, d in worst))
+    for fs, d in mx.get("sync_calls", {}).items():
+        lat = d["latency_ms"]
+        timing = f", p50/p99 {lat['p50']:.3f}/{lat['p99']:.3f} ms" if lat.get("n") else ""
+        extra = f", {d['checkpoints']} with a checkpoint" if "checkpoints" in d else ""
+        lines.append(f"{fs} sync calls {d['calls']} ({d['fdatasync']} fdatasync{extra}, {d['errors']} failed)"
+                     f"{timing}")
     if "files" in mx:
         lines.append("by file type (requests read/write):")
         for t, d in mx["files"]["types"].items():

@@ -134,6 +134,10 @@ class Trace:
     meta: dict = field(default_factory=dict)             # command, devices, kernel, clock, ...
     source_format: str = "smartio"
     in_order: InitVar[bool] = False  # the caller knows the events are sorted: skip the check
+    # What only a phone's trace has (Perfetto): UFS commands (native.UFS_DTYPE) and ext4/f2fs sync calls
+    # (native.SYNC_DTYPE), in the order read; None when the format cannot hold them.
+    ufs: np.ndarray | None = None
+    sync_calls: np.ndarray | None = None
 
     def __post_init__(self, in_order: bool) -> None:
         if self.events.dtype != EVENT_DTYPE:

@@ -13,10 +13,13 @@
   block_rq_merge, block_rq_requeue, block_rq_complete), in the formats of include/trace/events/block.h (Linux 6.1,
   and the later ones that add the I/O priority); other events are skipped.
 
+- Perfetto protobuf (perfetto.py): the block events of its ftrace bundles, and its UFS commands and sync calls.
+
 Any of them may be compressed (gzip, xz, zstd; recognised by their magic bytes, whatever the file's name).
 
 The traces that matter are millions of events long, so blktrace files are checked and merged by the C
-helper (native.py) in one pass over each record, and our own format is decoded in place with numpy.
+helper (native.py) in one pass over each record, and our own format is decoded in place with numpy;
+tracefs text and Perfetto are streamed (streams.py) through the C helper's readers, a piece at a time.
 A malformed file raises `TraceFormatError` naming the byte offset: never a partial or silently wrong
 trace.
 """
@@ -37,8 +40,9 @@ from typing import NoReturn
 import numpy as np
 
 from smartio.errors import UsageError
-from smartio.trace import events as ev, native
+from smartio.trace import events as ev, native, perfetto, streams
 from smartio.trace.events import EVENT_DTYPE, Trace
+from smartio.trace.streams import COMPRESSED, TraceFormatError
 
 OURS_MAGIC = b"SMIOTRC1"
 BLK_MAGIC = 0x65617400
@@ -47,25 +51,14 @@ BLK_DTYPE_LE = EVENT_DTYPE
 BLK_DTYPE_BE = BLK_DTYPE_LE.newbyteorder(">")
 BLK_SIZE = BLK_DTYPE_LE.itemsize  # 48
 
-FORMATS = ("smartio", "blktrace", "blkparse", "tracefs")
-# Magic bytes of the compressed files we read, and how to open each.
-COMPRESSED = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
-
-
-class TraceFormatError(UsageError):
-    """The trace file is malformed; exit code 2. The message gives the file and the byte offset."""
-
-    def __init__(self, path: Path | str, offset: int, why: str) -> None:
-        self.offset = offset
-        super().__init__(None, path, f"bad trace at byte offset {offset}: {why}")
+FORMATS = ("smartio", "blktrace", "blkparse", "tracefs", "perfetto")
 
 
 def detect_format(path: Path) -> str:
-    return _detect(path, _map(path))
+    return _detect(path, streams.head(path))
 
 
-def _detect(path: Path, data) -> str:
-    head = bytes(data[:4096])
+def _detect(path: Path, head: bytes) -> str:
     if not head:
         raise TraceFormatError(path, 0, "the file is empty")
     if head.startswith(OURS_MAGIC):
@@ -81,10 +74,13 @@ def _detect(path: Path, data) -> str:
     lines = text.splitlines()[:-1] or text.splitlines()   # the last may be cut short
     if any(_TF_EVENT.match(x) for x in lines) or (lines and re.match(r"# tracer:|cpus=\d+$", lines[0])):
         return "tracefs"
+    named = path.name.removesuffix(".gz").endswith(perfetto.EXTENSIONS)
+    if perfetto.looks_like_perfetto(head) or (named and head[:1] == b"\x0a"):
+        return "perfetto"
     if OURS_MAGIC.startswith(head):
         raise TraceFormatError(path, 0, "truncated smartio trace header")
-    raise TraceFormatError(path, 0, "not a smartio trace, a blktrace file, blkparse or tracefs text "
-                           f"(starts with {head[:16]!r})")
+    raise TraceFormatError(path, 0, "not a smartio trace, a blktrace file, blkparse or tracefs text, or a Perfetto "
+                           f"trace (starts with {head[:16]!r})")
 
 
 _PER_CPU = re.compile(r"(.*)\.blktrace\.(\d+)(\.(?:gz|xz|zst))?$")
@@ -117,11 +113,13 @@ def read_trace(path: Path | str, fmt: str | None = None) -> Trace:
         return trace
     if not path.is_file():
         raise UsageError(None, path, "no such trace file (nor NAME.blktrace.<cpu> files)")
-    data = _map(path)
-    fmt = fmt or _detect(path, data)
-    reader = {"smartio": read_ours, "blktrace": read_blktrace, "blkparse": read_blkparse_text,
-              "tracefs": read_tracefs_text}[fmt]
-    trace = reader(path, data)
+    fmt = fmt or _detect(path, streams.head(path))
+    if fmt in ("tracefs", "perfetto"):   # streamed: never the whole file in memory
+        trace = read_tracefs_text(path) if fmt == "tracefs" else perfetto.read_perfetto(path)
+    else:
+        data = _map(path)
+        reader = {"smartio": read_ours, "blktrace": read_blktrace, "blkparse": read_blkparse_text}[fmt]
+        trace = reader(path, data)
     trace.source_format = fmt
     return trace
 
@@ -432,59 +430,94 @@ _TF_LOST = re.compile(r".*\bLOST (\d+) EVENTS")
 
 
 def read_tracefs_text(path: Path, data=None) -> Trace:
-    from smartio.trace.tracefs import TRACEPOINTS
-
-    rows: list[tuple] = []
-    comms: dict[int, str] = {}
-    lost = 0
-    offset = 0
-    with _lines(path, data) as f:
-        for lineno, raw in enumerate(f, 1):
-            line_off, offset = offset, offset + len(raw)
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                raise TraceFormatError(path, line_off, f"line {lineno} is not text") from None
-            m = _TF_EVENT.match(line)
-            if not m:
-                lm = _TF_LOST.match(line)
-                if lm:
-                    lost += int(lm.group(1))
-                    continue
-                if _TF_SKIP.match(line):
-                    continue
-                raise TraceFormatError(path, line_off, f"line {lineno} is not a tracefs event line: {line[:80]!r}")
-            code = TRACEPOINTS.get(m.group("event"))
-            if code is None:
-                continue   # other events, and block events with nothing to analyse (plug, split, remap)
-            b = _TF_BODY.match(m.group("body"))
-            if not b:
-                raise TraceFormatError(path, line_off, f"line {lineno}: {m.group('event')} does not read "
-                                       f"'MAJOR,MINOR RWBS ... SECTOR + COUNT [..]': {line[:100]!r}")
-            numbers = (m.group("pid"), m.group("cpu"), m.group("sec"), *b.group("maj", "min", "sector", "nsect"))
-            if any(len(x) > _MAX_DIGITS for x in numbers):
-                raise TraceFormatError(path, line_off, f"line {lineno}: a number is too large for a block trace event")
-            pid, comm, tail = int(m.group("pid")), m.group("comm").strip(), b.group("tail")
-            error = 0
-            if code in (ev.COMPLETE, ev.REQUEUE):
-                error = abs(int(tail)) if tail.lstrip("-").isdigit() and len(tail) <= _MAX_DIGITS else 0
-            if pid > 0 and comm and comm != "<...>":
-                comms.setdefault(pid, comm)
-            ns = int(m.group("sec")) * 1_000_000_000 + int(m.group("frac")[:9].ljust(9, "0"))
-            major, minor = int(b.group("maj")), int(b.group("min"))
-            tc = ev.rwbs_to_categories(b.group("rwbs")) | ev.ACTION_CATEGORY[code]
-            row = (ev.MAGIC, 0, ns, int(b.group("sector")), int(b.group("nsect")) * 512, code | tc << ev.TC_SHIFT,
-                   pid, ev.kdev(major, minor) if major < 1 << (32 - ev.MINORBITS) and minor < 1 << ev.MINORBITS
-                   else 1 << 32, int(m.group("cpu")), error & 0xFFFF, 0)
-            too_large = _too_large(row)
-            if too_large:
-                raise TraceFormatError(path, line_off, f"line {lineno}: {too_large} is too large for a block "
-                                       "trace event")
-            rows.append(row)
-    if not rows:
-        raise TraceFormatError(path, 0, "no block events (block_bio_queue, block_rq_issue, block_rq_complete, ...) "
-                               "in the tracefs text")
+    """Streams the file through the C reader, which takes the usual event lines; the others (headers, LOST lines,
+    odd ones, and malformed ones, which raise here) go through tracefs_text_line."""
+    with native.Collector() as col:
+        py_comms: dict[int, tuple[int, str]] = {}   # pid -> (events read when first named, name)
+        lost = py_lines = 0
+        pending = bytearray()
+        base = 0   # offset in the (decompressed) file of pending[0]
+        whole = [data] if data is not None and not isinstance(data, mmap.mmap) else streams.pieces(path)
+        for final, piece in _with_last(whole):
+            pending += piece
+            pos = 0
+            while True:
+                rc, used = col.parse_text(pending, pos, final)
+                pos += used
+                if rc == 0:
+                    break
+                nl = pending.find(b"\n", pos)
+                raw = bytes(pending[pos:nl + 1 if nl >= 0 else len(pending)])
+                py_lines += 1
+                got = tracefs_text_line(path, base + pos, col.info()["lines"] + py_lines, raw)
+                if isinstance(got, int):
+                    lost += got
+                elif got is not None:
+                    row, comm = got
+                    col.push(row)
+                    if comm is not None:
+                        py_comms.setdefault(row[6], (col.info()["events"], comm))
+                pos += len(raw)
+            del pending[:pos]
+            base += pos
+        events = col.take_events()
+        if not len(events):
+            raise TraceFormatError(path, 0, "no block events (block_bio_queue, block_rq_issue, block_rq_complete, "
+                                   "...) in the tracefs text")
+        named = {int(c["pid"]): (int(c["at"]), bytes(c["name"]).decode()) for c in col.comms()}
+    for pid, (at, comm) in py_comms.items():   # the first line that named a pid wins, as it always did
+        if pid not in named or at < named[pid][0]:
+            named[pid] = (at, comm)
     meta: dict = {"clock": "tracefs"}
     if lost:
         meta["lost_events"] = lost
-    return Trace(np.array(rows, dtype=EVENT_DTYPE), comms, meta)
+    return Trace(events, {pid: comm for pid, (_at, comm) in named.items()}, meta, in_order=True)
+
+
+def _with_last(pieces):
+    """(is_last, piece) for each piece, and (True, b"") after the last."""
+    for piece in pieces:
+        yield False, piece
+    yield True, b""
+
+
+def tracefs_text_line(path: Path, line_off: int, lineno: int, raw: bytes) -> tuple[tuple, str | None] | int | None:
+    """One line of tracefs text: (event row, command name or None), a count of lost events, or None (skipped)."""
+    from smartio.trace.tracefs import TRACEPOINTS
+
+    try:
+        line = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise TraceFormatError(path, line_off, f"line {lineno} is not text") from None
+    m = _TF_EVENT.match(line)
+    if not m:
+        lm = _TF_LOST.match(line)
+        if lm:
+            return int(lm.group(1))
+        if _TF_SKIP.match(line):
+            return None
+        raise TraceFormatError(path, line_off, f"line {lineno} is not a tracefs event line: {line[:80]!r}")
+    code = TRACEPOINTS.get(m.group("event"))
+    if code is None:
+        return None   # other events, and block events with nothing to analyse (plug, split, remap)
+    b = _TF_BODY.match(m.group("body"))
+    if not b:
+        raise TraceFormatError(path, line_off, f"line {lineno}: {m.group('event')} does not read "
+                               f"'MAJOR,MINOR RWBS ... SECTOR + COUNT [..]': {line[:100]!r}")
+    numbers = (m.group("pid"), m.group("cpu"), m.group("sec"), *b.group("maj", "min", "sector", "nsect"))
+    if any(len(x) > _MAX_DIGITS for x in numbers):
+        raise TraceFormatError(path, line_off, f"line {lineno}: a number is too large for a block trace event")
+    pid, comm, tail = int(m.group("pid")), m.group("comm").strip(), b.group("tail")
+    error = 0
+    if code in (ev.COMPLETE, ev.REQUEUE):
+        error = abs(int(tail)) if tail.lstrip("-").isdigit() and len(tail) <= _MAX_DIGITS else 0
+    ns = int(m.group("sec")) * 1_000_000_000 + int(m.group("frac")[:9].ljust(9, "0"))
+    major, minor = int(b.group("maj")), int(b.group("min"))
+    tc = ev.rwbs_to_categories(b.group("rwbs")) | ev.ACTION_CATEGORY[code]
+    row = (ev.MAGIC, 0, ns, int(b.group("sector")), int(b.group("nsect")) * 512, code | tc << ev.TC_SHIFT,
+           pid, ev.kdev(major, minor) if major < 1 << (32 - ev.MINORBITS) and minor < 1 << ev.MINORBITS
+           else 1 << 32, int(m.group("cpu")), error & 0xFFFF, 0)
+    too_large = _too_large(row)
+    if too_large:
+        raise TraceFormatError(path, line_off, f"line {lineno}: {too_large} is too large for a block trace event")
+    return row, (comm if pid > 0 and comm and comm != "<...>" else None)

@@ -5,7 +5,8 @@
 - locality: accesses per 4 KiB block, for reads, writes and both;
 - kind_figures: counts per kind of request, and the sizes and latencies to sort for percentiles;
 - between_flushes: requests, bytes and time between successive flushes;
-- by_pid: read and write requests and bytes per process.
+- by_pid: read and write requests and bytes per process;
+- Collector: the streaming readers of Perfetto protobuf and tracefs text, fed the file piece by piece.
 
 The helper is compiled with the system C compiler on first use into ~/.cache/smartio/trace/, keyed
 by the hash of its source, and loaded with ctypes.
@@ -19,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -61,7 +63,18 @@ def _library() -> ctypes.CDLL:
             ("sio_locality", ctypes.c_int, [_P, _P, _P, _I64, _I64, _I64, _P, _P, _P]),
             ("sio_kind_figures", None, [_P, _I64, _P, _I64, ctypes.c_int, _P, _P, _P, _P]),
             ("sio_between_flushes", _I64, [_P, _P, _P, _I64, _P, _P, _P]),
-            ("sio_by_pid", _I64, [_P, _P, _P, _I64, _P, _P, _P, _P])):
+            ("sio_by_pid", _I64, [_P, _P, _P, _I64, _P, _P, _P, _P]),
+            ("sio_out_new", _P, []),
+            ("sio_out_free", None, [_P]),
+            ("sio_out_take_events", _P, [_P]),
+            ("sio_free", None, [_P]),
+            ("sio_out_push", ctypes.c_int, [_P, _P]),
+            ("sio_pf_parse", ctypes.c_int, [_P, _P, _I64, ctypes.c_int, _P, _P, _P, _P]),
+            ("sio_out_settle_io_events", _I64, [_P]),
+            ("sio_permute", None, [_P, _P, _I64]),
+            ("sio_text_parse", ctypes.c_int, [_P, _P, _I64, ctypes.c_int, _P]),
+            ("sio_out_info", None, [_P, _P]),
+            ("sio_out_array", _P, [_P, ctypes.c_int])):
         getattr(dll, name).restype = restype
         getattr(dll, name).argtypes = args
     return dll
@@ -332,3 +345,125 @@ def by_pid(reqs: Requests) -> dict[str, np.ndarray]:
         raise SmartioError("out of memory while counting requests per process")
     order = np.argsort(cols["pid"][:k])
     return {name: c[:k][order] for name, c in cols.items()}
+
+
+# --- streaming readers (Perfetto protobuf, tracefs text) ----------------------------------------------
+
+# sio_out_info's counters, in its order.
+OUT_INFO = ("events", "comms", "ufs", "sync", "stats", "lost_bundles", "packets", "bundles", "other_events",
+            "ufs_other", "rq_dc", "io_events", "lines", "skipped_lines", "clocks", "primary_clock", "in_order",
+            "ufs_devs")
+COMM_DTYPE = np.dtype([("pid", "<u4"), ("pad", "<i4"), ("at", "<i8"), ("name", "S24")])
+# ufshcd_command: kind UFS_SEND or UFS_COMPLETE; dev indexes Collector.ufs_devices().
+UFS_DTYPE = np.dtype([("time", "<u8"), ("lba", "<u8"), ("transfer_len", "<i4"), ("tag", "<u4"), ("opcode", "<u4"),
+                      ("pid", "<u4"), ("cpu", "<u4"), ("dev", "<u2"), ("kind", "u1"), ("pad", "u1")])
+UFS_SEND, UFS_COMPLETE = 0, 1
+# ext4/f2fs sync_file_enter (phase 0) and _exit (phase 1).
+SYNC_DTYPE = np.dtype([("time", "<u8"), ("ino", "<u8"), ("pid", "<u4"), ("dev", "<u4"), ("ret", "<i4"),
+                       ("fs", "u1"), ("phase", "u1"), ("datasync", "u1"), ("need_cp", "u1")])
+SYNC_FS = ("ext4", "f2fs")
+# One CPU of an ftrace_stats packet; phase as FtraceStats.Phase (1 start of trace, 2 end).
+STAT_DTYPE = np.dtype([(f, "<i8") for f in ("phase", "cpu", "overrun", "commit_overrun", "dropped_events")])
+PF_OK, PF_BLOB = 0, 1
+PF_ERRORS = {-1: "out of memory", -2: "malformed protobuf (a bad varint or wire type)",
+             -3: "truncated: a field's length runs past the end of its message or of the file",
+             -4: "a block event's device or size does not fit a block trace event"}
+
+
+def _address(buf) -> tuple[np.ndarray, int]:
+    """A uint8 view of buf (bytes, bytearray, memoryview) and its address; keep the view while C reads it."""
+    view = np.frombuffer(buf, dtype=np.uint8)
+    return view, view.ctypes.data if len(view) else 0
+
+
+class Collector:
+    """What the streaming readers gathered so far (struct sio_out): events, command names, UFS commands,
+    sync calls, ftrace statistics. Feed it with parse_perfetto or parse_text, then take what it holds."""
+
+    def __init__(self) -> None:
+        self._lib = _library()
+        self._o = self._lib.sio_out_new()
+        if not self._o:
+            raise SmartioError("out of memory while reading a trace")
+
+    def close(self) -> None:
+        if self._o:
+            self._lib.sio_out_free(self._o)
+            self._o = None
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def info(self) -> dict[str, int]:
+        out = (_I64 * len(OUT_INFO))()
+        self._lib.sio_out_info(self._o, out)
+        return dict(zip(OUT_INFO, out[:], strict=True))
+
+    def parse_perfetto(self, buf, start: int, final: bool) -> tuple[int, int, int, int, int]:
+        """(rc, consumed, blob offset, blob length, error offset) of sio_pf_parse on buf[start:], offsets from start."""
+        view, addr = _address(buf)
+        consumed, boff, blen, eoff = _I64(0), _I64(0), _I64(0), _I64(0)
+        rc = self._lib.sio_pf_parse(self._o, addr + start, len(view) - start, int(final), ctypes.byref(consumed),
+                                    ctypes.byref(boff), ctypes.byref(blen), ctypes.byref(eoff))
+        del view
+        return rc, consumed.value, boff.value, blen.value, eoff.value
+
+    def parse_text(self, buf, start: int, final: bool) -> tuple[int, int]:
+        """(rc, consumed) of sio_text_parse on buf[start:]: rc 1 when the line at start + consumed is left to the
+        caller."""
+        view, addr = _address(buf)
+        consumed = _I64(0)
+        rc = self._lib.sio_text_parse(self._o, addr + start, len(view) - start, int(final), ctypes.byref(consumed))
+        del view
+        if rc < 0:
+            raise SmartioError("out of memory while reading a trace")
+        return rc, consumed.value
+
+    def push(self, row: tuple) -> None:
+        rec = np.array([row], dtype=EVENT_DTYPE)
+        if self._lib.sio_out_push(self._o, rec.ctypes.data):
+            raise SmartioError("out of memory while reading a trace")
+
+    def _array(self, which: int, dtype: np.dtype, n: int) -> np.ndarray:
+        if n == 0:
+            return np.zeros(0, dtype=dtype)
+        ptr = self._lib.sio_out_array(self._o, which)
+        mem = (ctypes.c_char * (n * dtype.itemsize)).from_address(ptr)
+        return np.frombuffer(memoryview(mem).cast("B"), dtype=dtype).copy()
+
+    def comms(self) -> np.ndarray:
+        return self._array(1, COMM_DTYPE, self.info()["comms"])
+
+    def ufs(self) -> np.ndarray:
+        return self._array(2, UFS_DTYPE, self.info()["ufs"])
+
+    def sync(self) -> np.ndarray:
+        return self._array(3, SYNC_DTYPE, self.info()["sync"])
+
+    def stats(self) -> np.ndarray:
+        return self._array(4, STAT_DTYPE, self.info()["stats"])
+
+    def ufs_devices(self) -> list[str]:
+        n = self.info()["ufs_devs"]
+        raw = self._array(5, np.dtype("S32"), n) if n else np.zeros(0, "S32")
+        return [bytes(x).decode("utf-8", "replace") for x in raw]
+
+    def take_events(self, settle_io_events: bool = False) -> np.ndarray:
+        """The events, sorted by time (stable, in place), handed over without a copy."""
+        n = self._lib.sio_out_settle_io_events(self._o) if settle_io_events else self.info()["events"]
+        in_order = self.info()["in_order"]
+        ptr = self._lib.sio_out_take_events(self._o)
+        if n == 0:
+            self._lib.sio_free(ptr)
+            return np.zeros(0, dtype=EVENT_DTYPE)
+        mem = (ctypes.c_char * (n * EVENT_DTYPE.itemsize)).from_address(ptr)
+        weakref.finalize(mem, self._lib.sio_free, ptr)   # freed with the last view of the events
+        events = np.frombuffer(memoryview(mem).cast("B"), dtype=EVENT_DTYPE)
+        if not in_order:
+            perm = np.argsort(events["time"], kind="stable")
+            self._lib.sio_permute(events.ctypes.data, perm.ctypes.data, n)
+            del perm
+        return events
