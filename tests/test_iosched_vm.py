@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -154,11 +155,11 @@ def build_module(flavour: str) -> ModuleBuild:
     """The module, built (or brought up to date) now for `flavour`: these tests are about it, so a build failure
     fails them. The debug kernel itself is built first if it is not cached (4 to 6 minutes here, once).
 
-    SMARTIO_TEST_MODULE=/path/to/smartio-iosched.ko runs the cloud kernel's tests against another build instead
-    (e.g. an older commit's, to show that a regression test fails there).
+    SMARTIO_TEST_MODULE=/path/to/smartio-iosched.ko runs the tests against another build instead (e.g. an older
+    commit's, to show that a regression test fails there), built for the one kernel SMARTIO_TEST_KERNELS names.
     """
     other = os.environ.get("SMARTIO_TEST_MODULE")
-    if other and flavour == kernelpkg.FLAVOUR:
+    if other:
         return ModuleBuild(flavour, Path(other))
     repo = guest.repo_root()
     assert repo is not None, "not running from the repository"
@@ -174,10 +175,11 @@ def module_ko(request: pytest.FixtureRequest) -> ModuleBuild:
 
 
 def run_guest(tmp_path: Path, script: str, ko: ModuleBuild, disk_mb: int = 256,
-              profile: str | None = None) -> vm.VmResult:
+              profile: str | None = None, kernel_args: tuple[str, ...] = ()) -> vm.VmResult:
     path = tmp_path / "guest.sh"
     path.write_text(PRELUDE + script)
-    spec = GuestSpec(disks=1, disk_size=disk_mb << 20, modules=[ko.ko], boot=Boot(kernel_args=tuple(KERNEL_ARGS)),
+    spec = GuestSpec(disks=1, disk_size=disk_mb << 20, modules=[ko.ko],
+                     boot=Boot(kernel_args=(*KERNEL_ARGS, *kernel_args)),
                      timeout=VM_TIMEOUT_S * ko.slowdown, artifacts=tmp_path / "art", profile=profile,
                      flavour=ko.flavour)
     r = vm.run(["sh", str(path)], spec, stream=None, cwd=tmp_path)
@@ -195,10 +197,11 @@ class Phase:
     script: str
     check: Callable[[Path], None]
     disk_mb: int = 256
+    kernel_args: tuple[str, ...] = ()   # what the phase needs on the guest's command line
 
 
 def run_phase(tmp_path: Path, phase: Phase, ko: ModuleBuild) -> None:
-    phase.check(run_guest(tmp_path, phase.script, ko, disk_mb=phase.disk_mb).out_dir)
+    phase.check(run_guest(tmp_path, phase.script, ko, disk_mb=phase.disk_mb, kernel_args=phase.kernel_args).out_dir)
 
 
 def raw_integrity_phase(tmp_path: Path) -> Phase:
@@ -663,6 +666,70 @@ rmmod smartio_iosched
     st = Stats.load(r.out_dir, "requeue")
     st.assert_balanced(min_dispatched=1000)
     assert st.rows["events"]["requeued"] > 0, f"scsi_debug made no request come back: {st.rows['events']}"
+
+
+# The debug kernel's null_blk (built in, with fault injection: kernel/debug.config) gives every 20th request back
+# (interval 20, probability 100 %, no limit): alternately as BLK_STS_RESOURCE, which the core puts straight on the
+# hardware queue's dispatch list, and by blk_mq_requeue_request(), which inserts it at the head of the scheduler's.
+NULL_BLK_REQUEUE = ("null_blk.requeue=20,100,0,-1",)
+BLOCK_EVENT = re.compile(r"\b(block_rq_requeue|block_rq_insert|block_rq_issue): (\d+,\d+) (\S+) .*?(\d+) \+ (\d+)")
+
+
+def head_insert_phase() -> Phase:
+    """Requests null_blk requeues come back through the scheduler's head insert, which traces block_rq_insert
+    as every insert does, so that a trace shows where a requeued request waited."""
+    script = r"""
+[ -e /sys/module/null_blk/parameters/requeue ] || fail "null_blk has no requeue fault injection"
+grep -q '^20,100,0,-1' /sys/module/null_blk/parameters/requeue 2>/dev/null ||
+    fail "null_blk.requeue is $(cat /sys/module/null_blk/parameters/requeue), not from the command line"
+[ -b /dev/nullb0 ] || mknod /dev/nullb0 b $(tr : ' ' < /sys/block/nullb0/dev)
+echo smartio > /sys/block/nullb0/queue/scheduler
+TR=/sys/kernel/tracing
+[ -d $TR/events ] || mount -t tracefs nodev $TR
+echo 8192 > $TR/buffer_size_kb
+for e in block_rq_requeue block_rq_insert block_rq_issue; do echo 1 > $TR/events/block/$e/enable; done
+echo 1 > $TR/tracing_on
+fio --name=w --filename=/dev/nullb0 --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \
+    --size=64m --io_size=16m --output=$SMARTIO_OUT/fio-requeue.txt ||
+    fail "fio on nullb0: $(tail -20 $SMARTIO_OUT/fio-requeue.txt)"
+echo 0 > $TR/tracing_on
+cat $TR/trace > $SMARTIO_OUT/trace-requeue
+for e in block_rq_requeue block_rq_insert block_rq_issue; do echo 0 > $TR/events/block/$e/enable; done
+vda_sched=$D; D=/sys/kernel/debug/block/nullb0/sched; snap nullb0; D=$vda_sched
+echo none > /sys/block/nullb0/queue/scheduler
+rmmod smartio_iosched
+"""
+    return Phase(script, check_head_insert, disk_mb=64, kernel_args=NULL_BLK_REQUEUE)
+
+
+def check_head_insert(out: Path) -> None:
+    """After each requeue, the request's next event: an insert (it went back through the scheduler) or an issue
+    (the core dispatched it again from the hardware queue's list)."""
+    text = (out / "trace-requeue").read_text()
+    assert "LOST" not in text, "the trace lost events: a larger buffer_size_kb"
+    pending: set[tuple[str, str, str]] = set()
+    requeued = reinserted = 0
+    for m in BLOCK_EVENT.finditer(text):
+        event, key = m.group(1), (m.group(2), m.group(4), m.group(5))
+        if event == "block_rq_requeue":
+            requeued += 1
+            pending.add(key)
+        elif key in pending:
+            pending.discard(key)
+            reinserted += event == "block_rq_insert"
+    assert requeued >= 100, f"only {requeued} requests requeued: the fault injection did not work"
+    st = Stats.load(out, "nullb0")
+    st.assert_balanced(min_dispatched=1000)
+    assert st.rows["events"]["requeued"] > 0, st.rows["events"]
+    # Half the requeues go through the scheduler: each must show its insert. Without the trace, none did.
+    assert reinserted >= requeued // 4, f"{reinserted} of {requeued} requeued requests were traced inserted again"
+
+
+def test_a_requeued_request_is_traced_when_inserted_again(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    if module_ko.flavour != kernelpkg.DEBUG:
+        pytest.skip("Debian's kernels have no fault injection, so their null_blk cannot requeue (the debug kernel's "
+                    "can)")
+    run_phase(tmp_path, head_insert_phase(), module_ko)
 
 
 def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path: Path,

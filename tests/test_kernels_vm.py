@@ -3,9 +3,9 @@
 modprobe's in the guest), and one guest runs the module's portable checks in turn (test_iosched_vm's phases): fio
 verify on the raw device at the defaults, with every mechanism engaged and paced; every scheduler in turn under a
 verifying load; the tunables' defaults and ranges as the table gives them; rmmod refused while in use and a reload's
-defaults; ext4 under fsyncs with e2fsck. Each phase checks its counters balance and ends with rmmod. The guest boots
-with panic_on_warn, so a lockdep or KASAN splat fails it. A kernel that cannot be fetched and is not cached is
-skipped, saying so.
+defaults; on the debug kernel, requests null_blk requeues traced when inserted again; ext4 under fsyncs with
+e2fsck. Each phase checks its counters balance and ends with rmmod. The guest boots with panic_on_warn, so a lockdep
+or KASAN splat fails it. A kernel that cannot be fetched and is not cached is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from test_iosched_vm import (
     ModuleBuild,
     Phase,
     ext4_fsync_phase,
+    head_insert_phase,
     raw_integrity_phase,
     switching_phase,
     tunables_rmmod_phase,
@@ -78,16 +79,17 @@ def booted(request: pytest.FixtureRequest) -> tuple[kernelpkg.KernelRelease, Mod
     return rel, ModuleBuild(flavour, _build(kernel, flavour, rel))
 
 
-def portable_phases(tmp_path: Path, ko: Path) -> list[Phase]:
-    """In an order where each finds what it needs: ext4's mkfs last."""
+def portable_phases(tmp_path: Path, ko: Path, flavour: str) -> list[Phase]:
+    """In an order where each finds what it needs: ext4's mkfs last. The debug kernel's null_blk can requeue."""
+    debug_only = [head_insert_phase()] if flavour == kernelpkg.DEBUG else []
     return [raw_integrity_phase(tmp_path), switching_phase(tmp_path), table_phase(), tunables_rmmod_phase(ko),
-            ext4_fsync_phase(tmp_path)]
+            *debug_only, ext4_fsync_phase(tmp_path)]
 
 
 def test_boots_and_the_module_passes_its_portable_checks(
         tmp_path: Path, booted: tuple[kernelpkg.KernelRelease, ModuleBuild]) -> None:
     rel, module = booted
-    phases = portable_phases(tmp_path, module.ko)
+    phases = portable_phases(tmp_path, module.ko, module.flavour)
     load = f"grep -qw smartio_iosched /proc/modules || insmod {module.ko}\n"
     script = PRELUDE + """
 uname -r > $SMARTIO_OUT/uname
@@ -103,8 +105,9 @@ if grep -qw smartio_iosched /proc/modules; then fail "smartio_iosched still load
 echo done > $SMARTIO_OUT/done
 """
     (tmp_path / "guest.sh").write_text(script)
+    kernel_args = (*KERNEL_ARGS, *(a for p in phases for a in p.kernel_args))
     spec = GuestSpec(disks=1, disk_size=max(p.disk_mb for p in phases) << 20, kernel=rel.kernel, modules=[module.ko],
-                     boot=Boot(kernel_args=tuple(KERNEL_ARGS)), timeout=VM_TIMEOUT_S * module.slowdown,
+                     boot=Boot(kernel_args=kernel_args), timeout=VM_TIMEOUT_S * module.slowdown,
                      artifacts=tmp_path / "art", flavour=module.flavour)
     r = vm.run(["sh", str(tmp_path / "guest.sh")], spec, stream=None, cwd=tmp_path)
     assert r.failure is None, r.failure

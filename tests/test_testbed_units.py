@@ -505,6 +505,14 @@ def test_612s_debug_kernel_is_built_from_its_own_source_and_loads_its_own_module
     with pytest.raises(SmartioError, match="built for 6.1 and 6.12 only, not newest"):
         kernelpkg.resolve(kernel="newest", flavour=kernelpkg.DEBUG, offline=True)
 
+
+def test_a_series_own_debug_options_are_added_to_the_fragment() -> None:
+    rel = lambda kernel, version: kernelpkg.KernelRelease("x", version, kernelpkg.DEBUG, kernel)  # noqa: E731
+    assert debugkernel.fragments(rel("6.1", "6.1.192-3")) == [debugkernel.CONFIG_FRAGMENT]
+    own = debugkernel.CONFIG_FRAGMENT.with_name("debug-6.12.config")
+    assert debugkernel.fragments(rel("6.12", "6.12.118-1")) == [debugkernel.CONFIG_FRAGMENT, own]
+    assert debugkernel.wanted_options(own)["CONFIG_FAULT_INJECTION_CONFIGFS"] == "y"
+
 def madison(*versions: str) -> str:
     return "".join(f"linux-kbuild-6.1 |  {v} | http://deb.debian.org/debian bookworm/main amd64 Packages\n"
                    for v in versions)

@@ -2,10 +2,10 @@
 check.
 
 Debian's kernels have no lock checking, so none of the module's `lockdep_assert_held()` calls can fire there, and
-nothing catches a use-after-free or a sleep in a kprobe handler (issue 11). This builds, once per Debian kernel
-version and per version of `kernel/debug.config`, the same source as the cloud kernel from `allnoconfig` plus that
-fragment (everything the testbed guest needs is built in; scsi_debug is a module), and caches it beside the Debian
-packages:
+nothing catches a use-after-free or a sleep in a kprobe handler. This builds, once per Debian kernel version and per
+version of `kernel/debug.config` (and of `kernel/debug-<series>.config`, the options only that series has), the
+same source as the cloud kernel from `allnoconfig` plus that fragment (everything the testbed guest needs is built
+in; scsi_debug is a module), and caches it beside the Debian packages:
 
     <cache>/kernel/<abi>-<version>-debug/src/linux-source-<series>/   the built tree (external modules build here)
     <cache>/kernel/<abi>-<version>-debug/image/boot/vmlinuz-<uname>
@@ -37,6 +37,12 @@ from smartio.testbed.kernelrelease import KernelRelease
 CONFIG_FRAGMENT = Path(__file__).resolve().parents[3] / "kernel" / "debug.config"
 
 
+def fragments(rel: KernelRelease, fragment: Path = CONFIG_FRAGMENT) -> list[Path]:
+    """The fragment, and the series' own beside it (kernel/debug-6.12.config) for options only that series has."""
+    own = fragment.with_name(f"{fragment.stem}-{rel.series}{fragment.suffix}")
+    return [fragment, own] if own.is_file() else [fragment]
+
+
 def wanted_options(fragment: Path) -> dict[str, str]:
     """CONFIG_NAME -> value of every option the fragment sets (comments and `is not set` lines left out)."""
     opts = {}
@@ -53,8 +59,8 @@ def missing_options(config_text: str, wanted: dict[str, str]) -> list[str]:
     return [f"{k}={v} (got {have.get(k, 'not set')})" for k, v in wanted.items() if have.get(k) != v]
 
 
-def _stamp(fragment: Path, rel: KernelRelease) -> str:
-    digest = hashlib.sha256(fragment.read_bytes()).hexdigest()
+def _stamp(config: str, rel: KernelRelease) -> str:
+    digest = hashlib.sha256(config.encode()).hexdigest()
     return f"{rel.version} {rel.uname} {digest}\n"
 
 
@@ -99,8 +105,9 @@ def build(rel: KernelRelease, fragment: Path = CONFIG_FRAGMENT) -> KernelRelease
     """Build (or bring up to date) the debug kernel for rel's Debian version; returns rel."""
     if not fragment.is_file():
         raise SmartioError(f"{fragment} missing: the debug kernel's configuration lives in the repository")
+    config = "".join(f.read_text() for f in fragments(rel, fragment))
     stamp = rel.dir / ".complete-image"
-    want = _stamp(fragment, rel)
+    want = _stamp(config, rel)
     if stamp.exists() and stamp.read_text() == want and rel.vmlinuz.exists():
         return rel
     rel.dir.mkdir(parents=True, exist_ok=True)
@@ -111,11 +118,14 @@ def build(rel: KernelRelease, fragment: Path = CONFIG_FRAGMENT) -> KernelRelease
     log.write_text("")
     print(f"smartio: building the debug kernel {rel.uname} (lockdep, KASAN) in {src}; log in {log}",
           file=sys.stderr, flush=True)
-    _make(src, ["allnoconfig", f"KCONFIG_ALLCONFIG={fragment}"], log, "kernel configuration")
-    missing = missing_options((src / ".config").read_text(), wanted_options(fragment))
+    combined = rel.dir / "debug.config"
+    combined.write_text(config)
+    _make(src, ["allnoconfig", f"KCONFIG_ALLCONFIG={combined}"], log, "kernel configuration")
+    missing = missing_options((src / ".config").read_text(), wanted_options(combined))
     if missing:
-        raise SmartioError(f"{fragment}: options the kernel configuration could not take (a dependency is "
-                           f"missing): {', '.join(missing)}")
+        names = " and ".join(str(f) for f in fragments(rel, fragment))
+        raise SmartioError(f"{names}: options the {rel.series} kernel configuration could not take (a dependency "
+                           f"is missing): {', '.join(missing)}")
     _make(src, ["bzImage", "modules"], log, "kernel")
     release = (src / "include" / "config" / "kernel.release").read_text().strip()
     if release != rel.uname:
