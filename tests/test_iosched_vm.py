@@ -732,6 +732,43 @@ def test_a_requeued_request_is_traced_when_inserted_again(tmp_path: Path, module
     run_phase(tmp_path, head_insert_phase(), module_ko)
 
 
+def fragmented_memory_phase() -> Phase:
+    """The switch to smartio, in a task for which the page allocator fails every allocation of order 1 and more (as
+    memory is on a phone after a day of use), succeeds: the scheduler's state is not one high-order block."""
+    script = r"""
+F=/sys/kernel/debug/fail_page_alloc
+[ -d $F ] || fail "no fail_page_alloc in debugfs"
+use none
+echo 1 > $F/task-filter            # only tasks with make-it-fail set
+echo N > $F/ignore-gfp-wait        # GFP_KERNEL allocations too
+echo 1 > $F/min-order
+echo 100 > $F/probability
+echo -1 > $F/times
+echo 0 > $F/verbose
+( echo 1 > /proc/self/make-it-fail; echo smartio > $Q/scheduler ) 2> $SMARTIO_OUT/switch-error || true
+echo 0 > $F/probability
+cat $Q/scheduler > $SMARTIO_OUT/scheduler-fragmented
+grep -q "\[smartio\]" $Q/scheduler ||
+    fail "the switch failed with high-order pages gone: $(cat $SMARTIO_OUT/switch-error)"
+dd if=/dev/vda of=/dev/null bs=4k count=500 iflag=direct 2>/dev/null
+snap fragmented
+use none
+rmmod smartio_iosched
+"""
+    return Phase(script, check_fragmented_memory, disk_mb=64)
+
+
+def check_fragmented_memory(out: Path) -> None:
+    assert "[smartio]" in (out / "scheduler-fragmented").read_text()
+    Stats.load(out, "fragmented").assert_balanced(min_dispatched=500)
+
+
+def test_the_switch_to_smartio_needs_no_high_order_page(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    if module_ko.flavour != kernelpkg.DEBUG:
+        pytest.skip("Debian's kernels have no fault injection to take high-order pages away (the debug kernel has)")
+    run_phase(tmp_path, fragmented_memory_phase(), module_ko)
+
+
 def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path: Path,
                                                                           module_ko: ModuleBuild) -> None:
     """A write QASIO boosted (a task waits on it) goes after the class's reads, and its slice still bounds its wait:

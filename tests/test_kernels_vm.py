@@ -3,9 +3,10 @@
 modprobe's in the guest), and one guest runs the module's portable checks in turn (test_iosched_vm's phases): fio
 verify on the raw device at the defaults, with every mechanism engaged and paced; every scheduler in turn under a
 verifying load; the tunables' defaults and ranges as the table gives them; rmmod refused while in use and a reload's
-defaults; on the debug kernel, requests null_blk requeues traced when inserted again; ext4 under fsyncs with
-e2fsck. Each phase checks its counters balance and ends with rmmod. The guest boots with panic_on_warn, so a lockdep
-or KASAN splat fails it. A kernel that cannot be fetched and is not cached is skipped, saying so.
+defaults; on the debug kernel, requests null_blk requeues traced when inserted again and the switch to smartio with
+no high-order page to be had; ext4 under fsyncs with e2fsck. Each phase checks its counters balance and ends with
+rmmod. The guest boots with panic_on_warn, so a lockdep or KASAN splat fails it. A kernel that cannot be fetched
+and is not cached is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from test_iosched_vm import (
     ModuleBuild,
     Phase,
     ext4_fsync_phase,
+    fragmented_memory_phase,
     head_insert_phase,
     raw_integrity_phase,
     switching_phase,
@@ -81,7 +83,7 @@ def booted(request: pytest.FixtureRequest) -> tuple[kernelpkg.KernelRelease, Mod
 
 def portable_phases(tmp_path: Path, ko: Path, flavour: str) -> list[Phase]:
     """In an order where each finds what it needs: ext4's mkfs last. The debug kernel's null_blk can requeue."""
-    debug_only = [head_insert_phase()] if flavour == kernelpkg.DEBUG else []
+    debug_only = [head_insert_phase(), fragmented_memory_phase()] if flavour == kernelpkg.DEBUG else []
     return [raw_integrity_phase(tmp_path), switching_phase(tmp_path), table_phase(), tunables_rmmod_phase(ko),
             *debug_only, ext4_fsync_phase(tmp_path)]
 
