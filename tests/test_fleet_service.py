@@ -14,8 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from fleet_support import (PRIVATE_HOST, PRIVATE_PATH, Server, get_json, local_doc, post, postgres, request,
-                           submission)
+from fleet_support import PRIVATE_HOST, PRIVATE_PATH, Server, get_json, local_doc, post, postgres, request, submission
 
 from smartio.fleet.db import SCHEMA_VERSION, Database
 from smartio.fleet.submission import PATTERNS, SCHEMA, comparability_key, content_hash
@@ -267,8 +266,9 @@ def test_a_server_restarted_mid_upload_stores_nothing_and_takes_the_retry(db_url
         body = json.dumps(sub).encode()
         token = secrets.token_urlsafe(24)
         sock = socket.create_connection(("127.0.0.1", s.port))
-        sock.sendall(f"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Delete-Token: "
-                     f"{token}\r\nX-Public: yes\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:len(body) // 2])
+        head = (f"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Delete-Token: "
+                f"{token}\r\nX-Public: yes\r\nContent-Length: {len(body)}\r\n\r\n")
+        sock.sendall(head.encode() + body[:len(body) // 2])
         time.sleep(0.3)
         s.kill()                # mid-upload: half the body sent
         sock.close()

@@ -258,8 +258,8 @@ class Fleet:
         for d in devices:
             for p, v in d["median"].items():
                 series.setdefault(p, []).append(v)
-        for v in series.values():
-            v.sort()
+        order = {p: i for i, p in enumerate(sm.PATTERNS)}
+        series = {p: sorted(series[p]) for p in sorted(series, key=lambda p: order.get(p, len(order)))}
         m = sm.METRICS[metric]
         return {"key": k, "metric": metric, "unit": m.unit, "label": m.label, "devices": len(devices),
                 "min_runs": self.min_runs if min_runs is None else min_runs, "include": sorted(include),

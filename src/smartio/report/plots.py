@@ -22,6 +22,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from smartio.report.tables import PRETTY, ci_errors, runs  # noqa: E402
 from smartio.units import mib  # noqa: E402
@@ -214,8 +215,9 @@ def svg_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _plain(fig: Figure) -> None:
-    for text in fig.findobj(Text):
+def _plain(texts: Sequence[Text]) -> None:
+    """Texts that hold submitters' names: drawn as typed ("$x$" stays "$x$"), never as mathtext."""
+    for text in texts:
         text.set_parse_math(False)
 
 
@@ -240,7 +242,7 @@ def fleet_ranking(rows: Sequence[Mapping[str, Any]], title: str, footer: str) ->
     else:
         ax.text(0.5, 0.5, "no device has enough runs yet", ha="center", va="center", transform=ax.transAxes)
     stamp(fig, footer)
-    _plain(fig)
+    _plain([*ax.get_yticklabels(), ax.title])
     return fig
 
 
@@ -252,11 +254,14 @@ def fleet_ecdf(series: Mapping[str, Sequence[float]], xlabel: str, title: str, f
     for name, values in series.items():
         if not values:
             continue
-        ys = [(i + 1) / len(values) for i in range(len(values))]
-        ax.step(list(values), ys, where="post", label=f"{PRETTY.get(name, name)} ({len(values)} devices)")
+        ys = [0.0] + [(i + 1) / len(values) for i in range(len(values))]
+        ax.step([values[0], *values], ys, where="post", label=f"{PRETTY.get(name, name)} ({len(values)} devices)")
         drawn = True
     if drawn and log and all(v > 0 for vs in series.values() for v in vs):
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_ylim(0, 1.02)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of devices")
@@ -267,7 +272,6 @@ def fleet_ecdf(series: Mapping[str, Sequence[float]], xlabel: str, title: str, f
     else:
         ax.text(0.5, 0.5, "no device has enough runs yet", ha="center", va="center", transform=ax.transAxes)
     stamp(fig, footer)
-    _plain(fig)
     return fig
 
 
@@ -287,7 +291,7 @@ def fleet_history(points: Sequence[tuple[str, Mapping[str, float]]], title: str,
     if points:
         ax.legend(fontsize=8)
     stamp(fig, footer)
-    _plain(fig)
+    _plain([ax.title])
     return fig
 
 
@@ -304,7 +308,7 @@ def fleet_side_by_side(names: Sequence[str], values: Sequence[Mapping[str, float
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    legend = ax.legend(fontsize=8)
     stamp(fig, footer)
-    _plain(fig)
+    _plain([ax.title, *legend.get_texts()])
     return fig
