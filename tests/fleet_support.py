@@ -7,10 +7,7 @@ import contextlib
 import json
 import os
 import secrets
-import signal
-import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,9 +18,8 @@ import pytest
 
 from smartio.fleet.identity import submission_of
 from smartio.fleet.submission import PATTERNS
-from smartio.fleet.tempdb import TempPostgres, pg_bindir, wait_port
+from smartio.fleet.tempdb import TempPostgres, pg_bindir
 
-SMARTIO = [sys.executable, "-m", "smartio"]
 PRIVATE_HOST = "alice-laptop.example"
 PRIVATE_PATH = "/home/alice/scratch"
 
@@ -46,38 +42,6 @@ def postgres() -> Iterator[TempPostgres]:
         yield pg.start()
     finally:
         pg.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """`smartio serve --db DB` on 127.0.0.1:PORT, started and stopped by the test."""
-
-    def __init__(self, db: str, workers: int = 1, max_body: int = 262144, port: int | None = None) -> None:
-        self.db, self.workers, self.max_body = db, workers, max_body
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Server:
-        self.proc = subprocess.Popen(
-            [*SMARTIO, "serve", "--db", self.db, "--no-import", "--port", str(self.port), "--min-runs", "1",
-             "--workers", str(self.workers), "--max-body", str(self.max_body)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_port("127.0.0.1", self.port, 60)
-        return self
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
 
 
 def request(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,

@@ -9,12 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
-from fleet_support import Server, get_json, local_doc, request
+from fleet_support import get_json, local_doc, request
 
 from smartio.cli import main
 from smartio.fleet.db import Database
 from smartio.fleet.serve import import_local
 from smartio.fleet.service import Fleet
+from smartio.fleet.tempdb import Server
 from smartio.results import Store
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fleet_support import ARTIFACTS, Server, get_json, post, postgres, submission
+from fleet_support import ARTIFACTS, get_json, post, postgres, submission
+
+from smartio.fleet.tempdb import Server
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -11,10 +11,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from fleet_support import Server, post, postgres, submission
+from fleet_support import post, postgres, submission
 
 from smartio.fleet.db import Database
 from smartio.fleet.submission import content_hash
+from smartio.fleet.tempdb import Server
 
 pytestmark = pytest.mark.timeout(180)
 

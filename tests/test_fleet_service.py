@@ -14,10 +14,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from fleet_support import PRIVATE_HOST, PRIVATE_PATH, Server, get_json, local_doc, post, postgres, request, submission
+from fleet_support import PRIVATE_HOST, PRIVATE_PATH, get_json, local_doc, post, postgres, request, submission
 
 from smartio.fleet.db import SCHEMA_VERSION, Database
 from smartio.fleet.submission import PATTERNS, SCHEMA, comparability_key, content_hash
+from smartio.fleet.tempdb import Server
 
 pytestmark = pytest.mark.timeout(180)
 

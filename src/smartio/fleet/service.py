@@ -55,28 +55,40 @@ class Fleet:
     def submit(self, doc: dict[str, Any], token: str, public: bool) -> Stored:
         """Store a validated submission (submission.validate) with the hash of its delete token; a document stored
         before is not stored again."""
+        with self.db.transaction() as c:
+            stored = self._insert(c, doc, token, public)
+            if stored.created:
+                c.execute("UPDATE generation SET value = value + 1 WHERE id = 1")
+        return stored
+
+    def submit_many(self, items: list[tuple[dict[str, Any], str, bool]]) -> list[Stored]:
+        """Many validated submissions in one transaction (the benchmark's bulk load)."""
+        with self.db.transaction() as c:
+            out = [self._insert(c, doc, token, public) for doc, token, public in items]
+            c.execute("UPDATE generation SET value = value + 1 WHERE id = 1")
+        return out
+
+    def _insert(self, c: Conn, doc: dict[str, Any], token: str, public: bool) -> Stored:
         digest = sm.content_hash(doc)
         text = sm.canonical(doc).decode()
-        with self.db.transaction() as c:
-            old = c.one("SELECT id, slug, token_hash FROM runs WHERE content_hash = ?", (digest,))
-            if old:
-                return Stored(int(old[0]), old[1], False, secrets.compare_digest(old[2], token_hash(token)))
-            device = self._device(c, doc["device"])
-            slug = secrets.token_urlsafe(9)
-            # quick and emulated have their own columns; what is left are the run's own checks' flags.
-            flags = [f for f in doc["run"]["flags"] if f not in ("quick", "emulated")]
-            row = c.one(
-                "INSERT INTO runs (slug, content_hash, device_id, experiment, ckey, started, submitted, public, "
-                "quick, emulated, flags, token_hash, size_bytes, document) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?, ?) RETURNING id",
-                (slug, digest, device, doc["benchmark"]["experiment"], sm.run_key(doc), doc["run"]["started"], now(),
-                 int(public), int(bool(doc["run"]["settings"]["quick"])),
-                 int(doc["device"].get("emulated") is not None),
-                 json.dumps(flags), token_hash(token), len(text), text))
-            run_id = int(row[0])
-            c.executemany("INSERT INTO metrics (run_id, device_id, ckey, metric, pattern, value) VALUES "
-                          "(?, ?, ?, ?, ?, ?)", [(run_id, device, *m) for m in sm.metrics(doc)])
-            c.execute("UPDATE generation SET value = value + 1 WHERE id = 1")
+        old = c.one("SELECT id, slug, token_hash FROM runs WHERE content_hash = ?", (digest,))
+        if old:
+            return Stored(int(old[0]), old[1], False, secrets.compare_digest(old[2], token_hash(token)))
+        device = self._device(c, doc["device"])
+        slug = secrets.token_urlsafe(9)
+        # quick and emulated have their own columns; what is left are the run's own checks' flags.
+        flags = [f for f in doc["run"]["flags"] if f not in ("quick", "emulated")]
+        row = c.one(
+            "INSERT INTO runs (slug, content_hash, device_id, experiment, ckey, started, submitted, public, "
+            "quick, emulated, flags, token_hash, size_bytes, document) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?) RETURNING id",
+            (slug, digest, device, doc["benchmark"]["experiment"], sm.run_key(doc), doc["run"]["started"], now(),
+             int(public), int(bool(doc["run"]["settings"]["quick"])),
+             int(doc["device"].get("emulated") is not None),
+             json.dumps(flags), token_hash(token), len(text), text))
+        run_id = int(row[0])
+        c.executemany("INSERT INTO metrics (run_id, device_id, ckey, metric, pattern, value) VALUES "
+                      "(?, ?, ?, ?, ?, ?)", [(run_id, device, *m) for m in sm.metrics(doc)])
         return Stored(run_id, slug, True, True)
 
     def _device(self, c: Conn, dev: dict[str, Any]) -> int:

@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server in a temporary directory, from Debian's packages: for the tests and the benchmark.
+"""Throwaway servers for the tests and the benchmark: a PostgreSQL in a temporary directory, from Debian's packages,
+and `smartio serve` processes on loopback.
 
 initdb refuses to run as root, so as root the cluster belongs to `nobody`. It listens on 127.0.0.1 only, on a free
 port, with trust authentication for local connections (nothing else can reach it), and is removed on stop().
@@ -10,8 +11,10 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,12 +30,6 @@ def pg_bindir() -> Path | None:
     return Path(found).parent if found else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class TempPostgres:
     """initdb, pg_ctl start on 127.0.0.1:PORT; url is the libpq URL of its `postgres` database."""
 
@@ -43,7 +40,7 @@ class TempPostgres:
         self.bindir = bindir
         self.dir = Path(tempfile.mkdtemp(prefix="smartio-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.user = "smartio"
         self.url = f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
         self._as: list[str] = []
@@ -90,14 +87,49 @@ def temp_postgres() -> Iterator[TempPostgres]:
         pg.stop()
 
 
-def wait_port(host: str, port: int, timeout_s: float = 30.0) -> None:
-    """Until something accepts connections on host:port (a server that was just started)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s") from None
-            time.sleep(0.05)
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`smartio serve --db DB` on 127.0.0.1:PORT, started and stopped by a test or the benchmark; its output goes
+    to a temporary file (log() reads it), so that a full pipe never stalls it."""
+
+    def __init__(self, db: str, workers: int = 1, max_body: int = 262144, port: int | None = None) -> None:
+        self.db, self.workers, self.max_body = db, workers, max_body
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.out = tempfile.TemporaryFile()
+
+    def start(self, timeout_s: float = 60) -> Server:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "smartio", "serve", "--db", self.db, "--no-import", "--port", str(self.port),
+             "--min-runs", "1", "--workers", str(self.workers), "--max-body", str(self.max_body)],
+            stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.kill()
+                    raise RuntimeError(f"smartio serve did not start on port {self.port}: "
+                                       f"{self.log()[-2000:]}") from None
+                time.sleep(0.05)
+
+    def log(self) -> str:
+        self.out.seek(0)
+        return self.out.read().decode(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
