@@ -165,7 +165,10 @@ def test_ufs_commands_report_latency_per_tag(tmp_path):
     assert u["by_opcode"]["READ_10"]["n"] == 3 and u["by_opcode"]["WRITE_10"]["bytes"] == 4096
     assert mx["read"]["d2c_ms"]["max"] == pytest.approx(0.5)   # the block layer's, beside
     text = main_output(path)
-    assert "UFS commands 4 on 3 tags" in text and "READ_10" in text
+    assert "UFS commands 4 on 3 tags" in text and "READ_10" in text and "clock boot; lost events" in text
+    assert main(["trace", "analyze", str(path), "--html", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "UFS commands (4 on 3 tags)" in page and "<th>tag 3</th><td>2</td>" in page
 
 
 def main_output(path: Path) -> str:

@@ -33,10 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="command to run while recording; without it, record until Ctrl-C")
     r.set_defaults(func=run_record)
 
-    a = sub.add_parser("analyze", help="characterise a trace (smartio, blktrace binary, blkparse or tracefs text; "
-                                       "also gzip, xz or zstd compressed)",
+    a = sub.add_parser("analyze", help="characterise a trace (smartio, blktrace binary, blkparse or tracefs text, "
+                                       "Perfetto; also gzip, xz or zstd compressed)",
                        description="Per read and write: counts, R/W ratio, request sizes, Q2C/D2C percentiles, "
-                                   "sync/async, flush behaviour, locality, share of time with I/O outstanding.")
+                                   "sync/async, flush behaviour, locality, share of time with I/O outstanding; the "
+                                   "trace's clock and lost events. From a Perfetto trace also the UFS command "
+                                   "latency per tag (ufshcd_command) and the ext4/f2fs sync calls.")
     a.add_argument("file", type=Path, metavar="FILE")
     a.add_argument("--html", type=Path, metavar="OUT", help="write an HTML report with plots")
     a.add_argument("--json", type=Path, metavar="OUT", help="write the metrics as JSON ('-' for stdout)")

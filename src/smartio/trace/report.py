@@ -148,6 +148,20 @@ def write_html(mx: dict, trace, out: Path, source: str) -> None:
                                f"<tr><th>{t}</th><td>{d['reads']}</td><td>{d['writes']}</td>"
                                f"<td>{d['read_kib']:.0f}</td><td>{d['write_kib']:.0f}</td></tr>"
                                for t, d in f[key].items()) + "</table>")
+    if "ufs" in mx:
+        u = mx["ufs"]
+        files_html += (f"<h2>UFS commands ({u['commands']} on {u['tags']} tags)</h2><table><tr><th></th><th>n</th>"
+                       "<th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th></tr>" + "".join(
+                           f"<tr><th>{html.escape(k)}</th><td>{d['n']}</td><td>{d['p50']:.4g}</td><td>{d['p90']:.4g}"
+                           f"</td><td>{d['p99']:.4g}</td><td>{d['max']:.4g}</td></tr>"
+                           for k, d in [("all", u["latency_ms"]), *u["by_opcode"].items(),
+                                        *((f"tag {t}", d) for t, d in u["by_tag"].items())] if d.get("n"))
+                       + "</table>")
+    for fs, d in mx.get("sync_calls", {}).items():
+        lat = d["latency_ms"]
+        files_html += (f"<h2>{fs} sync calls</h2><p>{d['calls']} calls ({d['fdatasync']} fdatasync, {d['errors']} "
+                       "failed)" + (f"; p50 {lat['p50']:.4g} ms, p99 {lat['p99']:.4g} ms" if lat.get("n") else "")
+                       + ".</p>")
     procs = "".join(f"<tr><td>{p['pid']}</td><td>{html.escape(p['comm'])}</td><td>{p['reads']}</td>"
                     f"<td>{p['writes']}</td><td>{p['kib']:.0f}</td></tr>" for p in mx["processes"])
     prov = provenance(mx, source)
@@ -159,7 +173,9 @@ def write_html(mx: dict, trace, out: Path, source: str) -> None:
 <style>body{{font-family:sans-serif;max-width:1150px;margin:1em auto}} table{{border-collapse:collapse;margin:.5em 0}}
 td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}} img{{margin:4px}}</style></head><body>
 <h1>Block trace {html.escape(source)}</h1>
-<p>{mx['events']} events ({mx['format']} format), {mx['wall_s']:.3f} s, devices {', '.join(mx['devices'])}.
+<p>{mx['events']} events ({mx['format']} format), {mx['wall_s']:.3f} s, devices {', '.join(mx['devices'])};
+clock {html.escape(str(mx.get('clock') or 'not recorded'))}; lost events
+{'not recorded in this format' if mx.get('lost_events') is None else mx['lost_events']}.
 Command: <code>{html.escape(' '.join(src.get('command', [])) or '-')}</code>;
 kernel {html.escape(str(src.get('kernel', '?')))}.
 R/W ratio {mx['rw_ratio']['text']}.</p>
