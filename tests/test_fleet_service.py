@@ -304,3 +304,26 @@ def test_the_content_hash_ignores_key_order() -> None:
     sub = submission("Hash Phone")
     assert content_hash(sub) == content_hash(json.loads(json.dumps(sub, sort_keys=True)))
     assert local_doc()["host"] == PRIVATE_HOST
+
+
+def test_device_statistics_follow_deletions_and_are_rebuilt_when_a_migration_asks(server: Server, db_url: str) -> None:
+    from smartio.fleet.service import Fleet
+
+    size = _unique_size()
+    dev = secrets.token_hex(16)
+    tokens = [secrets.token_urlsafe(24) for _ in range(3)]
+    outs = [post(server.url, submission("Stats Phone", lat, dev, size_bytes=size), tok)[1]
+            for lat, tok in zip((1.0, 2.0, 9.0), tokens, strict=True)]
+    key = comparability_key(submission("x", size_bytes=size), "latency", "lat_ms")
+    e = get_json(f"{server.url}/ecdf.json?key={key}&min_runs=1")
+    assert e["series"]["seq_read"] == pytest.approx([2.0])                 # the median of 1, 2, 9
+    request("DELETE", f"{server.url}/api/v1/runs/{outs[2]['slug']}", headers={"X-Delete-Token": tokens[2]})
+    assert get_json(f"{server.url}/ecdf.json?key={key}&min_runs=1")["series"]["seq_read"] == pytest.approx([1.5])
+    assert get_json(f"{server.url}/ecdf.json?key={key}&min_runs=3")["devices"] == 0
+    db = Database(db_url)
+    with db.transaction() as c:
+        c.execute("DELETE FROM device_stats")
+        c.execute("INSERT INTO pending_rebuilds (what) VALUES ('device_stats')")
+    fleet = Fleet(db, min_runs=1)
+    assert fleet.ecdf("lat_ms", key)["series"]["seq_read"] == pytest.approx([1.5])
+    db.close()

@@ -68,6 +68,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE generation (id INTEGER PRIMARY KEY, value BIGINT NOT NULL)",
         "INSERT INTO generation (id, value) VALUES (1, 0)",
     ),
+    (
+        # Each device's median per comparability key, metric and pattern over its public runs, kept up to date by
+        # every submission and deletion, so that the ranking and the ECDFs read one row per device and pattern.
+        # variant: bit 0 set = runs measured with --quick counted, bit 1 set = runs flagged by their checks counted.
+        """CREATE TABLE device_stats (
+            device_id   BIGINT NOT NULL,
+            ckey        TEXT NOT NULL,
+            metric      TEXT NOT NULL,
+            pattern     TEXT NOT NULL,
+            variant     INTEGER NOT NULL,
+            n           INTEGER NOT NULL,
+            median      DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (ckey, metric, variant, device_id, pattern)
+        )""",
+        "CREATE INDEX device_stats_device ON device_stats (device_id)",
+        "CREATE TABLE key_info (ckey TEXT PRIMARY KEY, metric TEXT NOT NULL, description TEXT NOT NULL)",
+        # Work a migration leaves to the code (service.Fleet does it when it opens the database).
+        "CREATE TABLE pending_rebuilds (what TEXT PRIMARY KEY)",
+        "INSERT INTO pending_rebuilds (what) VALUES ('device_stats')",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -29,6 +29,7 @@ class Stored:
     slug: str
     created: bool           # False: the same document was stored before (a replayed upload)
     token_matches: bool     # the upload's delete token is the one stored with the run
+    device: int = 0         # the device's id, when created
 
 
 def token_hash(token: str) -> str:
@@ -49,6 +50,19 @@ class Fleet:
         self.min_runs = min_runs
         self._cache: dict[Any, tuple[int, Any]] = {}
         self._lock = threading.Lock()
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """The device statistics of every device, when a migration asked for them (pending_rebuilds)."""
+        with self.db.transaction() as c:
+            if c.one("DELETE FROM pending_rebuilds WHERE what = 'device_stats' RETURNING what") is None:
+                return
+            c.execute("DELETE FROM device_stats")
+            for (device,) in c.all("SELECT id FROM devices"):
+                self._refresh_device(c, int(device))
+            for (first,) in c.all("SELECT MIN(id) FROM runs GROUP BY ckey"):
+                self._key_info(c, json.loads(c.one("SELECT document FROM runs WHERE id = ?", (first,))[0]))
+            c.execute("UPDATE generation SET value = value + 1 WHERE id = 1")
 
     # --- writes ---------------------------------------------------------------------------------------------------
 
@@ -62,18 +76,21 @@ class Fleet:
         return stored
 
     def submit_many(self, items: list[tuple[dict[str, Any], str, bool]]) -> list[Stored]:
-        """Many validated submissions in one transaction (the benchmark's bulk load)."""
+        """Many validated submissions in one transaction (the benchmark's bulk load); each device's statistics are
+        brought up to date once, at the end."""
         with self.db.transaction() as c:
-            out = [self._insert(c, doc, token, public) for doc, token, public in items]
+            out = [self._insert(c, doc, token, public, refresh=False) for doc, token, public in items]
+            for device in sorted({s.device for s in out if s.created}):
+                self._refresh_device(c, device)
             c.execute("UPDATE generation SET value = value + 1 WHERE id = 1")
         return out
 
-    def _insert(self, c: Conn, doc: dict[str, Any], token: str, public: bool) -> Stored:
+    def _insert(self, c: Conn, doc: dict[str, Any], token: str, public: bool, refresh: bool = True) -> Stored:
         digest = sm.content_hash(doc)
         text = sm.canonical(doc).decode()
         old = c.one("SELECT id, slug, token_hash FROM runs WHERE content_hash = ?", (digest,))
         if old:
-            return Stored(int(old[0]), old[1], False, secrets.compare_digest(old[2], token_hash(token)))
+            return Stored(int(old[0]), old[1], False, secrets.compare_digest(old[2], token_hash(token)), 0)
         device = self._device(c, doc["device"])
         slug = secrets.token_urlsafe(9)
         # quick and emulated have their own columns; what is left are the run's own checks' flags.
@@ -89,7 +106,33 @@ class Fleet:
         run_id = int(row[0])
         c.executemany("INSERT INTO metrics (run_id, device_id, ckey, metric, pattern, value) VALUES "
                       "(?, ?, ?, ?, ?, ?)", [(run_id, device, *m) for m in sm.metrics(doc)])
-        return Stored(run_id, slug, True, True)
+        self._key_info(c, doc)
+        if refresh and public:
+            self._refresh_device(c, device)
+        return Stored(run_id, slug, True, True, device)
+
+    def _key_info(self, c: Conn, doc: dict[str, Any]) -> None:
+        for key, metric in sorted({(key, metric) for key, metric, _pattern, _value in sm.metrics(doc)}):
+            c.execute("INSERT INTO key_info (ckey, metric, description) VALUES (?, ?, ?) ON CONFLICT (ckey) "
+                      "DO NOTHING", (key, metric, sm.describe_key(doc, "latency", metric)))
+
+    def _refresh_device(self, c: Conn, device: int) -> None:
+        """Recompute one device's medians (device_stats) from its public runs, in the caller's transaction."""
+        if c.dialect == "postgresql":       # two submissions of one device: the second waits, then sees the first
+            c.execute("SELECT id FROM devices WHERE id = ? FOR UPDATE", (device,))
+        rows = c.all("SELECT m.run_id, m.ckey, m.metric, m.pattern, m.value, r.quick, r.flags FROM metrics m "
+                     "JOIN runs r ON r.id = m.run_id WHERE m.device_id = ? AND r.public = 1", (device,))
+        c.execute("DELETE FROM device_stats WHERE device_id = ?", (device,))
+        groups: dict[tuple[str, str, str, int], list[float]] = {}
+        for _run, key, metric, pattern, value, quick, flags in rows:
+            flagged = flags != "[]"
+            for variant in range(4):
+                if (quick and not variant & 1) or (flagged and not variant & 2):
+                    continue
+                groups.setdefault((key, metric, pattern, variant), []).append(value)
+        c.executemany("INSERT INTO device_stats (device_id, ckey, metric, pattern, variant, n, median) VALUES "
+                      "(?, ?, ?, ?, ?, ?, ?)", [(device, k, m, p, v, len(vs), statistics.median(vs))
+                                                for (k, m, p, v), vs in groups.items()])
 
     def _device(self, c: Conn, dev: dict[str, Any]) -> int:
         storage = json.dumps(dev["storage"], sort_keys=True)
@@ -115,8 +158,10 @@ class Fleet:
                 raise NotFound(slug)
             if not secrets.compare_digest(row[1], token_hash(token)):
                 raise Forbidden(slug)
+            device = int(c.one("SELECT device_id FROM runs WHERE id = ?", (row[0],))[0])
             c.execute("DELETE FROM metrics WHERE run_id = ?", (row[0],))
             c.execute("DELETE FROM runs WHERE id = ?", (row[0],))
+            self._refresh_device(c, device)
             c.execute("UPDATE generation SET value = value + 1 WHERE id = 1")
 
     # --- reads ----------------------------------------------------------------------------------------------------
@@ -190,54 +235,39 @@ class Fleet:
         """The comparability keys of a metric among public runs, most devices first, each described."""
         def compute() -> list[dict[str, Any]]:
             with self.db.connection() as c:
-                rows = c.all("SELECT m.ckey, COUNT(DISTINCT m.device_id), MIN(m.run_id) FROM metrics m "
-                             "JOIN runs r ON r.id = m.run_id WHERE m.metric = ? AND r.public = 1 GROUP BY m.ckey",
-                             (metric,))
-                out = []
-                for key, n, first in rows:
-                    doc = json.loads(c.one("SELECT document FROM runs WHERE id = ?", (first,))[0])
-                    out.append({"key": key, "devices": int(n), "describe": sm.describe_key(doc, "latency", metric)})
+                rows = c.all("SELECT s.ckey, COUNT(DISTINCT s.device_id), k.description FROM device_stats s "
+                             "JOIN key_info k ON k.ckey = s.ckey WHERE s.metric = ? AND s.variant = 3 "
+                             "GROUP BY s.ckey, k.description", (metric,))
+            out = [{"key": key, "devices": int(n), "describe": describe} for key, n, describe in rows]
             return sorted(out, key=lambda k: (-k["devices"], k["key"]))
         return self.cached(("keys", metric), compute)
 
-    def _values(self, metric: str, key: str | None, include: Iterable[str]) -> tuple[str | None, list[Any]]:
-        keys = self.keys(metric)
-        if key is None:
-            key = keys[0]["key"] if keys else None
-        if key is None:
-            return None, []
-        inc = set(include)
-        where = "" if "quick" in inc else " AND r.quick = 0"
-        where += "" if "emulated" in inc else " AND r.emulated = 0"
-        where += "" if "flagged" in inc else " AND r.flags = '[]'"
-        with self.db.connection() as c:
-            rows = c.all("SELECT m.device_id, d.model, d.emulated, m.run_id, m.pattern, m.value FROM metrics m "
-                         "JOIN runs r ON r.id = m.run_id JOIN devices d ON d.id = m.device_id "
-                         f"WHERE m.ckey = ? AND m.metric = ? AND r.public = 1{where}", (key, metric))
-        return key, rows
-
     def per_device(self, metric: str, key: str | None, include: Iterable[str], min_runs: int | None
                    ) -> tuple[str | None, list[dict[str, Any]]]:
-        """Each device's median per pattern over its runs (those with at least min_runs runs)."""
+        """Each device's median per pattern over its runs (devices with at least min_runs runs), from device_stats."""
         need = self.min_runs if min_runs is None else min_runs
         inc = tuple(sorted(include))
 
         def compute() -> tuple[str | None, list[dict[str, Any]]]:
-            k, rows = self._values(metric, key, inc)
+            keys = self.keys(metric)
+            k = key if key is not None else keys[0]["key"] if keys else None
+            if k is None:
+                return None, []
+            variant = (1 if "quick" in inc else 0) | (2 if "flagged" in inc else 0)
+            where = "" if "emulated" in inc else " AND d.emulated = ''"
+            with self.db.connection() as c:
+                rows = c.all("SELECT s.device_id, d.model, d.emulated, s.pattern, s.n, s.median FROM device_stats s "
+                             "JOIN devices d ON d.id = s.device_id WHERE s.ckey = ? AND s.metric = ? AND "
+                             f"s.variant = ? AND s.n >= ?{where}", (k, metric, variant, need))
             by_dev: dict[int, dict[str, Any]] = {}
-            for dev, model, emulated, run, pattern, value in rows:
-                d = by_dev.setdefault(dev, {"device_id": dev, "model": model, "emulated": emulated or None,
-                                            "runs": set(), "values": {}})
-                d["runs"].add(run)
-                d["values"].setdefault(pattern, []).append(value)
-            out = []
+            for dev, model, emulated, pattern, n, median in rows:
+                d = by_dev.setdefault(dev, {"device_id": dev, "model": model, "emulated": emulated or None, "n": 0,
+                                            "median": {}})
+                d["n"] = max(d["n"], int(n))
+                d["median"][pattern] = median
             for d in by_dev.values():
-                if len(d["runs"]) < need:
-                    continue
-                out.append({"device_id": d["device_id"], "model": d["model"], "emulated": d["emulated"],
-                            "n": len(d["runs"]),
-                            "median": {p: statistics.median(v) for p, v in sorted(d["values"].items())}})
-            return k, out
+                d["median"] = dict(sorted(d["median"].items()))
+            return k, sorted(by_dev.values(), key=lambda d: d["device_id"])
         return self.cached(("per_device", metric, key, inc, need), compute)
 
     def ranking(self, key: str | None = None, include: Iterable[str] = (), min_runs: int | None = None,
