@@ -83,7 +83,13 @@ def register_bench(exps: argparse._SubParsersAction) -> None:
                           "links it followed) in --target and run it there in a chroot (root): a real launch "
                           "from the target's filesystem, beside which --replay of the same trace can be set. "
                           "COMMAND defaults to the recorded one")
-    src.add_argument("--replay", metavar="TRACE", help="replay this trace's start-up instead of running a command")
+    src.add_argument("--replay", metavar="TRACE", help="replay this trace's start-up instead of running a command; "
+                                                       "a Mobigen script (`TID TIME_US CALL ARGS...` lines, as "
+                                                       "`mobibench -g` replays) is replayed one thread per script "
+                                                       "thread")
+    r.add_argument("--no-think", action="store_true",
+                   help="with --replay: no think times, every operation right after the one before (a Mobigen "
+                        "script's threads all start at once)")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to launch")
     r.set_defaults(func=bench_launch)
 
@@ -117,6 +123,8 @@ def _finish(a: argparse.Namespace, doc: dict[str, Any]) -> int:
 
 
 def bench_launch(a: argparse.Namespace) -> int:
+    if a.no_think and a.replay is None:
+        raise UsageError(None, "--no-think", "goes with --replay (a real launch has no think times to leave out)")
     if a.replay is not None:
         if a.argv and a.argv != ["--"]:
             raise UsageError("--replay", a.replay, "replays a trace; give no COMMAND beside it")
@@ -144,7 +152,8 @@ def replay(a: argparse.Namespace) -> int:
     if a.json:
         check_output_file("--json", a.json)
     Store(a.db).close()
-    return _finish(a, replay_launch(a.replay, a.target, settings, command=command_line()))
+    return _finish(a, replay_launch(a.replay, a.target, settings, command=command_line(),
+                                    think=not a.no_think))
 
 
 def record(a: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
-"""`smartio bench launch` (`-- COMMAND`, `--app TRACE`, `--replay TRACE`): what each launches (a real command, an
-installed copy of a recorded application, or a replay of its trace), set up on the target directory and timed by
-`measure`.
+"""`smartio bench launch` (`-- COMMAND`, `--app TRACE`, `--replay TRACE|SCRIPT`): what each launches (a real command,
+an installed copy of a recorded application, a replay of its trace, or of a Mobigen script), set up on the target
+directory and timed by `measure`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from smartio.blockdev import is_root
 from smartio.errors import NeedsRootError, UsageError
 from smartio.launch.launcher import CommandLauncher
 from smartio.launch.measure import LaunchSettings, measure
+from smartio.launch.mobigen import MobigenReplayer, Script, ScriptLayout, is_mobigen
 from smartio.launch.replay import Installed, Layout, Replayer
 from smartio.launch.trace import Trace
 from smartio.progress import Progress
@@ -45,10 +46,13 @@ def run_launch(argv: list[str], target_path: str | None, settings: LaunchSetting
 
 
 def replay_launch(trace_path: str, target_path: str | None, settings: LaunchSettings, *, command: str,
-                  progress: bool = True) -> dict[str, Any]:
+                  progress: bool = True, think: bool = True) -> dict[str, Any]:
     """`smartio bench launch --replay TRACE`: lay the trace's files out in the target directory, then time replays
-    of it."""
+    of it. A Mobigen script (mobigen.is_mobigen) is replayed by replay_script. `think=False` (`--no-think`):
+    every operation right after the one before."""
     settings.check()
+    if is_mobigen(Path(trace_path)):
+        return replay_script(trace_path, target_path, settings, command=command, progress=progress, think=think)
     trace = Trace.read(Path(trace_path))
     target = _open_dir(target_path)
     h = trace.header
@@ -61,13 +65,39 @@ def replay_launch(trace_path: str, target_path: str | None, settings: LaunchSett
         try:
             bar.begin(f"laying out {info['files']} files ({info['mib']:.1f} MiB) in {target.path}")
             with Layout(trace, target.path) as layout:
-                bar.begin("calibrating think times (the operations alone, warm)")
                 replayer = Replayer(trace, layout)
-                info["calibration"] = replayer.calibrate()
+                if think:
+                    bar.begin("calibrating think times (the operations alone, warm)")
+                    info["calibration"] = replayer.calibrate()
+                else:
+                    replayer.scale = 0.0
                 info["think_scale"] = replayer.scale
                 bar.close()
                 return measure(target, settings, replayer, what={"mode": "replay", "trace": info},
                                command=command, progress=progress)
+        finally:
+            bar.close()
+
+
+def replay_script(script_path: str, target_path: str | None, settings: LaunchSettings, *, command: str,
+                  progress: bool = True, think: bool = True) -> dict[str, Any]:
+    """`smartio bench launch --replay SCRIPT` of a Mobigen script: its files laid out in the target directory, then
+    replays of it, one thread per script thread (smartio.launch.mobigen)."""
+    settings.check()
+    script = Script.read(Path(script_path))
+    target = _open_dir(target_path)
+    info = script.summary()
+    info["think"] = "slept (each thread's gaps in the script)" if think else "none (--no-think)"
+    bar = Progress(None, stream=None if progress else io.StringIO())
+    with sigterm_as_interrupt():
+        try:
+            layout = ScriptLayout(script, target.path)
+            info.update(files=len(layout.sizes), directories=len(layout.dirs), mib=layout.bytes / (1 << 20))
+            bar.begin(f"laying out {info['files']} files ({info['mib']:.1f} MiB) in {target.path}")
+            with layout:
+                bar.close()
+                return measure(target, settings, MobigenReplayer(script, layout, think=think),
+                               what={"mode": "mobigen", "script": info}, command=command, progress=progress)
         finally:
             bar.close()
 

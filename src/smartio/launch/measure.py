@@ -31,6 +31,7 @@ from smartio.engine.fio import FioEngine
 from smartio.errors import NeedsRootError, SmartioError, UsageError
 from smartio.launch import background
 from smartio.launch.launcher import Launcher, drop_caches
+from smartio.launch.mobigen import call_table
 from smartio.progress import Progress
 from smartio.signals import sigterm_as_interrupt
 from smartio.storebench.stats import Stat
@@ -234,6 +235,7 @@ def measure_interleaved(target: Target, settings: LaunchSettings, arms: list[Arm
     reads: list[list[tuple[int, int]]] = [[] for _ in arms]   # per launch: read requests, sectors (disk_io)
     spent: list[list[dict[str, float]]] = [[] for _ in arms]  # per launch, where its time went (last_breakdown)
     spans: list[list[tuple[float, float]]] = [[] for _ in arms]   # per launch: when it ran (unix s, this clock)
+    calls: list[list[dict[str, Any]]] = [[] for _ in arms]   # per launch, a script replay's calls (last_calls)
     order = interleaving([a.repeats for a in arms])
     steps = len(order) + (len(arms) if settings.warmup else 0)
     cache = "cold" if settings.cold else "warm"
@@ -253,6 +255,8 @@ def measure_interleaved(target: Target, settings: LaunchSettings, arms: list[Arm
         after = disk_io(target)
         if (breakdown := getattr(launcher, "last_breakdown", None)) is not None:
             spent[k].append(breakdown)
+        if (per_call := getattr(launcher, "last_calls", None)) is not None:
+            calls[k].append(per_call)
         if before is not None and after is not None:
             reads[k].append((after[0] - before[0], after[1] - before[1]))
             if background_run is not None and walls[k][-1] > 0:
@@ -318,6 +322,8 @@ def measure_interleaved(target: Target, settings: LaunchSettings, arms: list[Arm
             results["disk_read_kib"] = Stat.of([s / 2 for _, s in reads[k]]).to_json()
         if spent[k] and len(spent[k]) == len(walls[k]):
             results["breakdown_s"] = {key: Stat.of([b[key] for b in spent[k]]).to_json() for key in spent[k][0]}
+        if calls[k]:
+            results["calls"] = call_table(calls[k])
         doc = {
             "experiment": "launch",
             **arm.what,
