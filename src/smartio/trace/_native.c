@@ -2307,15 +2307,29 @@ static int text_line(struct sio_out *o, const uint8_t *p, const uint8_t *end)
 	int act;
 	struct rec *e;
 
-	for (q = p; q < end; q++)
-		if (*q >= 0x80)
+	{	/* ASCII only (Python decodes the rest), 8 bytes at a time */
+		uint64_t high = 0, w;
+
+		for (q = p; q + 8 <= end; q += 8) {
+			memcpy(&w, q, 8);
+			high |= w;
+		}
+		for (; q < end; q++)
+			high |= *q;
+		if (high & 0x8080808080808080ull)
 			return LINE_PYTHON;
+	}
 	p = skip_ws(p, end);
 	/* "COMM-PID [(TGID)] [CPU]": the first "[digits]" with "-digits" before it, as the lazy match finds. */
 	for (q = p; q < end; q++) {
 		const uint8_t *r, *d;
 
-		if (*q != '[' || q == p || !is_ws(q[-1]))
+		q = memchr(q, '[', end - q);
+		if (!q) {
+			q = end;
+			break;
+		}
+		if (q == p || !is_ws(q[-1]))
 			continue;
 		for (r = q + 1; r < end && is_digit(*r); r++)
 			;
