@@ -100,3 +100,14 @@ def test_serve_imports_the_machines_own_runs_once(local: Path, tmp_path: Path) -
     assert fleet.counts() == {"runs": 2, "devices": 1}
     store.close()
     fleet.db.close()
+
+
+def test_serve_refuses_a_port_in_use(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["serve", "--db", str(tmp_path / "f.db"), "--no-import", "--port", str(port)]) == 2
+    assert f"--port {port}" in capsys.readouterr().err

@@ -61,6 +61,12 @@ def serve(db: str | None, host: str, port: int, workers: int, results_db: str | 
         raise UsageError("--workers", workers, "must be 1 to 64")
     if not 0 <= port <= 65535:
         raise UsageError("--port", port, "must be 0 to 65535")
+    try:                                # a port in use is bad input, said before anything is imported
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as e:
+        raise UsageError("--port", port, f"cannot listen on {host}:{port}: {e.strerror}") from None
     database = Database(where)          # migrated here once, before the workers start
     fleet = Fleet(database, min_runs)
     if import_runs:
