@@ -327,3 +327,13 @@ def test_device_statistics_follow_deletions_and_are_rebuilt_when_a_migration_ask
     fleet = Fleet(db, min_runs=1)
     assert fleet.ecdf("lat_ms", key)["series"]["seq_read"] == pytest.approx([1.5])
     db.close()
+
+
+def test_json_nested_too_deeply_or_numbers_too_large_are_refused(server: Server, db_url: str) -> None:
+    _refused(server, db_url, 400, None, doc=None, raw=b"[" * 100_000 + b"]" * 100_000)
+    sub = submission("Huge Phone")
+    raw = json.dumps(sub).replace('"bs": 4096', '"bs": 1' + "0" * 400).encode()
+    _refused(server, db_url, 422, "run.settings.bs", doc=None, raw=raw)
+    sub = submission("Odd Phone")
+    sub["results"]["slowdown"] = [1, 2]
+    _refused(server, db_url, 422, "results.slowdown", doc=sub)

@@ -228,11 +228,17 @@ def create_app(db: str | None = None, min_runs: int | None = None, max_body: int
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError) as e:
             return _fail(400, None, f"malformed JSON: {e}")
+        except RecursionError:
+            return _fail(400, None, "malformed JSON: nested too deeply")
         try:
             validate(doc)
         except Invalid as e:
             return _fail(e.status, e.field or None, e.message)
-        stored = await run_in_threadpool(fleet.submit, doc, token, public == "yes")
+        try:
+            stored = await run_in_threadpool(fleet.submit, doc, token, public == "yes")
+        except Exception as e:      # the database is down or refused: say so, and that the client may retry
+            return _fail(503, None, f"the database could not store the run ({type(e).__name__}); nothing was "
+                                    "stored, retry later")
         url = f"{str(req.base_url).rstrip('/')}/runs/{stored.slug}"
         out = {"id": stored.id, "slug": stored.slug, "url": url, "created": stored.created,
                "public": public == "yes"}

@@ -139,6 +139,10 @@ def submit(store: Store, url: str, ids: list[int], *, public: bool, model: str |
                 vis = "public" if item["public"] else "private"
                 lines.append(f"run {run_id}: {reply['url']} ({vis}{'' if status == 201 else ', stored before'}; "
                              f"`smartio results unsubmit {url} {run_id}` deletes it)")
+            elif status >= 500:
+                lines.append(f"run {run_id}: not submitted (the server said {status}: {reply.get('error')}); kept, "
+                             f"and sent again by the next `smartio results submit {url}`")
+                ok = False
             else:
                 field = f" (field {reply.get('field')})" if reply.get("field") else ""
                 entry.update(state="refused", error=f"{status}: {reply.get('error')}{field}")

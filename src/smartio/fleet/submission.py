@@ -86,7 +86,10 @@ def _get(doc: dict[str, Any], path: str, kind: type | tuple[type, ...], optional
 
 
 def _number(doc: dict[str, Any], path: str, positive: bool = True) -> float:
-    v = float(_get(doc, path, (int, float)))
+    try:
+        v = float(_get(doc, path, (int, float)))
+    except OverflowError:
+        raise Invalid(path, "must be a finite number") from None
     if positive and v <= 0 or v < 0:
         raise Invalid(path, "must be positive" if positive else "must not be negative")
     return v
@@ -140,6 +143,7 @@ def validate(doc: Any) -> dict[str, Any]:
     for name in results:
         if name not in EXPERIMENTS:
             raise Invalid(f"results.{name[:40]}", f"unknown experiment; known: {', '.join(EXPERIMENTS)}")
+        _get(doc, f"results.{name}", dict)
     if "latency" in results:
         for p in PATTERNS:
             _number(doc, f"results.latency.patterns.{p}.mean_ms.mean")
