@@ -337,3 +337,26 @@ def test_json_nested_too_deeply_or_numbers_too_large_are_refused(server: Server,
     sub = submission("Odd Phone")
     sub["results"]["slowdown"] = [1, 2]
     _refused(server, db_url, 422, "results.slowdown", doc=sub)
+
+
+def test_a_lost_database_connection_is_a_503_and_the_next_upload_is_stored() -> None:
+    import psycopg
+
+    with postgres() as pg:
+        url = pg.new_database("lost")
+        s = Server(url).start()
+        try:
+            assert post(s.url, submission("Before Phone"))[0] == 201
+            with psycopg.connect(url, autocommit=True) as c:      # what a database restart does to the server
+                c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'lost' AND "
+                          "pid <> pg_backend_pid()")
+            statuses = []
+            for name in ("After Phone 1", "After Phone 2", "After Phone 3"):
+                status, out = post(s.url, submission(name))
+                assert status in (201, 503), out
+                statuses.append(status)
+                if status == 503:
+                    assert "nothing was stored" in out["error"]
+            assert statuses[-1] == 201 and _count(url) == 1 + statuses.count(201)
+        finally:
+            s.stop()

@@ -169,9 +169,12 @@ class Database:
         try:
             yield c
         finally:
-            if self.dialect == "postgresql" and c.raw.info.transaction_status != 0:   # not idle: unusable
-                c.raw.rollback()
-            self.pool.put(c)
+            if self.dialect == "postgresql" and (c.raw.closed or c.raw.broken):     # the server went away
+                c.raw.close()
+            else:
+                if self.dialect == "postgresql" and c.raw.info.transaction_status != 0:   # not idle
+                    c.raw.rollback()
+                self.pool.put(c)
 
     @contextlib.contextmanager
     def transaction(self, write: bool = True) -> Iterator[Conn]:
