@@ -329,3 +329,19 @@ def test_c_reader_takes_a_damaged_line_only_as_the_python_reader_reads_it(tmp_pa
         assert tuple(events[0].tolist()) == row, line
         assert names == ({row[6]: comm} if comm is not None else {}), line
     assert taken > 200
+
+
+@pytest.mark.parametrize("piece", [1, 7, 4096])
+def test_lines_and_packets_cut_between_pieces_read_whole(tmp_path, text, monkeypatch, piece):
+    # The readers get the file in pieces (8 MiB in use); tiny pieces cut every line and packet somewhere.
+    from smartio.trace import streams
+
+    short = text[:text.index("\n", 30000) + 1]
+    (tmp_path / "t.txt").write_text(short)
+    (tmp_path / "t.pftrace").write_bytes(perfetto_from_text(short, compress_every=3))
+    whole_text, whole_pf = read_trace(tmp_path / "t.txt"), read_trace(tmp_path / "t.pftrace")
+    monkeypatch.setattr(streams, "PIECE", piece)
+    for path, whole in ((tmp_path / "t.txt", whole_text), (tmp_path / "t.pftrace", whole_pf)):
+        cut = read_trace(path)
+        np.testing.assert_array_equal(cut.events, whole.events)
+        assert cut.comms == whole.comms

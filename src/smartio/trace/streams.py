@@ -34,9 +34,10 @@ def compression(path: Path) -> str | None:
     return next((k for magic, k in COMPRESSED.items() if start.startswith(magic)), None)
 
 
-def pieces(path: Path, size: int = PIECE) -> Iterator[bytes]:
-    """The file's bytes, decompressed, in pieces of about `size` bytes (offsets in errors are then offsets in the
-    decompressed data)."""
+def pieces(path: Path, size: int | None = None) -> Iterator[bytes]:
+    """The file's bytes, decompressed, in pieces of about `size` bytes (default PIECE; offsets in errors are then
+    offsets in the decompressed data)."""
+    size = size or PIECE
     kind = compression(path)
     if kind is None:
         with open(path, "rb") as f:
