@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_iosched_vm import KERNEL_ARGS, PRELUDE, ModuleBuild, Stats, module_ko  # noqa: F401  (module_ko: a fixture)
+from test_iosched_vm import KERNEL_ARGS, PRELUDE, ModuleBuild, Stats, module_ko_and_debug  # noqa: F401  (a fixture)
 
 from smartio.iosched.debugfs import QASIO_LOG_EVENTS as LOG_EVENTS, QASIO_LOG_SIZE as LOG_SIZE, parse_qasio_log
 from smartio.testbed import vm
@@ -156,8 +156,8 @@ def run_load(tmp: Path, load_py: str, guest: str, ko: ModuleBuild, disk_mb: int,
 
 
 @pytest.fixture(scope="module")
-def qasio_run(tmp_path_factory: pytest.TempPathFactory, module_ko: ModuleBuild) -> Path:  # noqa: F811
-    return run_load(tmp_path_factory.mktemp("qasio"), LOAD_PY, GUEST, module_ko, disk_mb=128, timeout_s=540)
+def qasio_run(tmp_path_factory: pytest.TempPathFactory, module_ko_and_debug: ModuleBuild) -> Path:  # noqa: F811
+    return run_load(tmp_path_factory.mktemp("qasio"), LOAD_PY, GUEST, module_ko_and_debug, disk_mb=128, timeout_s=540)
 
 
 def qasio_rows(st: Stats) -> dict[str, dict[str, int]]:
@@ -290,11 +290,11 @@ use none
 
 
 def test_a_wait_on_one_page_boosts_the_files_other_writes(tmp_path: Path,
-                                                          module_ko: ModuleBuild) -> None:  # noqa: F811
+                                                          module_ko_and_debug: ModuleBuild) -> None:  # noqa: F811
     """ext4 ends the writeback of a file's pages together (one io_end over its requests), so truncate() waiting on
     the first page waits for all of the file's writes: the boost moves every queued async write of that file
     (`qasio_file boosted_with_file`), not only the one holding the page."""
-    out = run_load(tmp_path, FILE_PY, FILE_GUEST, module_ko, disk_mb=64, timeout_s=300)
+    out = run_load(tmp_path, FILE_PY, FILE_GUEST, module_ko_and_debug, disk_mb=64, timeout_s=300)
     st = Stats.load(out, "file")
     st.assert_balanced(min_dispatched=10)
     data = qasio_rows(st)["data"]
@@ -358,7 +358,7 @@ use none
 
 
 def test_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp_path: Path,
-                                                                     module_ko: ModuleBuild) -> None:  # noqa: F811
+                                                                     module_ko_and_debug: ModuleBuild) -> None:  # noqa: F811
     """Anticipation holds writes for a reader's next read. A sync write that another task waits on holds that task
     by a write it did not choose (a launch reading an inode whose buffer jbd2 is writing): QASIO boosts it like an
     async one, and a boosted write is never held. Here a syncer overwrites a file with fdatasync() after every write
@@ -368,7 +368,7 @@ def test_a_sync_write_another_task_waits_on_is_not_held_for_a_reader(tmp_path: P
     a task that waits on its own sync write is served as any sync writer. (jbd2's commit after each fdatasync is
     such a write, waited on by jbd2 itself: it still waits out a slice, boosted or not.)"""
     (tmp_path / "awaited.fio").write_text(AWAITED_FIO)
-    out = run_load(tmp_path, AWAITED_WAITER, AWAITED_GUEST, module_ko, disk_mb=64, timeout_s=480)
+    out = run_load(tmp_path, AWAITED_WAITER, AWAITED_GUEST, module_ko_and_debug, disk_mb=64, timeout_s=480)
     st = {p: Stats.load(out, p) for p in ("cross", "own", "off")}
     syncs, rows = {}, {}
     for phase, s in st.items():
