@@ -429,7 +429,7 @@ _TF_SKIP = re.compile(r"#|cpus=\d+\s*$|version = |CPU\s*\d+ is empty|CPU\d+ data
 _TF_LOST = re.compile(r".*\bLOST (\d+) EVENTS")
 
 
-def read_tracefs_text(path: Path, data=None) -> Trace:
+def read_tracefs_text(path: Path) -> Trace:
     """Streams the file through the C reader, which takes the usual event lines; the others (headers, LOST lines,
     odd ones, and malformed ones, which raise here) go through tracefs_text_line."""
     with native.Collector() as col:
@@ -437,8 +437,7 @@ def read_tracefs_text(path: Path, data=None) -> Trace:
         lost = py_lines = 0
         pending = bytearray()
         base = 0   # offset in the (decompressed) file of pending[0]
-        whole = [data] if data is not None and not isinstance(data, mmap.mmap) else streams.pieces(path)
-        for final, piece in _with_last(whole):
+        for final, piece in _with_last(streams.pieces(path)):
             pending += piece
             pos = 0
             while True:
