@@ -339,6 +339,8 @@ def switching_phase(tmp_path: Path) -> Phase:
                    extra=("time_based=1", "runtime=25"))]
     (tmp_path / "load.fio").write_text(job_file(RAW_GLOBAL, jobs))
     script = f"""
+# From 6.12 Debian builds mq-deadline as a module too; a switch to one not loaded fails (EIO) in the guest.
+modprobe mq-deadline
 modprobe kyber-iosched
 modprobe bfq
 use smartio

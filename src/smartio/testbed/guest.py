@@ -87,14 +87,15 @@ class GuestSpec:
 
 def check_kernel(kernel: str, flavour: str = kernelpkg.FLAVOUR) -> None:
     """A UsageError naming --kernel (or --flavour) unless `kernel` is one of kernelpkg.KERNELS or an exact release,
-    and the flavour one it comes in (debug: 6.1 only)."""
+    and the flavour one it comes in (debug: kernelpkg.DEBUG_KERNELS)."""
     if kernel not in kernelpkg.KERNELS and not kernelpkg.RELEASE_RE.fullmatch(kernel):
         raise UsageError("--kernel", kernel, f"must be {', '.join(kernelpkg.KERNELS)} or an exact release such as "
                                              "6.12.118+deb13")
     if flavour not in kernelpkg.FLAVOURS:
         raise UsageError("--flavour", flavour, f"must be one of {', '.join(kernelpkg.FLAVOURS)}")
-    if flavour == kernelpkg.DEBUG and kernelpkg.DEFAULT_KERNEL not in (kernel, kernelpkg.kernel_of(kernel)):
-        raise UsageError("--kernel", kernel, f"the debug kernel is built for {kernelpkg.DEFAULT_KERNEL} only")
+    if flavour == kernelpkg.DEBUG and not {kernel, kernelpkg.kernel_of(kernel)} & set(kernelpkg.DEBUG_KERNELS):
+        raise UsageError("--kernel", kernel,
+                         f"the debug kernel is built for {' and '.join(kernelpkg.DEBUG_KERNELS)} only")
 
 
 def repo_root() -> Path | None:
