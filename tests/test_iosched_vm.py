@@ -146,9 +146,9 @@ class ModuleBuild:
         return DEBUG_KERNEL_SLOWDOWN if self.flavour == kernelpkg.DEBUG else 1.0
 
 
-# The kernels the module's VM tests run under: Debian's 6.1 for the whole suite. The debug kernels (lockdep, KASAN)
-# run the portable phases in one guest each (test_kernels_vm) and QASIO's tests (test_qasio_vm, DEBUG_TOO);
-# SMARTIO_TEST_KERNELS=cloud-amd64,debug runs every test here under 6.1's debug kernel too.
+# The kernels the module's VM tests run under: Debian's 6.1 for the whole suite. 6.1's debug kernel (lockdep, KASAN)
+# runs QASIO's tests and the tests only it can run (DEBUG_TOO), 6.12's the portable phases in one guest
+# (test_kernels_vm); SMARTIO_TEST_KERNELS=cloud-amd64,debug runs every test here under 6.1's debug kernel too.
 TEST_KERNELS = os.environ.get("SMARTIO_TEST_KERNELS", kernelpkg.FLAVOUR).split(",")
 DEBUG_TOO = os.environ.get("SMARTIO_TEST_KERNELS", f"{kernelpkg.FLAVOUR},{kernelpkg.DEBUG}").split(",")
 DEBUG_KERNEL_SLOWDOWN = 2.5
@@ -737,11 +737,11 @@ def check_head_insert(out: Path) -> None:
     assert reinserted >= requeued // 4, f"{reinserted} of {requeued} requeued requests were traced inserted again"
 
 
-def test_a_requeued_request_is_traced_when_inserted_again(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    if module_ko.flavour != kernelpkg.DEBUG:
+def test_a_requeued_request_is_traced_when_inserted_again(tmp_path: Path, module_ko_and_debug: ModuleBuild) -> None:
+    if module_ko_and_debug.flavour != kernelpkg.DEBUG:
         pytest.skip("Debian's kernels have no fault injection, so their null_blk cannot requeue (the debug kernel's "
                     "can)")
-    run_phase(tmp_path, head_insert_phase(), module_ko)
+    run_phase(tmp_path, head_insert_phase(), module_ko_and_debug)
 
 
 def fragmented_memory_phase() -> Phase:
@@ -775,10 +775,10 @@ def check_fragmented_memory(out: Path) -> None:
     Stats.load(out, "fragmented").assert_balanced(min_dispatched=500)
 
 
-def test_the_switch_to_smartio_needs_no_high_order_page(tmp_path: Path, module_ko: ModuleBuild) -> None:
-    if module_ko.flavour != kernelpkg.DEBUG:
+def test_the_switch_to_smartio_needs_no_high_order_page(tmp_path: Path, module_ko_and_debug: ModuleBuild) -> None:
+    if module_ko_and_debug.flavour != kernelpkg.DEBUG:
         pytest.skip("Debian's kernels have no fault injection to take high-order pages away (the debug kernel has)")
-    run_phase(tmp_path, fragmented_memory_phase(), module_ko)
+    run_phase(tmp_path, fragmented_memory_phase(), module_ko_and_debug)
 
 
 def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path: Path,
