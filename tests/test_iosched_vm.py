@@ -785,12 +785,6 @@ def check_fragmented_memory(out: Path) -> None:
     Stats.load(out, "fragmented").assert_balanced(min_dispatched=500)
 
 
-def test_the_switch_to_smartio_needs_no_high_order_page(tmp_path: Path, module_ko_and_debug: ModuleBuild) -> None:
-    if module_ko_and_debug.flavour != kernelpkg.DEBUG:
-        pytest.skip("Debian's kernels have no fault injection to take high-order pages away (the debug kernel has)")
-    run_phase(tmp_path, fragmented_memory_phase(), module_ko_and_debug)
-
-
 def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path: Path,
                                                                           module_ko: ModuleBuild) -> None:
     """A write QASIO boosted (a task waits on it) goes after the class's reads, and its slice still bounds its wait:
