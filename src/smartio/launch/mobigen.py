@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from smartio.errors import UsageError
-from smartio.units import mib
+from smartio.launch.replay import require_space
 
 SCRATCH_PREFIX = ".smartio-mobigen-"
 SLEEP_SLICE_S = 0.2
@@ -294,12 +294,8 @@ class ScriptLayout:
         return sum(self.sizes.values())
 
     def check_space(self) -> None:
-        need = sum(-(-n // 4096) * 4096 + 4096 for n in self.sizes.values())
-        st = os.statvfs(self.root.parent)
-        free = st.f_bavail * st.f_frsize
-        if need + (64 << 20) > free:
-            raise UsageError("--target", self.root.parent, f"too little space: the script's files take {mib(need)} "
-                             f"and 64 MiB are left to the filesystem, {mib(free)} available")
+        require_space(self.root.parent, sum(-(-n // 4096) * 4096 + 4096 for n in self.sizes.values()),
+                      "the script's files")
 
     def __enter__(self) -> ScriptLayout:
         if not self.root.parent.is_dir():

@@ -58,6 +58,15 @@ SPENT_AS = {"lookup": "metadata", "stat": "metadata", "open": "metadata", "close
 BREAKDOWN = ("think", "metadata", "fault", "readahead", "read", "write", "sync", "cpu", "cpu_sys")
 
 
+
+def require_space(directory: Path, need: int, what: str) -> None:
+    """A UsageError on --target unless `directory`'s filesystem has `need` bytes and 64 MiB more free."""
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    if need + (64 << 20) > free:
+        raise UsageError("--target", directory, f"too little space: {what} take {mib(need)} and 64 MiB are left to "
+                         f"the filesystem, {mib(free)} available")
+
 class Layout:
     """The trace's files laid out under `<dir>/.smartio-launch-<token>/`, each at its recorded path and size, filled
     with pseudo-random bytes (not zeros, which a device or filesystem might keep sparse) and synced. Removed on
@@ -71,12 +80,7 @@ class Layout:
         self.paths = {f.id: self.root / f.path.lstrip("/") for f in trace.files}
 
     def check_space(self) -> None:
-        need = sum(-(-f.size // 4096) * 4096 for f in self.trace.files)
-        st = os.statvfs(self.root.parent)
-        free = st.f_bavail * st.f_frsize
-        if need + (64 << 20) > free:
-            raise UsageError("--target", self.root.parent, f"too little space: the trace's files take {mib(need)} "
-                             f"and 64 MiB are left to the filesystem, {mib(free)} available")
+        require_space(self.root.parent, sum(-(-f.size // 4096) * 4096 for f in self.trace.files), "the trace's files")
 
     def __enter__(self) -> Layout:
         self.check_space()
