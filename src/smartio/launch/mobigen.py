@@ -30,6 +30,9 @@ Where this differs from Mobibench, and why:
   so that its reads read: Mobibench opens every file that is not read-only with O_TRUNC and reads nothing back.
   The recorded flags are kept (O_CREAT, O_TRUNC, O_APPEND), and a file written is opened read-write.
 - Calls on an fd the script never opened are skipped and counted, as Mobibench skips them (it cannot know the file).
+  A call on an fd is bound to the open that preceded it in the script's time, in whichever thread, and waits for
+  that open to have been replayed (with or without think times): threads run apart, but a file's life keeps its
+  order, so a call misses its file only where the script has it so.
 - Failed calls (the file is gone, a read on a directory) are counted per call, not fatal; their time is I/O time.
 """
 
@@ -353,19 +356,35 @@ class MobigenReplayer:
         self.last_breakdown: dict[str, float] | None = None
         self.last_calls: dict[str, dict[str, Any]] | None = None
         self._used = False
+        # In the script's time over all threads: each fd call's open (its line), and for an open the earlier open
+        # of the same number it replaces when the script never recorded that one's close.
+        self.uses: dict[int, int] = {}
+        self.replaces: dict[int, int] = {}
+        holder: dict[int, int] = {}
+        for c in sorted(script.calls, key=lambda c: (c.time_us, c.line)):
+            if c.fd is None:
+                continue
+            if c.call == "open":
+                if c.fd >= 0:
+                    if c.fd in holder:
+                        self.replaces[c.line] = holder[c.fd]
+                    holder[c.fd] = c.line
+            elif c.fd in holder:
+                self.uses[c.line] = holder[c.fd] if c.call != "close" else holder.pop(c.fd)
 
     def launch(self) -> float:
         if self._used:
             self.layout.reset()
         self._used = True
-        fds: dict[int, int] = {}
+        fds: dict[int, int] = {}                # open's line -> our fd, while open
+        opened = {line: threading.Event() for line in set(self.uses.values())}
         lock = threading.Lock()
         stop = threading.Event()
         results: list[dict[str, Any]] = []
         failures: list[BaseException] = []
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
-        workers = [threading.Thread(target=self._thread, args=(calls, t0, fds, lock, stop, results, failures),
+        workers = [threading.Thread(target=self._thread, args=(calls, t0, fds, opened, lock, stop, results, failures),
                                     name=f"mobigen-{tid}", daemon=True) for tid, calls in self.threads.items()]
         try:
             for w in workers:
@@ -376,7 +395,10 @@ class MobigenReplayer:
         except BaseException:
             stop.set()
             for w in workers:
-                w.join()
+                try:
+                    w.join()
+                except RuntimeError:        # not started: Ctrl-C came while the threads were being started
+                    pass
             raise
         finally:
             for fd in fds.values():
@@ -404,8 +426,9 @@ class MobigenReplayer:
         self.last_calls = calls
         return wall
 
-    def _thread(self, calls: list[Call], t0: float, fds: dict[int, int], lock: threading.Lock,
-                stop: threading.Event, results: list[dict[str, Any]], failures: list[BaseException]) -> None:
+    def _thread(self, calls: list[Call], t0: float, fds: dict[int, int], opened: dict[int, threading.Event],
+                lock: threading.Lock, stop: threading.Event, results: list[dict[str, Any]],
+                failures: list[BaseException]) -> None:
         clock = time.perf_counter
         paths, wbuf = self.layout.paths, memoryview(self.wbuf)
         rbuf = bytearray(len(self.wbuf))
@@ -425,19 +448,26 @@ class MobigenReplayer:
                     spent["think"] += now - end
                 prev_us = c.time_us
                 acc = per.setdefault(c.call, {"durations_s": [], "failed": 0, "skipped": 0})
-                fd = -1
+                fd, gen = -1, self.uses.get(c.line, -1)
                 if c.fd is not None and c.call != "open":
-                    with lock:
-                        fd = fds.get(c.fd, -1)
-                    if fd < 0:
+                    if gen < 0:
                         acc["skipped"] += 1
                         end = clock()
                         continue
+                    while not opened[gen].wait(SLEEP_SLICE_S) and not stop.is_set():
+                        pass
+                    if stop.is_set():
+                        break
+                    with lock:      # -1 if that open failed, or --no-think let another thread close it first
+                        fd = fds.pop(gen, -1) if c.call == "close" else fds.get(gen, -1)
                 began = clock()
                 try:
                     self._do(c, fd, paths, wbuf, rbuf, fds, lock)
                 except OSError:
                     acc["failed"] += 1
+                finally:
+                    if c.line in opened:
+                        opened[c.line].set()
                 end = clock()
                 acc["durations_s"].append(end - began)
                 spent["io"] += end - began
@@ -447,8 +477,7 @@ class MobigenReplayer:
             stop.set()
         results.append({"end": end, "spent": spent, "calls": per})
 
-    @staticmethod
-    def _do(c: Call, fd: int, paths: dict[int, str], wbuf: memoryview, rbuf: bytearray, fds: dict[int, int],
+    def _do(self, c: Call, fd: int, paths: dict[int, str], wbuf: memoryview, rbuf: bytearray, fds: dict[int, int],
             lock: threading.Lock) -> None:
         name = c.call
         if name == "read":
@@ -468,15 +497,15 @@ class MobigenReplayer:
         elif name == "lseek":
             os.lseek(fd, c.offset, c.whence)
         elif name == "close":
-            with lock:
-                if fds.get(c.fd or 0) == fd:
-                    del fds[c.fd or 0]
             os.close(fd)
         elif name == "open":
             new = os.open(paths[c.line], open_flags(c.flags), 0o600)
+            if c.fd is None or c.fd < 0:    # it failed on the phone: the application had no fd to use
+                os.close(new)
+                return
             with lock:
-                old = fds.get(c.fd or 0)
-                fds[c.fd or 0] = new
+                fds[c.line] = new
+                old = fds.pop(self.replaces[c.line], None) if c.line in self.replaces else None
             if old is not None:             # the script reused the number without a close it recorded
                 os.close(old)
         elif name == "stat64":
