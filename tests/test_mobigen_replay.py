@@ -190,7 +190,9 @@ def test_mobibench_twitter_script_replays(tmp_path):
     held: set[int] = set()
     never_opened = 0
     for line in sorted((x.split() for x in text.splitlines() if len(x.split()) > 3), key=lambda f: int(f[1])):
-        fd = int(line[-1] if line[2] == "open" else line[3]) if line[2] in ("open", "close", "fsync") else None
+        if line[2] not in ("open", "close", "fsync"):
+            continue
+        fd = int(line[-1] if line[2] == "open" else line[3])
         if line[2] == "open":
             held.add(fd)
         elif line[2] == "close":
