@@ -429,6 +429,20 @@ struct sio_data {
 	bool startup_reading;			/* ... and the last to read */
 	struct hrtimer antic_timer;		/* reruns the queue when anticipation ends */
 	struct hrtimer pace_timer;		/* ... and when a pace or read hold ends */
+	/*
+	 * Everything queued is held and a timer or a completion will rerun
+	 * the queue: has_work says no, so blk-mq does not rerun it every
+	 * BLK_MQ_BUDGET_DELAY (3 ms) while it waits. Set by a dispatch that
+	 * found nothing to send; cleared, under the lock, by whatever may end
+	 * a hold (insert, completion, requeue, timer, hint, tunable).
+	 */
+	bool all_held;
+	/*
+	 * While a dispatch finds nothing to send: the earliest time a hold it
+	 * met ends by itself (a slice, the pace, a reader's window, aging),
+	 * for the timer; 0 = none.
+	 */
+	u64 next_check_ns;
 
 	struct sio_hint hints[SIO_NR_HINTS];
 	struct sio_qlog *qlog;			/* SIO_NR_QLOG entries; NULL without debugfs */
@@ -937,6 +951,52 @@ static void sio_rerun_at(struct sio_data *sd, u64 when)
 	hrtimer_start(&sd->pace_timer, ns_to_ktime(when), HRTIMER_MODE_ABS);
 }
 
+/* A hold met by this dispatch ends by itself at @when (ns, monotonic). */
+static void sio_note_check(struct sio_data *sd, u64 when)
+{
+	lockdep_assert_held(&sd->lock);
+
+	if (!sd->next_check_ns || when < sd->next_check_ns)
+		sd->next_check_ns = when;
+}
+
+/* Something may end a hold: let has_work see the queue again. Lock held. */
+static void sio_unhold(struct sio_data *sd)
+{
+	lockdep_assert_held(&sd->lock);
+	WRITE_ONCE(sd->all_held, false);
+}
+
+/* Rerun the queue from outside the lock (timers, hints, tunables). */
+static void sio_kick(struct sio_data *sd)
+{
+	unsigned long irqflags;
+
+	spin_lock_irqsave(&sd->lock, irqflags);
+	sio_unhold(sd);
+	spin_unlock_irqrestore(&sd->lock, irqflags);
+	blk_mq_run_hw_queues(sd->q, true);
+}
+
+/*
+ * Will a timer or a completion rerun the queue? A completion does when a
+ * request is in flight (sio_mark_restart()); otherwise only a queued timer.
+ * A hold that neither ends is left to blk-mq's periodic rerun.
+ */
+static bool sio_rerun_coming(struct sio_data *sd)
+{
+	enum sio_kind k;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (hrtimer_is_queued(&sd->pace_timer) || hrtimer_is_queued(&sd->antic_timer))
+		return true;
+	for (k = 0; k < SIO_NR_KINDS; k++)
+		if (sd->inflight[k])
+			return true;
+	return false;
+}
+
 /* The pace after the last write dispatched, ns (write_pace_rand_us after a random one, if set). */
 static u64 sio_pace_ns(struct sio_data *sd)
 {
@@ -1270,6 +1330,9 @@ static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
 	}
 	sio_rq_set_flags(rq, flags | SIO_RQ_HELD);
 	sio_rerun_at(sd, end);
+	/* The reader may stop counting as one first: the write goes unpaced then. */
+	if (!sio_reads_outstanding(sd) && sd->last_read_done_ns)
+		sio_note_check(sd, sd->last_read_done_ns + sio_reader_window_ns(sd));
 	*hold = true;
 	return NULL;
 }
@@ -1323,6 +1386,12 @@ static bool sio_slice_over(struct sio_data *sd, struct request *rq, u64 now)
 	return sio_write_waited_ns(sd, rq, now) >= sio_slice_ns(sd, rq);
 }
 
+/* When @rq's slice ends, if no write is dispatched before. */
+static u64 sio_slice_end(struct sio_data *sd, struct request *rq)
+{
+	return max(rq->fifo_time, sd->last_write_ns) + sio_slice_ns(sd, rq);
+}
+
 /*
  * A write whose slice has expired: a boosted one first, then of the sync and
  * async group heads the older (a small sync write behind a large async one
@@ -1346,12 +1415,20 @@ static struct request *sio_starved_write(struct sio_data *sd,
 	 */
 	if (boosted && sio_slice_over(sd, boosted, now))
 		return boosted;
+	if (boosted)
+		sio_note_check(sd, sio_slice_end(sd, boosted));
 	if (a && b && b->fifo_time < a->fifo_time)
 		swap(a, b);
 	if (a && sio_slice_over(sd, a, now))
 		rq = a;
 	else if (b && sio_slice_over(sd, b, now))
 		rq = b;
+	if (!rq) {
+		if (a)
+			sio_note_check(sd, sio_slice_end(sd, a));
+		if (b)
+			sio_note_check(sd, sio_slice_end(sd, b));
+	}
 	/* The later head has waited no longer: a start-up holds it too (11). */
 	if (rq && sio_startup_on(sd, now) &&
 	    sio_write_waited_ns(sd, rq, now) < startup) {
@@ -1471,6 +1548,8 @@ static struct request *sio_select(struct sio_data *sd, u64 now)
 				sd->prio_aged++;
 				return rq;
 			}
+			sio_note_check(sd, rq->fifo_time + aging);
+			rq = NULL;
 		}
 		higher_waiting = true;
 	}
@@ -1796,7 +1875,7 @@ static void sio_hint_queue(struct request_queue *q, sector_t start,
 			continue;
 		if (READ_ONCE(sd->qasio_boost) && READ_ONCE(sd->qasio_dep[dep]) &&
 		    sio_hint_one(sd, start, end, dep, owner, waiter))
-			blk_mq_run_hw_queues(q, true);
+			sio_kick(sd);
 		break;
 	}
 	rcu_read_unlock();
@@ -1994,7 +2073,7 @@ static enum hrtimer_restart sio_antic_timer_fn(struct hrtimer *timer)
 {
 	struct sio_data *sd = container_of(timer, struct sio_data, antic_timer);
 
-	blk_mq_run_hw_queues(sd->q, true);
+	sio_kick(sd);
 	return HRTIMER_NORESTART;
 }
 
@@ -2003,7 +2082,7 @@ static enum hrtimer_restart sio_pace_timer_fn(struct hrtimer *timer)
 {
 	struct sio_data *sd = container_of(timer, struct sio_data, pace_timer);
 
-	blk_mq_run_hw_queues(sd->q, true);
+	sio_kick(sd);
 	return HRTIMER_NORESTART;
 }
 
@@ -2040,6 +2119,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	} else {
 		sd->single_write_held = false;
 		sd->startup_held = false;
+		sd->next_check_ns = 0;
 		rq = sio_select(sd, now);
 		/* Rule 10 held a write back and anticipation did not. */
 		if (sd->single_write_held && (!rq || sio_rq_dir(rq) == SIO_READ) &&
@@ -2050,8 +2130,18 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 			sd->startup_holds++;
 		if (!rq) {
 			/* Held by a limit or for a reader: a completion reruns us. */
-			if (!sio_all_empty(sd))
+			if (!sio_all_empty(sd)) {
 				sio_mark_restart(sd->q);
+				/*
+				 * A start-up's hold ends with the start-up, a
+				 * time not computed here: left to blk-mq.
+				 */
+				if (sd->next_check_ns > now)
+					sio_rerun_at(sd, sd->next_check_ns);
+				WRITE_ONCE(sd->all_held, !sd->startup_held &&
+					   (!sd->next_check_ns || sd->next_check_ns > now) &&
+					   sio_rerun_coming(sd));
+			}
 			goto unlock;
 		}
 		sio_remove_request(sd, rq);
@@ -2184,6 +2274,7 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 	LIST_HEAD(free);
 
 	spin_lock_irqsave(&sd->lock, irqflags);
+	sio_unhold(sd);
 	while (!list_empty(list)) {
 		struct request *rq;
 
@@ -2223,6 +2314,7 @@ static void sio_finish_request(struct request *rq)
 		enum sio_kind kind = sio_rq_kind(rq);
 
 		sd->inflight[kind]--;
+		sio_unhold(sd);
 		if (flags & SIO_RQ_BOOSTED) {
 			/*
 			 * A completed request has no sectors left: its range
@@ -2279,6 +2371,7 @@ static void sio_requeue_request(struct request *rq)
 	if (!(flags & SIO_RQ_INFLIGHT))
 		goto unlock;
 	sd->inflight[sio_rq_kind(rq)]--;
+	sio_unhold(sd);
 	sio_write_out_del(sd, rq);
 	sd->requeued++;
 	sio_rq_set_flags(rq, flags & ~SIO_RQ_INFLIGHT);
@@ -2440,6 +2533,8 @@ static bool sio_has_work(struct blk_mq_hw_ctx *hctx)
 
 	if (!list_empty_careful(&sd->dispatch))
 		return true;
+	if (READ_ONCE(sd->all_held))
+		return false;
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++)
 		for (g = 0; g < SIO_NR_GROUPS; g++)
 			if (!list_empty_careful(&sd->cls[c].fifo[g]))
@@ -2738,7 +2833,7 @@ static ssize_t sio_##name##_store(struct elevator_queue *e,		\
 	if (ret)							\
 		return ret;						\
 	WRITE_ONCE(sd->field, clamp(val, min, max));			\
-	blk_mq_run_hw_queues(sd->q, true);				\
+	sio_kick(sd);							\
 	return count;							\
 }
 

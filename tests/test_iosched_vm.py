@@ -785,6 +785,49 @@ def check_fragmented_memory(out: Path) -> None:
     Stats.load(out, "fragmented").assert_balanced(min_dispatched=500)
 
 
+def held_write_phase() -> Phase:
+    """While smartio holds a write for its pace beside an idle reader, nothing reruns the queue but the timer at the
+    pace's end: blk-mq's hctx run counters stand still, where a dispatch that holds work while has_work says yes
+    has blk-mq rerun the queue every 3 ms (BLK_MQ_BUDGET_DELAY). The write still goes at the pace's end."""
+    script = r"""
+use smartio
+echo 1000000 > $Q/iosched/write_pace_us
+echo 2000 > $Q/iosched/write_slice_ms       # or the held write's slice (100 ms) ends its wait first
+H=/sys/kernel/debug/block/vda
+# shell builtins only between the two samples: a fork costs tens of ms under TCG
+sample() { R=0; for _f in $H/hctx*/run; do read _n < $_f; R=$((R + _n)); done
+          QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight; }
+for k in 1 2 3; do
+    dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+    # two writes, one after the other: the second waits its pace (1 s) beside the reader that just read
+    dd if=/dev/zero of=/dev/vda bs=4k count=2 seek=$((k * 64)) oflag=direct 2>/dev/null & w=$!
+    sleep 0.15
+    sample; r0=$R; q0=$QD
+    sleep 0.4
+    sample; r1=$R; q1=$QD
+    wait $w || fail "the held write failed"
+    echo "$r0 $r1 $q0 $q1" >> $SMARTIO_OUT/held-runs
+done
+snap held
+use none
+rmmod smartio_iosched
+"""
+    return Phase(script, check_held_write, disk_mb=64)
+
+
+def check_held_write(out: Path) -> None:
+    windows = [tuple(int(x) for x in line.split()) for line in (out / "held-runs").read_text().splitlines()]
+    held = [(r1 - r0) for r0, r1, q0, q1 in windows if q0 and q1]
+    assert held, f"the write was never held through a 0.4 s window: {windows}"
+    # 0.4 s of 3 ms reruns would be ~130 (~70 under TCG); the timer's run and a request's: a few
+    assert max(held) <= 6, f"queue runs in 0.4 s while a write was held: {held} (windows {windows})"
+    Stats.load(out, "held").assert_balanced(min_dispatched=9)
+
+
+def test_a_held_write_does_not_rerun_the_queue_until_its_pace_ends(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    run_phase(tmp_path, held_write_phase(), module_ko)
+
+
 def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path: Path,
                                                                           module_ko: ModuleBuild) -> None:
     """A write QASIO boosted (a task waits on it) goes after the class's reads, and its slice still bounds its wait:

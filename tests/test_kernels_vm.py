@@ -26,6 +26,7 @@ from test_iosched_vm import (
     ext4_fsync_phase,
     fragmented_memory_phase,
     head_insert_phase,
+    held_write_phase,
     raw_integrity_phase,
     switching_phase,
     tunables_rmmod_phase,
@@ -89,7 +90,7 @@ def portable_phases(tmp_path: Path, ko: Path, flavour: str) -> list[Phase]:
     debug = flavour == kernelpkg.DEBUG
     debug_only = [head_insert_phase(), fragmented_memory_phase()] if debug else []
     raw = raw_integrity_phase(tmp_path, ("tuned",)) if debug else raw_integrity_phase(tmp_path)
-    return [raw, switching_phase(tmp_path), table_phase(), tunables_rmmod_phase(ko), *debug_only,
+    return [raw, switching_phase(tmp_path), table_phase(), tunables_rmmod_phase(ko), held_write_phase(), *debug_only,
             ext4_fsync_phase(tmp_path)]
 
 
