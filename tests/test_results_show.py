@@ -62,12 +62,21 @@ def _documents(tmp_path: Path) -> dict[str, tuple[str, dict[str, Any]]]:
     docs["compare sqlite"] = ("ext4", sq.assemble(plan, runs, profile=load_profile("s5-emmc"),
                                                   command="smartio compare sqlite",
                                                   started="2026-12-02T00:00:00+00:00", vm_result=None))
+    from smartio.compare.spec import parse_schedulers
+    from smartio.launch import mobigen_compare as mg
+    from test_mobigen_compare import SMALL, guest_out
+
+    mplan = mg.MobigenPlan(script=str(SMALL.resolve()), schedulers=parse_schedulers("none,smartio"),
+                           filesystems=("ext4",), optimisations=("B",))
+    docs["compare mobigen"] = ("fastest under smartio", mg.assemble(
+        mplan, guest_out(tmp_path / "mobigen", mplan), profile=load_profile("s5-emmc"),
+        command="smartio compare mobigen", started="2026-12-02T00:00:00+00:00", vm_result=None))
     return docs
 
 
 KINDS = ("bench latency", "bench slowdown", "bench concurrency", "bench mixed", "bench all", "bench qasio",
          "bench sqlite", "bench launch", "compare slowdown", "compare mixed", "compare both", "compare qasio",
-         "compare sqlite", "compare launch")
+         "compare sqlite", "compare launch", "compare mobigen")
 
 
 def test_every_side_of_every_experiment_is_covered():

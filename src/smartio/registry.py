@@ -100,6 +100,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                compare=Comparison(plan="smartio.sqlite.compare:SqlitePlan", guest="smartio.sqlite.compare",
                                   run="smartio.sqlite.compare:run_sqlite_compare",
                                   render="smartio.sqlite.compare_report:render", plot=None)),
+    Experiment("mobigen", "a Mobigen script replayed per filesystem, optimisation and scheduler beside a writer "
+                          "(seed 002's Figure 10)",
+               compare=Comparison(plan="smartio.launch.mobigen_compare:MobigenPlan",
+                                  guest="smartio.launch.mobigen_compare",
+                                  run="smartio.launch.mobigen_compare:run_mobigen_compare",
+                                  render="smartio.launch.mobigen_compare:render",
+                                  plot="smartio.launch.mobigen_compare:plot")),
     Experiment("launch", "application start-up, real or replayed, cold or warm, idle or beside background writes",
                bench="smartio.launch.report:render",
                compare=Comparison(plan="smartio.launch.compare:LaunchPlan", guest="smartio.launch.compare",

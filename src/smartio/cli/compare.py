@@ -13,7 +13,7 @@ from smartio import registry
 from smartio.compare.run import check_testbed, kept_line, vm_profile
 from smartio.compare.spec import DEFAULT_NR_REQUESTS, DEFAULT_SCHEDULERS, GUEST_TIME_SCALE, parse_schedulers
 from smartio.errors import SmartioError, UsageError
-from smartio.launch import compare as la
+from smartio.launch import compare as la, mobigen_compare as mg
 from smartio.qasio import compare as qa
 from smartio.qasio.workload import BENCHMARKS, parse_benchmarks
 from smartio.results import Store
@@ -134,6 +134,25 @@ def _launch(p: argparse.ArgumentParser) -> None:
     _time_scale(p, clock=True)
 
 
+def _mobigen(p: argparse.ArgumentParser) -> None:
+    p.add_argument("script", type=Path, metavar="SCRIPT",
+                   help="the Mobigen script (Mobibench's `-g` format, e.g. its shell/mobigen.out.twitter)")
+    p.add_argument("--quick", action="store_true", help="ext4 B and F, 1 replay, 10 s of background first")
+    p.add_argument("--filesystems", default=",".join(mg.FILESYSTEMS), metavar="LIST",
+                   help=f"of {','.join(mg.FILESYSTEMS)} (default both; f2fs boots the generic kernel flavour)")
+    p.add_argument("--optimisations", default=",".join(mg.DEFAULT_OPTIMISATIONS), metavar="LIST",
+                   help=f"of {','.join(mg.OPTIMISATIONS)} (default {','.join(mg.DEFAULT_OPTIMISATIONS)}; P is "
+                        "reported n/a, as in compare sqlite)")
+    p.add_argument("--background", default=mg.DEFAULT_BACKGROUND, choices=mg.BACKGROUNDS,
+                   help=f"the writer beside the replays (default {mg.DEFAULT_BACKGROUND})")
+    p.add_argument("--background-head", type=float, metavar="S",
+                   help=f"how long the writer runs under a scheduler before its first replay (default "
+                        f"{mg.BACKGROUND_HEAD_S:g}: bfq weight-raises a new writer for up to 25 s)")
+    p.add_argument("--think", action="store_true",
+                   help="keep the script's think times (default: its calls back to back, each thread from the start)")
+    _time_scale(p, clock=True)
+
+
 def _qasio(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", type=float, default=qa.DEFAULT_SCALE, metavar="F",
                    help=f"bench qasio's --scale: the paper's sizes times F (default {qa.DEFAULT_SCALE:g})")
@@ -154,6 +173,7 @@ OPTIONS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], str | None, 
     "both": (_storebench, DEFAULT_SCHEDULERS, _STOREBENCH_REPEATS),
     "sqlite": (_sqlite, None, f"{sq.VM_REPEATS[0]}, --quick {sq.VM_REPEATS[1]}"),
     "launch": (_launch, la.DEFAULT_SCHEDULERS, "3, --quick 1"),
+    "mobigen": (_mobigen, mg.DEFAULT_SCHEDULERS, "3, --quick 1"),
     "qasio": (_qasio, ",".join(qa.DEFAULT_RUNS), "1"),
 }
 
@@ -232,13 +252,29 @@ def qasio_plan_from_args(a: argparse.Namespace) -> qa.QasioPlan:
                         clock_scale=_clock(a))
 
 
+def mobigen_plan_from_args(a: argparse.Namespace) -> mg.MobigenPlan:
+    from smartio.launch.mobigen import Script
+
+    Script.read(a.script, "SCRIPT")             # a missing or foreign file is exit 2 before anything boots
+    return mg.MobigenPlan(
+        script=str(a.script.resolve()),
+        schedulers=parse_schedulers(a.schedulers or mg.DEFAULT_SCHEDULERS),
+        filesystems=("ext4",) if a.quick else _list(a.filesystems),
+        optimisations=("B", "F") if a.quick else _list(a.optimisations),
+        background=a.background, repeats=a.repeats or (1 if a.quick else 3), think=a.think,
+        background_head_s=a.background_head if a.background_head is not None else
+        10.0 if a.quick else mg.BACKGROUND_HEAD_S,
+        nr_requests=a.nr_requests, clock_scale=_clock(a))
+
+
 def _clock(a: argparse.Namespace) -> float | None:
     """--scheduler-clock: None (device: the profile's time scale, settled on the host) or 1 (guest)."""
     return 1.0 if a.scheduler_clock == "guest" else None
 
 
 PLANS: dict[str, Callable[[argparse.Namespace], Any]] = {
-    "launch": launch_plan_from_args, "qasio": qasio_plan_from_args, "sqlite": sqlite_plan_from_args}
+    "launch": launch_plan_from_args, "qasio": qasio_plan_from_args, "sqlite": sqlite_plan_from_args,
+    "mobigen": mobigen_plan_from_args}
 GUEST_EXPERIMENTS = tuple(PLANS)     # a guest side of their own, with --time-scale
 
 

@@ -130,17 +130,18 @@ def vm_profile(profile: str, timeout: float, time_scale: float | None = None) ->
     return prof
 
 
-def module_for(schedulers: Iterable[str], kernel: str = kernelpkg.DEFAULT_KERNEL) -> list[Path]:
-    """The scheduler module (built for `kernel`: guest.default_module) to insmod at boot if smartio is among the
-    scheduler names; an error naming the flag if it is wanted but not built."""
+def module_for(schedulers: Iterable[str], kernel: str = kernelpkg.DEFAULT_KERNEL,
+               flavour: str = kernelpkg.FLAVOUR) -> list[Path]:
+    """The scheduler module (built for `kernel` and `flavour`: guest.default_module) to insmod at boot if smartio is
+    among the scheduler names; an error naming the flag if it is wanted but not built."""
     if "smartio" not in schedulers:
         return []
     repo = repo_root()
-    ko = default_module(repo, kernelpkg.FLAVOUR, kernel) if repo else None
+    ko = default_module(repo, flavour, kernel) if repo else None
     if ko is None or not ko.is_file():
         name = kernel if kernel in kernelpkg.KERNELS else kernelpkg.kernel_of(kernel)
-        how = "`make module`" if name == kernelpkg.DEFAULT_KERNEL else \
-            f"`make -C kernel matrix KERNELS={name} ARCHS=amd64`"
+        how = ("`make module`" if flavour == kernelpkg.FLAVOUR else "`make -C kernel generic`") \
+            if name == kernelpkg.DEFAULT_KERNEL else f"`make -C kernel matrix KERNELS={name} ARCHS=amd64`"
         raise UsageError("--schedulers", "smartio", f"the scheduler module {ko or DEFAULT_MODULE} is not built for "
                                                     f"{kernel}; run {how} first")
     return [ko]

@@ -348,8 +348,11 @@ class MobigenReplayer:
     "Total IO time"; the process's CPU time) and `last_calls` (per call: durations, failures, skipped calls on fds
     never opened) say where the time went; the layout is reset for the next launch after the clock stops."""
 
-    def __init__(self, script: Script, layout: ScriptLayout, think: bool = True) -> None:
+    def __init__(self, script: Script, layout: ScriptLayout, think: bool = True, sync_call: str = "fsync") -> None:
+        if sync_call not in ("fsync", "fdatasync"):
+            raise UsageError("--sync-call", sync_call, "must be fsync or fdatasync")
         self.script, self.layout, self.think = script, layout, think
+        self.sync_call = sync_call          # what the script's fsync() calls do: seed 002's F replays fdatasync()
         self.threads = script.threads
         biggest = max([c.size for c in script.calls if c.call in ("read", "write", "pread", "pwrite")] + [1])
         self.wbuf = os.urandom(min(biggest, 64 << 20))
@@ -372,9 +375,15 @@ class MobigenReplayer:
             elif c.fd in holder:
                 self.uses[c.line] = holder[c.fd] if c.call != "close" else holder.pop(c.fd)
 
-    def launch(self) -> float:
+    def reset(self) -> None:
+        """The layout's state before a replay, now rather than at the next launch's start (so that the page cache
+        can be dropped in between)."""
         if self._used:
             self.layout.reset()
+            self._used = False
+
+    def launch(self) -> float:
+        self.reset()
         self._used = True
         fds: dict[int, int] = {}                # open's line -> our fd, while open
         opened = {line: threading.Event() for line in set(self.uses.values())}
@@ -489,7 +498,7 @@ class MobigenReplayer:
         elif name == "pwrite":
             os.pwrite(fd, wbuf[:c.size], c.offset)
         elif name == "fsync":
-            os.fsync(fd)
+            (os.fdatasync if self.sync_call == "fdatasync" else os.fsync)(fd)
         elif name == "fdatasync":
             os.fdatasync(fd)
         elif name == "fstat64":
