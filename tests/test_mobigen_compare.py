@@ -107,10 +107,16 @@ def test_the_document_table_and_plot_come_from_the_guests_files(tmp_path):
 def test_f_replays_the_scripts_fsync_as_fdatasync(tmp_path, monkeypatch):
     script = Script.read(SMALL)
     calls = {"fsync": 0, "fdatasync": 0}
-    real_fsync, real_fdatasync = os.fsync, os.fdatasync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.__setitem__("fsync", calls["fsync"] + 1), real_fsync(fd)))
-    monkeypatch.setattr(os, "fdatasync",
-                        lambda fd: (calls.__setitem__("fdatasync", calls["fdatasync"] + 1), real_fdatasync(fd)))
+    real = {"fsync": os.fsync, "fdatasync": os.fdatasync}
+
+    def counted(name: str):
+        def call(fd: int) -> None:
+            calls[name] += 1
+            real[name](fd)
+        return call
+
+    monkeypatch.setattr(os, "fsync", counted("fsync"))
+    monkeypatch.setattr(os, "fdatasync", counted("fdatasync"))
     recorded = sum(1 for c in script.calls if c.call == "fsync")
     with ScriptLayout(script, str(tmp_path)) as layout:
         calls.update(fsync=0, fdatasync=0)          # the layout syncs the files it lays out

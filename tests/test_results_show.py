@@ -62,9 +62,10 @@ def _documents(tmp_path: Path) -> dict[str, tuple[str, dict[str, Any]]]:
     docs["compare sqlite"] = ("ext4", sq.assemble(plan, runs, profile=load_profile("s5-emmc"),
                                                   command="smartio compare sqlite",
                                                   started="2026-12-02T00:00:00+00:00", vm_result=None))
+    from test_mobigen_compare import SMALL, guest_out
+
     from smartio.compare.spec import parse_schedulers
     from smartio.launch import mobigen_compare as mg
-    from test_mobigen_compare import SMALL, guest_out
 
     mplan = mg.MobigenPlan(script=str(SMALL.resolve()), schedulers=parse_schedulers("none,smartio"),
                            filesystems=("ext4",), optimisations=("B",))
