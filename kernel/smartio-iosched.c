@@ -146,6 +146,19 @@
  *     puts a write in the device, which the next read then waits out.
  *     startup_ms: ms, default 1000; 0 = off. startup_anticipation_us: us,
  *     default 10000; 0 = read_anticipation_us.
+ * 12. Holds only where writes slow reads: anticipation (6), pacing and the
+ *     read hold (7), one write at a time (10) and a start-up's hold (11)
+ *     keep writes off the device for a read, which pays only on a device
+ *     where a read beside a write takes longer than alone (an eMMC serving
+ *     one command at a time). From its completions the scheduler keeps,
+ *     per read kind, the mean service time of reads alone, and how many
+ *     reads with a write in flight took twice that; the holds stop when, for
+ *     every kind with 16 of each since the last change, under a quarter of
+ *     the reads beside writes did, and start again when, for some kind, most
+ *     of 32 did.
+ *     They apply from the switch to smartio until then. Slices (3),
+ *     classes (1), boosting (5) and the dispatch limits (4) always apply.
+ *     adaptive: 0 or 1, default 0 (the holds always apply).
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -213,6 +226,7 @@ static const int sio_default_single_write_ms = 100;	/* one write at a time this 
 static const int sio_default_startup_ms = 1000;	/* a task's first reads: writes wait this long, ms; 0 = off */
 static const int sio_default_startup_anticipation_us = 10000; /* anticipation in a start-up, us; 0 = as others */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
+static const int sio_default_adaptive;	/* 1 = holds only where writes slow reads (12) */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
 static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) only reads may take */
@@ -309,6 +323,7 @@ enum sio_dep {
 #define SIO_RQ_BOOSTED		BIT(5)	/* moved up by a QASIO hint */
 #define SIO_RQ_HELD		BIT(6)	/* kept back by write pacing or a read hold */
 #define SIO_RQ_CONTIG		BIT(7)	/* starts exactly where a stream ended (the device's sequential) */
+#define SIO_RQ_BESIDE_WRITE	BIT(20)	/* a read dispatched while a write was in flight (12) */
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
@@ -443,6 +458,17 @@ struct sio_data {
 	 * for the timer; 0 = none.
 	 */
 	u64 next_check_ns;
+	/*
+	 * What the device does to a read beside a write (12), per read kind
+	 * (seq, rand), since the holds last changed: the mean service time
+	 * (dispatch to completion, ns, over the last SIO_LAT_WEIGHT or so) of
+	 * reads alone and how many were seen; how many reads beside a write
+	 * were seen and how many of them took SIO_LAT_SLOW times that mean.
+	 */
+	u64 read_alone_ns[2];
+	u32 read_alone_n[2], read_beside_n[2], read_beside_slow[2];
+	bool interference;			/* reads beside writes are slower: the holds apply */
+	u64 interference_on, interference_off;	/* ... times it turned on and off */
 
 	struct sio_hint hints[SIO_NR_HINTS];
 	struct sio_qlog *qlog;			/* SIO_NR_QLOG entries; NULL without debugfs */
@@ -464,6 +490,7 @@ struct sio_data {
 	int startup_ms;
 	int startup_anticipation_us;
 	int qasio_boost;
+	int adaptive;
 	int qasio_dep[SIO_NR_DEPS];
 	int dispatch_limit[SIO_NR_KINDS];
 	unsigned int async_depth;	/* scheduler tags async requests may hold */
@@ -908,6 +935,76 @@ static void sio_set_phase(struct sio_data *sd, enum sio_phase phase)
  */
 static u64 sio_antic_window_ns(struct sio_data *sd, u64 now);
 
+/*
+ * Do the holds apply (12)? Anticipation, pacing and the read hold, one
+ * write at a time beside a reader, a start-up's hold: each keeps the device
+ * free of writes for a read, which pays only where a write slows a read
+ * (an eMMC that serves one command at a time, a UFS device busy programming).
+ * With adaptive set they stop when under a quarter of the reads beside a
+ * write take SIO_LAT_SLOW times the mean of reads alone (a sixth do on
+ * null_blk under TCG, half on the emulated eMMC while the holds apply), and
+ * apply again when most do (without the holds, nearly every read beside a
+ * write on an eMMC waits for it): the holds bring a reader to about 1.7
+ * times its time alone (Figure 11's SmartIO point), so where writes do not
+ * double a read they buy the reader little and cost the writer much.
+ * Counted, not averaged, so that a stall of the host (seconds under an
+ * emulator) weighs one read, not the mean. After a change the counts start
+ * again, so that the holds' own effect on the samples (fewer reads beside
+ * writes) cannot flip them back and forth. The slices, the classes,
+ * boosting and the dispatch limits always apply.
+ */
+#define SIO_LAT_WEIGHT		8	/* the mean's weight: 1/8 per sample */
+#define SIO_LAT_MIN_SAMPLES	16	/* of each, per kind, since the last change */
+#define SIO_LAT_SLOW		2	/* a read beside a write this many times the mean alone is slowed */
+
+static bool sio_holds(struct sio_data *sd)
+{
+	return !READ_ONCE(sd->adaptive) || sd->interference;
+}
+
+/* A read of @kind took @ns, @beside a write or alone: learn, and decide. */
+static void sio_read_learn(struct sio_data *sd, enum sio_kind kind, bool beside, u64 ns)
+{
+	int k = kind == SIO_RAND_READ, i;
+	bool seen = false, slowed = false, unslowed = true;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (!beside) {
+		u64 *avg = &sd->read_alone_ns[k];
+
+		*avg = sd->read_alone_n[k] ? *avg - div_u64(*avg, SIO_LAT_WEIGHT) +
+		       div_u64(ns, SIO_LAT_WEIGHT) : ns;
+		if (sd->read_alone_n[k] < U32_MAX)
+			sd->read_alone_n[k]++;
+		return;
+	}
+	if (!sd->read_alone_n[k] || sd->read_beside_n[k] == U32_MAX)
+		return;
+	sd->read_beside_n[k]++;
+	sd->read_beside_slow[k] += ns > SIO_LAT_SLOW * sd->read_alone_ns[k];
+	for (i = 0; i < 2; i++) {
+		u32 n = sd->read_beside_n[i], slow = sd->read_beside_slow[i];
+
+		if (sd->read_alone_n[i] < SIO_LAT_MIN_SAMPLES || n < SIO_LAT_MIN_SAMPLES)
+			continue;
+		seen = true;
+		/* most, of twice the samples: a burst of a few slow reads is not a device */
+		slowed |= n >= 2 * SIO_LAT_MIN_SAMPLES && 2 * slow > n;
+		unslowed &= 4 * slow < n;	/* under a quarter */
+	}
+	if (!seen || (sd->interference ? !unslowed : !slowed))
+		return;
+	sd->interference = !sd->interference;
+	if (sd->interference)
+		sd->interference_on++;
+	else
+		sd->interference_off++;
+	memset(sd->read_alone_n, 0, sizeof(sd->read_alone_n));
+	memset(sd->read_beside_n, 0, sizeof(sd->read_beside_n));
+	memset(sd->read_beside_slow, 0, sizeof(sd->read_beside_slow));
+}
+
 static bool sio_anticipate(struct sio_data *sd, u64 now)
 {
 	u64 window = sio_antic_window_ns(sd, now);
@@ -1077,6 +1174,8 @@ static u64 sio_antic_window_ns(struct sio_data *sd, u64 now)
 	u64 window = (u64)READ_ONCE(sd->read_anticipation_us) * NSEC_PER_USEC;
 	u64 startup = (u64)READ_ONCE(sd->startup_anticipation_us) * NSEC_PER_USEC;
 
+	if (!sio_holds(sd))
+		return 0;
 	if (window && startup > window && sio_startup_on(sd, now))
 		return startup;
 	return window;
@@ -1192,7 +1291,7 @@ static bool sio_single_write_held(struct sio_data *sd, struct request *rq)
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!recent || sio_rq_dir(rq) != SIO_WRITE || sd->phase == SIO_PH_WINDOW ||
+	if (!recent || !sio_holds(sd) || sio_rq_dir(rq) != SIO_WRITE || sd->phase == SIO_PH_WINDOW ||
 	    (sio_rq_flags(rq) & SIO_RQ_BOOSTED) ||
 	    (!sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE]))
 		return false;
@@ -1264,7 +1363,7 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!hold || !READ_ONCE(sd->write_pace_us) || !sd->last_write_done_ns ||
+	if (!hold || !READ_ONCE(sd->write_pace_us) || !sd->last_write_done_ns || !sio_holds(sd) ||
 	    sio_own_task(sd, sd->last_write_done_pid, now))
 		return 0;
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -1430,7 +1529,7 @@ static struct request *sio_starved_write(struct sio_data *sd,
 			sio_note_check(sd, sio_slice_end(sd, b));
 	}
 	/* The later head has waited no longer: a start-up holds it too (11). */
-	if (rq && sio_startup_on(sd, now) &&
+	if (rq && sio_holds(sd) && sio_startup_on(sd, now) &&
 	    sio_write_waited_ns(sd, rq, now) < startup) {
 		sd->startup_held = true;
 		return NULL;
@@ -1493,7 +1592,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 		rq = sio_pick(sd, cq, SIO_PICK_BOOSTED, &limited);
 		if (rq)
 			goto out;
-		if (READ_ONCE(sd->write_pace_us)) {
+		if (READ_ONCE(sd->write_pace_us) && sio_holds(sd)) {
 			rq = sio_pace(sd, cq, now, hold, &limited);
 			goto out;
 		}
@@ -2156,6 +2255,14 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	if (flags & SIO_RQ_BOOSTED)
 		sio_qlog_add(sd, 'd', blk_rq_pos(rq), blk_rq_pos(rq) + blk_rq_sectors(rq),
 			     SIO_NR_DEPS, sio_rq_pid(rq), now);
+	if (sio_rq_dir(rq) == SIO_READ) {
+		/* Dispatched: fifo_time is free until an insert (12); the clock after the choice. */
+		rq->fifo_time = ktime_get_ns();
+		if (sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE])
+			flags |= SIO_RQ_BESIDE_WRITE;
+		else
+			flags &= ~SIO_RQ_BESIDE_WRITE;
+	}
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
 	sd->inflight[sio_rq_kind(rq)]++;
 	sio_stream_advance(sd, rq);
@@ -2305,9 +2412,11 @@ static void sio_finish_request(struct request *rq)
 {
 	struct sio_data *sd = rq->q->elevator->elevator_data;
 	unsigned long flags, irqflags;
+	u64 done;
 
 	if (!(sio_rq_flags(rq) & SIO_RQ_OWNED))
 		return;
+	done = ktime_get_ns();		/* the device's time, not the wait for the lock (12) */
 	spin_lock_irqsave(&sd->lock, irqflags);
 	flags = sio_rq_flags(rq);
 	if (flags & SIO_RQ_INFLIGHT) {
@@ -2341,6 +2450,10 @@ static void sio_finish_request(struct request *rq)
 			u64 window;
 
 			sd->last_read_done_ns = ktime_get_ns();
+			/* Beside a write: one in flight at its dispatch, or dispatched since. */
+			sio_read_learn(sd, kind, (flags & SIO_RQ_BESIDE_WRITE) ||
+				       sd->last_write_ns > rq->fifo_time,
+				       sio_since(done, rq->fifo_time));
 			sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
 					sd->last_read_done_ns);
 			window = sio_antic_window_ns(sd, sd->last_read_done_ns);
@@ -2721,6 +2834,8 @@ static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 	sd->startup_ms = sio_default_startup_ms;
 	sd->startup_anticipation_us = sio_default_startup_anticipation_us;
 	sd->qasio_boost = sio_default_qasio_boost;
+	sd->adaptive = sio_default_adaptive;
+	sd->interference = true;	/* until the device shows otherwise: a phone's eMMC or UFS does */
 	for (i = 0; i < SIO_NR_DEPS; i++)
 		sd->qasio_dep[i] = sio_default_qasio_dep;
 	sd->async_depth = q->nr_requests;
@@ -2851,6 +2966,7 @@ SIO_TUNABLE(single_write_ms, single_write_ms, 0, 60000);
 SIO_TUNABLE(startup_ms, startup_ms, 0, 600000);
 SIO_TUNABLE(startup_anticipation_us, startup_anticipation_us, 0, 1000000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
+SIO_TUNABLE(adaptive, adaptive, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
 SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
 SIO_TUNABLE(qasio_sync, qasio_dep[SIO_DEP_SYNC], 0, 1);
@@ -2902,6 +3018,7 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(startup_ms),
 	SIO_ATTR(startup_anticipation_us),
 	SIO_ATTR(qasio_boost),
+	SIO_ATTR(adaptive),
 	SIO_ATTR(qasio_meta),
 	SIO_ATTR(qasio_data),
 	SIO_ATTR(qasio_sync),
@@ -2959,6 +3076,12 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	seq_printf(m, "single_write holds=%llu\n", sd->single_write_holds);
 	seq_printf(m, "startup startups=%llu holds=%llu\n", sd->startups,
 		   sd->startup_holds);
+	seq_printf(m, "adaptive interference=%d turned_on=%llu turned_off=%llu seq_read_alone_us=%llu seq_read_alone_n=%u seq_read_beside_n=%u seq_read_beside_slow=%u rand_read_alone_us=%llu rand_read_alone_n=%u rand_read_beside_n=%u rand_read_beside_slow=%u\n",
+		   sd->interference, sd->interference_on, sd->interference_off,
+		   div_u64(sd->read_alone_ns[0], NSEC_PER_USEC), sd->read_alone_n[0],
+		   sd->read_beside_n[0], sd->read_beside_slow[0],
+		   div_u64(sd->read_alone_ns[1], NSEC_PER_USEC), sd->read_alone_n[1],
+		   sd->read_beside_n[1], sd->read_beside_slow[1]);
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];
 		int j;

@@ -37,8 +37,13 @@ Q=/sys/block/vda/queue
 D=/sys/kernel/debug/block/vda/sched
 [ -d /sys/kernel/debug/block ] || mount -t debugfs none /sys/kernel/debug
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# A rule's test pins smartio's adaptive (rule 12) at 0, so that the rule holds whatever the memory disk does to a
+# read beside a write; a phase at the defaults clears SIO_ADAPTIVE.
+SIO_ADAPTIVE=0
 use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler ||
-        fail "scheduler $1 not active: $(cat $Q/scheduler)"; }
+        fail "scheduler $1 not active: $(cat $Q/scheduler)"
+        if [ "$1" = smartio ] && [ -n "$SIO_ADAPTIVE" ] && [ -e $Q/iosched/adaptive ]; then
+            echo $SIO_ADAPTIVE > $Q/iosched/adaptive; fi; }
 # snap waits (up to 10 s) until nothing is queued or in flight: a write the filesystem sends by itself (a journal
 # commit) can still be on the device when the load ends, above all in a slow guest.
 # How long it waited (tenths of a second) goes to snapwait-<name>.
@@ -240,6 +245,7 @@ fio --output=$SMARTIO_OUT/verify-default.txt {tmp_path}/raw-verify.fio || fail "
 snap default
 """, "tuned": f"""
 # The same load with every mechanism engaged: limits of 1, anticipation, a short write slice, fast aging.
+if [ -e $Q/iosched/adaptive ]; then echo 0 > $Q/iosched/adaptive; fi
 for k in seq_read seq_write rand_read rand_write; do echo 1 > $Q/iosched/dispatch_limit_$k; done
 echo 500 > $Q/iosched/read_anticipation_us
 echo 5 > $Q/iosched/write_slice_ms
@@ -251,6 +257,7 @@ snap tuned
 """, "paced": f"""
 # Once more as `profile --apply` sets it up: write pacing, read holds, short slices (random ones longer), no window.
 use none
+SIO_ADAPTIVE=0
 use smartio
 echo 2000 > $Q/iosched/write_pace_us
 echo 1000 > $Q/iosched/read_hold_us
@@ -261,7 +268,9 @@ fio --output=$SMARTIO_OUT/fio-paced.txt {tmp_path}/raw.fio || fail "fio (paced):
 fio --output=$SMARTIO_OUT/verify-paced.txt {tmp_path}/raw-verify.fio || fail "verify pass (paced)"
 snap paced
 """}
-    script = "\nuse smartio" + "".join(blocks[p] for p in passes) + "use none\nrmmod smartio_iosched\n"
+    # The default pass at the defaults (adaptive, rule 12, too); the others pin the holds on.
+    script = ("\nSIO_ADAPTIVE=" if "default" in passes else "") + "\nuse smartio" + \
+        "".join(blocks[p] for p in passes) + "use none\nrmmod smartio_iosched\n"
     return Phase(script, functools.partial(check_raw_integrity, passes=passes))
 
 
@@ -838,6 +847,52 @@ def check_held_write(out: Path) -> None:
 
 def test_a_held_write_does_not_rerun_the_queue_until_its_pace_ends(tmp_path: Path, module_ko: ModuleBuild) -> None:
     run_phase(tmp_path, held_write_phase(), module_ko)
+
+
+def test_the_holds_stop_where_writes_do_not_slow_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Rule 12 (adaptive = 1): on null_blk (no medium: a read beside a write takes as long as alone) the holds stop
+    after a mixed load's first reads, and the rest of the load is not held (no anticipation hold, no single-write
+    hold after the turn); on the emulated eMMC (s5-emmc: one command at a time, a read behind a write waits for it)
+    they stay on. With adaptive = 0 they stay on on null_blk too."""
+    script = r"""
+SIO_ADAPTIVE=
+modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 hw_queue_depth=64 memory_backed=0 || fail "null_blk"
+[ -b /dev/nullb0 ] || mknod /dev/nullb0 b $(tr : ' ' < /sys/block/nullb0/dev)
+NQ=/sys/block/nullb0/queue
+ND=/sys/kernel/debug/block/nullb0/sched
+for a in 1 0; do
+    echo smartio > $NQ/scheduler
+    echo $a > $NQ/iosched/adaptive
+    fio --name=mix --filename=/dev/nullb0 --direct=1 --ioengine=libaio --bs=4k --iodepth=16 --numjobs=2 \
+        --rw=randrw --rwmixread=70 --time_based --runtime=3 --size=256m --group_reporting \
+        --output=$SMARTIO_OUT/fio-nullb-$a.txt || fail "fio on nullb0"
+    cat $ND/stats > $SMARTIO_OUT/stats-nullb-$a; cat $ND/inflight > $SMARTIO_OUT/inflight-nullb-$a
+    echo none > $NQ/scheduler
+done
+rmmod null_blk
+use smartio
+echo 1 > $Q/iosched/adaptive
+fio --name=r --filename=/dev/vda --direct=1 --rw=randread --bs=4k --size=32m --time_based --runtime=6 \
+    --name=w --filename=/dev/vda --direct=1 --rw=write --bs=64k --offset=32m --size=16m --iodepth=4 \
+    --ioengine=libaio --time_based --runtime=6 --output=$SMARTIO_OUT/fio-emmc.txt || fail "fio on vda"
+snap emmc
+use none
+"""
+    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    on, off, emmc = (Stats.load(r.out_dir, p) for p in ("nullb-1", "nullb-0", "emmc"))
+    for st in (on, off):
+        st.assert_balanced(min_dispatched=1000)
+    emmc.assert_balanced(min_dispatched=50)
+    a = on.rows["adaptive"]
+    # off, and no back and forth: the holds' own effect on the samples does not turn them on again
+    assert a["interference"] == 0 and 1 <= a["turned_off"] <= 2 and a["turned_on"] == a["turned_off"] - 1, a
+    # after the turn nothing holds for a read: the holds are those of the first reads at most
+    assert on.rows["anticipation"]["holds"] < off.rows["anticipation"]["holds"] / 4, (on.rows, off.rows)
+    assert off.rows["adaptive"]["interference"] == 1 or off.rows["anticipation"]["holds"] > 0, off.rows
+    e = emmc.rows["adaptive"]
+    assert e["interference"] == 1 and e["turned_off"] == 0, e
+    assert e["rand_read_alone_n"] >= 16 and e["rand_read_beside_n"] >= 16, e
+    assert 3 * e["rand_read_beside_slow"] > e["rand_read_beside_n"], e
 
 
 def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path: Path,

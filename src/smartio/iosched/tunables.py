@@ -23,10 +23,11 @@ WRITE_PACING = "write pacing"          # (7, 8) writes spaced beside a reader, r
 SINGLE_WRITE = "single write"          # (10) one write at a time beside a recent reader
 STARTUP = "start-up"                   # (11) a task's first reads
 QASIO_BOOST = "QASIO boost"            # (5) boost writes a task waits on
+ADAPTIVE = "adaptive"                  # (12) the holds only where writes slow reads
 QASIO_DEPENDENCY = "QASIO dependency"  # (5) which of the waits to act on
 DISPATCH_LIMIT = "dispatch limit"      # (4) per-kind dispatch concurrency (the Concurrency Profiler's parameters)
 TAG_DEPTH = "tag depth"                # scheduler tags async requests may hold
-ROLES = (WRITE_SLICE, PRIORITY_AGING, ANTICIPATION, WRITE_PACING, SINGLE_WRITE, STARTUP, QASIO_BOOST,
+ROLES = (WRITE_SLICE, PRIORITY_AGING, ANTICIPATION, WRITE_PACING, SINGLE_WRITE, STARTUP, QASIO_BOOST, ADAPTIVE,
          QASIO_DEPENDENCY, DISPATCH_LIMIT, TAG_DEPTH)
 
 
@@ -86,6 +87,10 @@ TUNABLES: tuple[Tunable, ...] = (
        "anticipation during a start-up, where longer than read_anticipation_us; 0 = as others", clock=True),
     _t("qasio_boost", "0/1", 1, 0, 1, QASIO_BOOST,
        "1 = boost writes a task waits on above the other async writes"),
+    _t("adaptive", "0/1", 0, 0, 1, ADAPTIVE,
+       "1 = anticipation, pacing, the read hold, one write at a time and the start-up hold stop when under a "
+       "quarter of the reads beside a write take twice the mean alone, and apply again when most do; 0 = they "
+       "always apply"),
     _t("qasio_meta", "0/1", 1, 0, 1, QASIO_DEPENDENCY,
        "1 = act on waits for metadata buffers under write (__lock_buffer, __wait_on_buffer)"),
     _t("qasio_data", "0/1", 1, 0, 1, QASIO_DEPENDENCY,
