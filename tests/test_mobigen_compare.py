@@ -1,7 +1,7 @@
 """`smartio compare mobigen SCRIPT` (seed 002's Figure 10): the plan is checked before anything boots, the cells are
 the filesystems' optimisations that apply (P and f2fs's E are n/a), and the host's document, table and plot come
-from the guest's run files. The replay under F turns the script's fsync() into fdatasync(). The VM run itself is
-the bench's (its closing figures are in docs/results/launch.md)."""
+from the guest's run files. The replay under F turns the script's fsync() into fdatasync(). The VM run itself
+(tens of minutes under TCG) is not run here."""
 
 from __future__ import annotations
 
