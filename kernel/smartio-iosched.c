@@ -984,7 +984,7 @@ static void sio_read_learn(struct sio_data *sd, enum sio_kind kind, bool beside,
 	sd->read_beside_n[k]++;
 	sd->read_beside_slow[k] += ns > SIO_LAT_SLOW * sd->read_alone_ns[k];
 	for (i = 0; i < 2; i++) {
-		u32 n = sd->read_beside_n[i], slow = sd->read_beside_slow[i];
+		u64 n = sd->read_beside_n[i], slow = sd->read_beside_slow[i];
 
 		if (sd->read_alone_n[i] < SIO_LAT_MIN_SAMPLES || n < SIO_LAT_MIN_SAMPLES)
 			continue;
@@ -2245,6 +2245,8 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 		}
 		sio_remove_request(sd, rq);
 	}
+	/* Something went: another CPU's "all held" is out of date. */
+	WRITE_ONCE(sd->all_held, false);
 
 	flags = sio_rq_flags(rq);
 	if (!(flags & SIO_RQ_DISPATCHED))
@@ -2412,6 +2414,7 @@ static void sio_finish_request(struct request *rq)
 {
 	struct sio_data *sd = rq->q->elevator->elevator_data;
 	unsigned long flags, irqflags;
+	bool kick = false;
 	u64 done;
 
 	if (!(sio_rq_flags(rq) & SIO_RQ_OWNED))
@@ -2423,6 +2426,12 @@ static void sio_finish_request(struct request *rq)
 		enum sio_kind kind = sio_rq_kind(rq);
 
 		sd->inflight[kind]--;
+		/*
+		 * A hold counted on this completion: rerun the queue here, not
+		 * through SCHED_RESTART, which any request's free on the hctx
+		 * (a flush, a passthrough, a merged-away one) may have used up.
+		 */
+		kick = sd->all_held;
 		sio_unhold(sd);
 		if (flags & SIO_RQ_BOOSTED) {
 			/*
@@ -2450,10 +2459,19 @@ static void sio_finish_request(struct request *rq)
 			u64 window;
 
 			sd->last_read_done_ns = ktime_get_ns();
-			/* Beside a write: one in flight at its dispatch, or dispatched since. */
-			sio_read_learn(sd, kind, (flags & SIO_RQ_BESIDE_WRITE) ||
-				       sd->last_write_ns > rq->fifo_time,
-				       sio_since(done, rq->fifo_time));
+			/*
+			 * Beside a write: one in flight at its dispatch, or
+			 * dispatched before it completed. On 6.1 fifo_time
+			 * shares a union with the csd of a completion sent to
+			 * another CPU (rq_affinity): NULL or a pointer then,
+			 * never a time before `done` by less than a minute.
+			 */
+			if (rq->fifo_time && rq->fifo_time <= done &&
+			    done - rq->fifo_time < 60 * NSEC_PER_SEC)
+				sio_read_learn(sd, kind, (flags & SIO_RQ_BESIDE_WRITE) ||
+					       (sd->last_write_ns > rq->fifo_time &&
+						sd->last_write_ns < done),
+					       done - rq->fifo_time);
 			sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
 					sd->last_read_done_ns);
 			window = sio_antic_window_ns(sd, sd->last_read_done_ns);
@@ -2468,6 +2486,8 @@ static void sio_finish_request(struct request *rq)
 		sd->dropped++;
 	sio_rq_set_flags(rq, 0);
 	spin_unlock_irqrestore(&sd->lock, irqflags);
+	if (kick)
+		blk_mq_run_hw_queues(sd->q, true);
 }
 
 /*
@@ -2614,7 +2634,7 @@ static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 	enum sio_class c = sio_ioprio_class(bio->bi_ioprio);
 	struct request *free = NULL, *rq;
 	unsigned long irqflags;
-	bool ret;
+	bool ret, kick;
 
 	spin_lock_irqsave(&sd->lock, irqflags);
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
@@ -2630,10 +2650,16 @@ static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 		if (rq)
 			sio_hints_retry(sd, start, end, ktime_get_ns());
 	}
+	/* A merge may end a hold: a boost, a sync promotion, a larger slice. */
+	kick = ret && sd->all_held;
+	if (kick)
+		sio_unhold(sd);
 	spin_unlock_irqrestore(&sd->lock, irqflags);
 
 	if (free)
 		blk_mq_free_request(free);
+	if (kick)
+		blk_mq_run_hw_queues(q, true);
 	return ret;
 }
 
