@@ -808,15 +808,27 @@ def check_fragmented_memory(out: Path) -> None:
 
 def held_write_phase() -> Phase:
     """While smartio holds a write for its pace beside an idle reader, nothing reruns the queue but the timer at the
-    pace's end: blk-mq's hctx run counters stand still, where a dispatch that holds work while has_work says yes
+    pace's end: the queue's runs (blk-mq's hctx run counters, or a kprobe's hits where a kernel has none) stand
+    still, where a dispatch that holds work while has_work says yes
     has blk-mq rerun the queue every 3 ms (BLK_MQ_BUDGET_DELAY). The write still goes at the pace's end."""
     script = r"""
 use smartio
 echo 1000000 > $Q/iosched/write_pace_us
 echo 2000 > $Q/iosched/write_slice_ms       # or the held write's slice (100 ms) ends its wait first
 H=/sys/kernel/debug/block/vda
-# shell builtins only between the two samples: a fork costs tens of ms under TCG
-sample() { R=0; for _f in $H/hctx*/run; do read _n < $_f; R=$((R + _n)); done
+TR=/sys/kernel/tracing
+# The queue's runs: blk-mq's hctx run counters (6.1), or from 6.12, which dropped them, the hits of a kprobe on the
+# function every run calls. Shell builtins only between the two samples: a fork costs tens of ms under TCG.
+if [ -e $H/hctx0/run ]; then RUNS=hctx; else
+    RUNS=kprobe
+    [ -d $TR/events ] || mount -t tracefs nodev $TR
+    echo 'p:sio_runq blk_mq_sched_dispatch_requests' >> $TR/kprobe_events ||
+        fail "no kprobe event on blk_mq_sched_dispatch_requests"
+    echo 1 > $TR/events/kprobes/sio_runq/enable
+fi
+sample() { R=0
+          if [ $RUNS = hctx ]; then for _f in $H/hctx*/run; do read _n < $_f; R=$((R + _n)); done
+          else while read _e _h _m; do [ "$_e" != sio_runq ] || R=$_h; done < $TR/kprobe_profile; fi
           QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight; }
 for k in 1 2 3; do
     dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
@@ -829,6 +841,7 @@ for k in 1 2 3; do
     wait $w || fail "the held write failed"
     echo "$r0 $r1 $q0 $q1" >> $SMARTIO_OUT/held-runs
 done
+if [ $RUNS = kprobe ]; then echo 0 > $TR/events/kprobes/sio_runq/enable; echo '-:sio_runq' >> $TR/kprobe_events; fi
 snap held
 use none
 rmmod smartio_iosched
@@ -872,9 +885,9 @@ done
 rmmod null_blk
 use smartio
 echo 1 > $Q/iosched/adaptive
-fio --name=r --filename=/dev/vda --direct=1 --rw=randread --bs=4k --size=32m --time_based --runtime=6 \
+fio --name=r --filename=/dev/vda --direct=1 --rw=randread --bs=4k --size=32m --time_based --runtime=12 \
     --name=w --filename=/dev/vda --direct=1 --rw=write --bs=64k --offset=32m --size=16m --iodepth=4 \
-    --ioengine=libaio --time_based --runtime=6 --output=$SMARTIO_OUT/fio-emmc.txt || fail "fio on vda"
+    --ioengine=libaio --time_based --runtime=12 --output=$SMARTIO_OUT/fio-emmc.txt || fail "fio on vda"
 snap emmc
 use none
 """
