@@ -142,7 +142,9 @@ def test_ctrl_c_ends_a_replay_and_removes_its_scratch_directory(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "smartio", "bench", "launch", "--replay",
                              str(_two_threads(tmp_path, 30_000_000)), "--target", str(target), "--repeats", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "SMARTIO_DB": str(tmp_path / "results.db")})
+                            env={**os.environ, "SMARTIO_DB": str(tmp_path / "results.db")},
+                            # a suite started in the background of a shell inherits SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while not list(target.glob(".smartio-mobigen-*/temp/temp_*")) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -118,7 +118,7 @@ def iowait_share(before: list[int], after: list[int]) -> float:
     return d[4] / total if total > 0 else 0.0
 
 
-def cpu_ticks() -> list[int]:
+def proc_stat_cpu() -> list[int]:
     with open("/proc/stat") as f:
         return [int(x) for x in f.readline().split()[1:]]
 
@@ -203,9 +203,9 @@ def _cell(plan: MobigenPlan, out: Path, dev: Any, target: Any, layout: Any, scri
             for r in range(plan.repeats):
                 replayer.reset()
                 drop_caches()
-                c0 = cpu_ticks()
+                c0 = proc_stat_cpu()
                 wall = replayer.launch()
-                c1 = cpu_ticks()
+                c1 = proc_stat_cpu()
                 if running is not None:
                     running.check()
                 calls = replayer.last_calls or {}
@@ -236,7 +236,7 @@ def _stat(values: list[float]) -> dict[str, Any] | None:
     if not values:
         return None
     if len(values) == 1:
-        return {"mean": values[0], "ci95": None, "n": 1}
+        return {"mean": values[0], "ci95": [None, None], "n": 1}
     s = Stat.of(values, positive=False)
     return {"mean": s.mean, "ci95": [s.ci95_low, s.ci95_high], "n": s.n}
 
@@ -277,7 +277,7 @@ def _ci(s: dict[str, Any] | None, fmt: str = "{:.2f}", scale: float = 1.0) -> st
     if not s:
         return "-"
     text = fmt.format(s["mean"] * scale)
-    if s.get("ci95"):
+    if s.get("ci95") and s["ci95"][0] is not None:
         lo, hi = s["ci95"]
         text += f" [{fmt.format(lo * scale)}, {fmt.format(hi * scale)}]"
     return text
@@ -321,45 +321,37 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def plot(doc: dict[str, Any], out_dir: Path) -> list[Path]:
-    """mobigen.png: the replay time per filesystem and optimisation (groups) and scheduler (bars), with intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """mobigen.png: the replay time and the iowait share per filesystem and optimisation (groups) and scheduler
+    (bars), with their intervals."""
+    from smartio.report import plots
 
     labels = doc["plan"]["schedulers"]
     cells = [(fs, opt, row) for fs, rows in doc["table"].items() for opt, row in rows.items() if "na" not in row]
     if not cells:
         return []
-    fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.6 * len(cells) + 2), 4.2))
-    width = 0.8 / len(labels)
-    for ax, key, ylabel, scale in ((axes[0], "wall_s", "replay time, s", 1.0),
-                                   (axes[1], "iowait_share", "iowait, % of CPU time", 100.0)):
-        for j, lb in enumerate(labels):
-            xs: list[float] = []
-            ys: list[float] = []
-            errs: list[list[float]] = [[], []]
-            for i, (_, _, row) in enumerate(cells):
-                st = (row.get(lb) or {}).get(key)
-                if not st:
-                    continue
-                m = st["mean"] * scale
-                lo, hi = (st["ci95"] or [st["mean"], st["mean"]])
-                xs.append(i + (j - (len(labels) - 1) / 2) * width)
-                ys.append(m)
-                errs[0].append(max(0.0, m - lo * scale))
-                errs[1].append(max(0.0, hi * scale - m))
-            ax.bar(xs, ys, width, yerr=errs, capsize=2, label=lb)
-        ax.set_xticks(range(len(cells)), [f"{fs}\n{opt}" for fs, opt, _ in cells])
-        ax.set_ylabel(ylabel)
-    axes[0].legend(fontsize=8)
+    def scaled(st: dict[str, Any] | None, scale: float) -> dict[str, Any]:
+        if not st:
+            return {"mean": 0.0, "ci95": [None, None]}
+        lo, hi = st.get("ci95") or [None, None]
+        return {"mean": st["mean"] * scale, "ci95": [None if lo is None else lo * scale,
+                                                     None if hi is None else hi * scale]}
+
+    def series(key: str, scale: float) -> dict[str, list[dict[str, Any]]]:
+        return {lb: [scaled((row.get(lb) or {}).get(key), scale) for _, _, row in cells] for lb in labels}
+
+    fig, axes = plots.figure(ncols=2, width=max(7.0, 1.8 * len(cells) + 3), height=4.4)
+    groups = [f"{fs} {opt}" for fs, opt, _ in cells]
+    plots.bars(axes[0], groups, series("wall_s", 1.0), "replay time, s")
+    plots.bars(axes[1], groups, series("iowait_share", 100.0), "iowait, % of the guest's CPU time")
     s = doc.get("script") or {}
-    fig.suptitle(f"{Path(s.get('path') or doc['plan']['script']).name} replayed beside {doc['plan']['background']} "
-                 "(mean, 95 % interval)", fontsize=10)
-    fig.tight_layout()
+    plan = doc["plan"]
+    plots.stamp(fig, f"{Path(s.get('path') or plan['script']).name} ({s.get('calls', '?')} calls), beside "
+                     f"{plan['background']}, {plan['repeats']} cold replays per cell, "
+                     f"{'think times kept' if plan['think'] else 'no think times'}; emulated "
+                     f"{(doc.get('profile') or {}).get('name', '?')}; kernel {doc.get('kernel') or '?'}; "
+                     f"{doc.get('started', '?')}; mean and 95 % interval")
     path = out_dir / PLOT_FILE
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path)
     return [path]
 
 
