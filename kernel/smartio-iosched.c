@@ -189,6 +189,7 @@
 #include <linux/bio.h>
 #include <linux/buffer_head.h>
 #include <linux/hrtimer.h>
+#include <linux/magic.h>
 #include <linux/irq_work.h>
 #include <linux/kallsyms.h>
 #include <linux/kprobes.h>
@@ -2077,12 +2078,23 @@ static int sio_kp_folio(struct kprobe *p, struct pt_regs *regs)
 	struct address_space *mapping;
 	struct block_device *bdev = NULL;
 	sector_t start = 0, end = 0;
+	unsigned long magic;
 	enum sio_dep dep;
 
 	if (!folio || !folio_test_writeback(folio))
 		return 0;
 	mapping = folio_mapping(folio);
-	if (!mapping || !spin_trylock(sio_mapping_lock(mapping)))
+	/*
+	 * Only where folio->private is a buffer_head list: ext2/3/4 and the
+	 * block device's own mapping (jbd2's buffers). f2fs keeps flag bits
+	 * there (0x21 was dereferenced in the testbed), others their own data.
+	 */
+	if (!mapping || !mapping->host)
+		return 0;
+	magic = mapping->host->i_sb->s_magic;
+	if (magic != EXT4_SUPER_MAGIC && magic != BDEVFS_MAGIC)
+		return 0;
+	if (!spin_trylock(sio_mapping_lock(mapping)))
 		return 0;
 	head = folio_buffers(folio);
 	if (!folio_test_writeback(folio) || folio_mapping(folio) != mapping || !head)
