@@ -237,7 +237,7 @@ def _stat(values: list[float]) -> dict[str, Any] | None:
         return None
     if len(values) == 1:
         return {"mean": values[0], "ci95": [None, None], "n": 1}
-    s = Stat.of(values, positive=False)
+    s = Stat.of(values, positive=all(v > 0 for v in values))    # times and shares: an interval on the logs
     return {"mean": s.mean, "ci95": [s.ci95_low, s.ci95_high], "n": s.n}
 
 
