@@ -62,8 +62,7 @@ def test_a_missing_or_foreign_script_is_exit_2_before_anything_boots(tmp_path):
 
 
 def test_iowait_share_is_iowait_over_all_cpu_time():
-    before = [100, 0, 50, 800, 50, 0, 0, 0, 0, 0]
-    after = [150, 0, 70, 900, 110, 0, 0, 0, 0, 0]      # +50 user, +20 system, +100 idle, +60 iowait
+    before, after = (50, 1000), (110, 1230)             # (iowait, total): +60 iowait of +230 in all
     assert mg.iowait_share(before, after) == pytest.approx(60 / 230)
     assert mg.iowait_share(before, before) == 0.0
 

@@ -19,6 +19,7 @@ The optimisations, as in `compare sqlite` (seed 002, section 6):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -110,17 +111,11 @@ def run_file(fs: str, opt: str, label: str) -> str:
     return f"{RUNS_DIR}/{fs}.{opt}.{label}.json"
 
 
-def iowait_share(before: list[int], after: list[int]) -> float:
-    """The share of CPU time in iowait between two /proc/stat `cpu` lines' fields (user nice system idle iowait
-    irq softirq steal ...): what the guest's CPUs spent waiting for I/O with nothing else to run."""
-    d = [b - a for a, b in zip(before, after, strict=False)]
-    total = sum(d[:8])
-    return d[4] / total if total > 0 else 0.0
-
-
-def proc_stat_cpu() -> list[int]:
-    with open("/proc/stat") as f:
-        return [int(x) for x in f.readline().split()[1:]]
+def iowait_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of CPU time in iowait between two (iowait, total) jiffies readings (storebench.context's
+    read_cpu_times): what the guest's CPUs spent waiting for I/O with nothing else to run."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
 
 
 # --- guest -----------------------------------------------------------------------------------------------------
@@ -134,10 +129,8 @@ def guest_main(argv: list[str]) -> int:
 
 def _guest_main(argv: list[str]) -> int:
     from smartio.blockdev import device_of_node
-    from smartio.compare.guest import device_state, restore, say, switch, warm_up
-    from smartio.launch.launcher import drop_caches
-    from smartio.launch.measure import RunningBackground
-    from smartio.launch.mobigen import MobigenReplayer, Script, ScriptLayout
+    from smartio.compare.guest import device_state, restore, say, warm_up
+    from smartio.launch.mobigen import Script, ScriptLayout
     from smartio.sqlite.compare import DATA_DISK, make_fs
     from smartio.storebench.target import open_target
 
@@ -171,8 +164,7 @@ def _guest_main(argv: list[str]) -> int:
                 target = open_target(MOUNT, writes=True, destroy_data=False)
                 with ScriptLayout(script, MOUNT) as layout:
                     for spec in order:
-                        failed += _cell(plan, out, dev, target, layout, script, fs, opt, sync_call, spec, record,
-                                        switch, drop_caches, RunningBackground, MobigenReplayer, say)
+                        failed += _cell(plan, out, dev, target, layout, script, fs, opt, sync_call, spec, record)
                         save()
             finally:
                 subprocess.run(["umount", MOUNT], capture_output=True)
@@ -184,38 +176,42 @@ def _guest_main(argv: list[str]) -> int:
 
 
 def _cell(plan: MobigenPlan, out: Path, dev: Any, target: Any, layout: Any, script: Any, fs: str, opt: str,
-          sync_call: str, spec: SchedulerSpec, record: dict[str, Any], switch: Any, drop_caches: Any,
-          running_background: Any, replayer_type: Any, say: Any) -> int:
+          sync_call: str, spec: SchedulerSpec, record: dict[str, Any]) -> int:
     """One scheduler's replays of one filesystem and optimisation; 1 if it failed."""
-    import contextlib
+    from smartio.compare.guest import say, switch
+    from smartio.launch.launcher import drop_caches
+    from smartio.launch.measure import RunningBackground
+    from smartio.launch.mobigen import MobigenReplayer
+    from smartio.storebench.context import read_cpu_times
 
     t0 = time.monotonic()
     replays: list[dict[str, Any]] = []
     try:
         switch(dev, spec, plan.nr_requests, plan.clock_scale or 1.0)
-        bg = (running_background(target, plan.background, BACKGROUND_SIZE, plan.background_head_s)
+        bg = (RunningBackground(target, plan.background, BACKGROUND_SIZE, plan.background_head_s)
               if plan.background != "none" else contextlib.nullcontext())
         say(f"{fs} {opt} under {spec.label}: {plan.repeats} replays" +
             (f" beside {plan.background} (after {plan.background_head_s:g} s of it)"
              if plan.background != "none" else ""))
         with bg as running:
-            replayer = replayer_type(script, layout, think=plan.think, sync_call=sync_call)
+            replayer = MobigenReplayer(script, layout, think=plan.think, sync_call=sync_call)
             for r in range(plan.repeats):
                 replayer.reset()
                 drop_caches()
-                c0 = proc_stat_cpu()
+                c0 = read_cpu_times()
                 wall = replayer.launch()
-                c1 = proc_stat_cpu()
+                c1 = read_cpu_times()
                 if running is not None:
                     running.check()
                 calls = replayer.last_calls or {}
                 spent = replayer.last_breakdown
+                assert spent is not None        # launch() sets it
                 replays.append({"wall_s": round(wall, 6), "io_s": spent["io"], "sync_s": spent["sync"],
                                 "iowait_share": round(iowait_share(c0, c1), 6),
                                 "failed": sum(c["failed"] for c in calls.values()),
                                 "skipped": sum(c["skipped"] for c in calls.values()),
                                 "calls": {k: len(c["durations_s"]) for k, c in calls.items()}})
-                say(f"  replay {r + 1}: {wall:.2f} s, I/O {replayer.last_breakdown['io']:.2f} s, iowait "
+                say(f"  replay {r + 1}: {wall:.2f} s, I/O {spent['io']:.2f} s, iowait "
                     f"{100 * replays[-1]['iowait_share']:.1f} %")
         doc = {"fs": fs, "opt": opt, "scheduler": spec.label, "sync_call": sync_call, "background": plan.background,
                "replays": replays, "duration_s": round(time.monotonic() - t0, 1)}
@@ -233,12 +229,13 @@ def _cell(plan: MobigenPlan, out: Path, dev: Any, target: Any, layout: Any, scri
 def _stat(values: list[float]) -> dict[str, Any] | None:
     from smartio.storebench.stats import Stat
 
-    if not values:
-        return None
-    if len(values) == 1:
-        return {"mean": values[0], "ci95": [None, None], "n": 1}
-    s = Stat.of(values, positive=all(v > 0 for v in values))    # times and shares: an interval on the logs
-    return {"mean": s.mean, "ci95": [s.ci95_low, s.ci95_high], "n": s.n}
+    return Stat.of(values).to_json() if values else None     # times and shares: positive, interval on the logs
+
+
+def _scaled(st: dict[str, Any], k: float) -> dict[str, Any]:
+    """A Stat's JSON with its mean and interval times k (a share in %)."""
+    lo, hi = st["ci95"]
+    return {**st, "mean": st["mean"] * k, "ci95": [None if lo is None else lo * k, None if hi is None else hi * k]}
 
 
 def assemble(plan: MobigenPlan, guest_out: Path, *, profile: Any, command: str, started: str,
@@ -274,13 +271,9 @@ def assemble(plan: MobigenPlan, guest_out: Path, *, profile: Any, command: str, 
 
 
 def _ci(s: dict[str, Any] | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
-    if not s:
-        return "-"
-    text = fmt.format(s["mean"] * scale)
-    if s.get("ci95") and s["ci95"][0] is not None:
-        lo, hi = s["ci95"]
-        text += f" [{fmt.format(lo * scale)}, {fmt.format(hi * scale)}]"
-    return text
+    from smartio.report.tables import pm
+
+    return pm(_scaled(s, scale), fmt) if s else "-"
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -329,15 +322,10 @@ def plot(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     cells = [(fs, opt, row) for fs, rows in doc["table"].items() for opt, row in rows.items() if "na" not in row]
     if not cells:
         return []
-    def scaled(st: dict[str, Any] | None, scale: float) -> dict[str, Any]:
-        if not st:
-            return {"mean": 0.0, "ci95": [None, None]}
-        lo, hi = st.get("ci95") or [None, None]
-        return {"mean": st["mean"] * scale, "ci95": [None if lo is None else lo * scale,
-                                                     None if hi is None else hi * scale]}
-
     def series(key: str, scale: float) -> dict[str, list[dict[str, Any]]]:
-        return {lb: [scaled((row.get(lb) or {}).get(key), scale) for _, _, row in cells] for lb in labels}
+        stats = {lb: [(row.get(lb) or {}).get(key) for _, _, row in cells] for lb in labels}
+        return {lb: [_scaled(st, scale) if st else {"mean": 0.0, "ci95": [None, None]} for st in sts]
+                for lb, sts in stats.items()}
 
     fig, axes = plots.figure(ncols=2, width=max(7.0, 1.8 * len(cells) + 3), height=4.4)
     groups = [f"{fs} {opt}" for fs, opt, _ in cells]
