@@ -942,14 +942,13 @@ static u64 sio_antic_window_ns(struct sio_data *sd, u64 now);
  * free of writes for a read, which pays only where a write slows a read
  * (an eMMC that serves one command at a time, a UFS device busy programming).
  * With adaptive set they stop when under a quarter of the reads beside a
- * write take SIO_LAT_SLOW times the mean of reads alone (a sixth do on
- * null_blk under TCG, half on the emulated eMMC while the holds apply), and
- * apply again when most do (without the holds, nearly every read beside a
- * write on an eMMC waits for it): the holds bring a reader to about 1.7
+ * write take SIO_LAT_SLOW times the mean of reads alone, and apply again
+ * when most do (without the holds, nearly every read beside a write on an
+ * eMMC waits for it): the holds bring a reader to about 1.7
  * times its time alone (Figure 11's SmartIO point), so where writes do not
  * double a read they buy the reader little and cost the writer much.
- * Counted, not averaged, so that a stall of the host (seconds under an
- * emulator) weighs one read, not the mean. After a change the counts start
+ * Counted, not averaged, so that a stall of the host weighs one read, not
+ * the mean. After a change the counts start
  * again, so that the holds' own effect on the samples (fewer reads beside
  * writes) cannot flip them back and forth. The slices, the classes,
  * boosting and the dispatch limits always apply.
