@@ -916,8 +916,8 @@ def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path
     (random direct reads at queue depth 64) beside a task that writes 4 MiB through the page cache and, once the
     flusher has queued its async writeback, fdatasyncs it. fdatasync waits on those writes, so they are boosted; with
     nothing bounding them they stayed queued for as long as the reader ran, and the task hung (hung_task_panic fails
-    the guest). The fdatasync comes a second after the writes: one dd with conv=fdatasync raced the flusher, and on a
-    slow host dd submitted every write itself, as its own sync writes, which are not boosted."""
+    the guest). The fdatasync comes a second after the writes because one dd with conv=fdatasync races the flusher:
+    on a slow host dd submits every write itself, as its own sync writes, and those are not boosted."""
     if module_ko.flavour == kernelpkg.DEBUG:
         # Under TCG, lockdep and KASAN slow the guest so much that the reader completed 100 reads in the whole run:
         # its FIFO was never full and nothing was boosted, so the run could not test the bound.
