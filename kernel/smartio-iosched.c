@@ -159,6 +159,15 @@
  *     They apply from the switch to smartio until then. Slices (3),
  *     classes (1), boosting (5) and the dispatch limits (4) always apply.
  *     adaptive: 0 or 1, default 0 (the holds always apply).
+ * 13. Learned pacing: while write_pace_us is 0, pacing (7) applies once
+ *     the scheduler has seen 16 sequential writes alone (dispatched with
+ *     nothing in flight, nothing dispatched before they completed), with
+ *     the pace and hold `smartio profile --apply` would set from their mean
+ *     service time: pace 1.5 x it (1.75 x a random write's after a random
+ *     write, once 16 of those were seen), read hold 0.7 x it. Before that,
+ *     anticipation (6) applies. The mean follows the device (1/8 per
+ *     write). The profiler's tunables, once written, take over.
+ *     auto_pace: 0 or 1, default 1.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -228,6 +237,7 @@ static const int sio_default_startup_ms = 1000;	/* a task's first reads: writes 
 static const int sio_default_startup_anticipation_us = 10000; /* anticipation in a start-up, us; 0 = as others */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
 static const int sio_default_adaptive;	/* 1 = holds only where writes slow reads (12) */
+static const int sio_default_auto_pace = 1;	/* 1 = pace by the writes' service time alone (13) */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
 static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) only reads may take */
@@ -325,6 +335,7 @@ enum sio_dep {
 #define SIO_RQ_HELD		BIT(6)	/* kept back by write pacing or a read hold */
 #define SIO_RQ_CONTIG		BIT(7)	/* starts exactly where a stream ended (the device's sequential) */
 #define SIO_RQ_BESIDE_WRITE	BIT(20)	/* a read dispatched while a write was in flight (12) */
+#define SIO_RQ_ALONE		BIT(21)	/* dispatched with nothing in flight (13) */
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
@@ -469,6 +480,15 @@ struct sio_data {
 	u64 read_alone_ns[2];
 	u32 read_alone_n[2], read_beside_n[2], read_beside_slow[2];
 	bool interference;			/* reads beside writes are slower: the holds apply */
+	/*
+	 * The mean service time (ns, dispatch to completion, over the last
+	 * SIO_LAT_WEIGHT or so) of writes alone, per kind (seq, rand), and how
+	 * many were seen (13): dispatched with nothing in flight, and nothing
+	 * else dispatched before they completed.
+	 */
+	u64 write_alone_ns[2];
+	u32 write_alone_n[2];
+	u64 last_dispatch_ns;			/* the last dispatch: is a write still alone (13) */
 	u64 interference_on, interference_off;	/* ... times it turned on and off */
 
 	struct sio_hint hints[SIO_NR_HINTS];
@@ -492,6 +512,7 @@ struct sio_data {
 	int startup_anticipation_us;
 	int qasio_boost;
 	int adaptive;
+	int auto_pace;
 	int qasio_dep[SIO_NR_DEPS];
 	int dispatch_limit[SIO_NR_KINDS];
 	unsigned int async_depth;	/* scheduler tags async requests may hold */
@@ -1094,13 +1115,71 @@ static bool sio_rerun_coming(struct sio_data *sd)
 	return false;
 }
 
+/*
+ * Learned pacing (13): with auto_pace on and write_pace_us 0, the pace and
+ * the read hold come from the mean service time of a write alone, once
+ * SIO_LAT_MIN_SAMPLES sequential ones were seen: what `smartio profile
+ * --apply` derives from its concurrency run (src/smartio/flashdev/model.py,
+ * pacing()), learned from the completions instead. The hold is 0.9 x the
+ * page program time, which a write alone does not show by itself; it is
+ * taken as SIO_HOLD_PCT of the write's latency, the program's share on
+ * s5-emmc's sequential and random writes (147 of 190 us, 314 of 410).
+ */
+#define SIO_PACE_PCT		150	/* pace after a sequential write, % of its latency alone */
+#define SIO_PACE_RAND_PCT	175	/* ... after a random one, % of a random write's */
+#define SIO_HOLD_PCT		70	/* the read hold, % of the sequential write latency alone */
+
+/* A write's mean service time alone, ns, of kind @k (0 seq, 1 rand); 0 before enough were seen. */
+static u64 sio_write_alone_ns(struct sio_data *sd, int k)
+{
+	return sd->write_alone_n[k] >= SIO_LAT_MIN_SAMPLES ? sd->write_alone_ns[k] : 0;
+}
+
+/* Are writes paced (7): write_pace_us set, or learned (13)? */
+static bool sio_pacing(struct sio_data *sd)
+{
+	if (READ_ONCE(sd->write_pace_us))
+		return true;
+	return READ_ONCE(sd->auto_pace) && sio_write_alone_ns(sd, 0);
+}
+
 /* The pace after the last write dispatched, ns (write_pace_rand_us after a random one, if set). */
 static u64 sio_pace_ns(struct sio_data *sd)
 {
-	int pace_rand = READ_ONCE(sd->write_pace_rand_us);
+	int pace = READ_ONCE(sd->write_pace_us), pace_rand = READ_ONCE(sd->write_pace_rand_us);
+	u64 rand;
 
-	return (u64)(sd->last_write_rand && pace_rand ? pace_rand :
-		     READ_ONCE(sd->write_pace_us)) * NSEC_PER_USEC;
+	if (pace)
+		return (u64)(sd->last_write_rand && pace_rand ? pace_rand : pace) * NSEC_PER_USEC;
+	if (!sio_pacing(sd))
+		return 0;
+	rand = sio_write_alone_ns(sd, 1);
+	if (sd->last_write_rand && rand)
+		return div_u64(rand * SIO_PACE_RAND_PCT, 100);
+	return div_u64(sio_write_alone_ns(sd, 0) * SIO_PACE_PCT, 100);
+}
+
+/* The read hold after a write completed, ns (7); 0 = none. */
+static u64 sio_read_hold_ns(struct sio_data *sd)
+{
+	if (READ_ONCE(sd->write_pace_us))
+		return (u64)READ_ONCE(sd->read_hold_us) * NSEC_PER_USEC;
+	if (!sio_pacing(sd))
+		return 0;
+	return div_u64(sio_write_alone_ns(sd, 0) * SIO_HOLD_PCT, 100);
+}
+
+/* A write of kind @k (0 seq, 1 rand) took @ns alone: learn (13). */
+static void sio_write_learn(struct sio_data *sd, int k, u64 ns)
+{
+	u64 *avg = &sd->write_alone_ns[k];
+
+	lockdep_assert_held(&sd->lock);
+
+	*avg = sd->write_alone_n[k] ? *avg - div_u64(*avg, SIO_LAT_WEIGHT) +
+	       div_u64(ns, SIO_LAT_WEIGHT) : ns;
+	if (sd->write_alone_n[k] < U32_MAX)
+		sd->write_alone_n[k]++;
 }
 
 /* A read queued or in flight? */
@@ -1357,13 +1436,13 @@ static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
  */
 static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 {
-	u64 hold = (u64)READ_ONCE(sd->read_hold_us) * NSEC_PER_USEC;
+	u64 hold = sio_read_hold_ns(sd);
 	u64 first = U64_MAX, end;
 	enum sio_class c;
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!hold || !READ_ONCE(sd->write_pace_us) || !sd->last_write_done_ns || !sio_holds(sd) ||
+	if (!hold || !sd->last_write_done_ns || !sio_holds(sd) ||
 	    sio_own_task(sd, sd->last_write_done_pid, now))
 		return 0;
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -1592,7 +1671,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 		rq = sio_pick(sd, cq, SIO_PICK_BOOSTED, &limited);
 		if (rq)
 			goto out;
-		if (READ_ONCE(sd->write_pace_us) && sio_holds(sd)) {
+		if (sio_pacing(sd) && sio_holds(sd)) {
 			rq = sio_pace(sd, cq, now, hold, &limited);
 			goto out;
 		}
@@ -2268,14 +2347,16 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	if (flags & SIO_RQ_BOOSTED)
 		sio_qlog_add(sd, 'd', blk_rq_pos(rq), blk_rq_pos(rq) + blk_rq_sectors(rq),
 			     SIO_NR_DEPS, sio_rq_pid(rq), now);
-	if (sio_rq_dir(rq) == SIO_READ) {
-		/* Dispatched: fifo_time is free until an insert (12); the clock after the choice. */
-		rq->fifo_time = ktime_get_ns();
-		if (sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE])
-			flags |= SIO_RQ_BESIDE_WRITE;
-		else
-			flags &= ~SIO_RQ_BESIDE_WRITE;
-	}
+	/* Dispatched: fifo_time is free until an insert (12, 13); the clock after the choice. */
+	rq->fifo_time = ktime_get_ns();
+	sd->last_dispatch_ns = rq->fifo_time;
+	flags &= ~(SIO_RQ_BESIDE_WRITE | SIO_RQ_ALONE);
+	if (sio_rq_dir(rq) == SIO_READ &&
+	    (sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE]))
+		flags |= SIO_RQ_BESIDE_WRITE;
+	if (!sd->inflight[SIO_SEQ_READ] && !sd->inflight[SIO_RAND_READ] &&
+	    !sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE])
+		flags |= SIO_RQ_ALONE;
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
 	sd->inflight[sio_rq_kind(rq)]++;
 	sio_stream_advance(sd, rq);
@@ -2465,6 +2546,10 @@ static void sio_finish_request(struct request *rq)
 		if (!sio_kind_is_read(kind)) {
 			sd->last_write_done_ns = ktime_get_ns();
 			sd->last_write_done_pid = sio_rq_pid(rq);
+			/* Alone: nothing was dispatched since (see the read's check of fifo_time below). */
+			if ((flags & SIO_RQ_ALONE) && rq->fifo_time == sd->last_dispatch_ns &&
+			    rq->fifo_time <= done && done - rq->fifo_time < 60 * NSEC_PER_SEC)
+				sio_write_learn(sd, kind == SIO_RAND_WRITE, done - rq->fifo_time);
 		}
 		if (sio_kind_is_read(kind)) {
 			u64 window;
@@ -2872,6 +2957,7 @@ static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 	sd->startup_anticipation_us = sio_default_startup_anticipation_us;
 	sd->qasio_boost = sio_default_qasio_boost;
 	sd->adaptive = sio_default_adaptive;
+	sd->auto_pace = sio_default_auto_pace;
 	sd->interference = true;	/* until the device shows otherwise: a phone's eMMC or UFS does */
 	for (i = 0; i < SIO_NR_DEPS; i++)
 		sd->qasio_dep[i] = sio_default_qasio_dep;
@@ -3004,6 +3090,7 @@ SIO_TUNABLE(startup_ms, startup_ms, 0, 600000);
 SIO_TUNABLE(startup_anticipation_us, startup_anticipation_us, 0, 1000000);
 SIO_TUNABLE(qasio_boost, qasio_boost, 0, 1);
 SIO_TUNABLE(adaptive, adaptive, 0, 1);
+SIO_TUNABLE(auto_pace, auto_pace, 0, 1);
 SIO_TUNABLE(qasio_meta, qasio_dep[SIO_DEP_META], 0, 1);
 SIO_TUNABLE(qasio_data, qasio_dep[SIO_DEP_DATA], 0, 1);
 SIO_TUNABLE(qasio_sync, qasio_dep[SIO_DEP_SYNC], 0, 1);
@@ -3056,6 +3143,7 @@ static struct elv_fs_entry sio_attrs[] = {
 	SIO_ATTR(startup_anticipation_us),
 	SIO_ATTR(qasio_boost),
 	SIO_ATTR(adaptive),
+	SIO_ATTR(auto_pace),
 	SIO_ATTR(qasio_meta),
 	SIO_ATTR(qasio_data),
 	SIO_ATTR(qasio_sync),
@@ -3119,6 +3207,11 @@ static int sio_stats_show(void *data, struct seq_file *m)
 		   sd->read_beside_n[0], sd->read_beside_slow[0],
 		   div_u64(sd->read_alone_ns[1], NSEC_PER_USEC), sd->read_alone_n[1],
 		   sd->read_beside_n[1], sd->read_beside_slow[1]);
+	seq_printf(m, "auto_pace learned=%d seq_write_alone_us=%llu seq_write_alone_n=%u rand_write_alone_us=%llu rand_write_alone_n=%u read_hold_us=%llu\n",
+		   !READ_ONCE(sd->write_pace_us) && sio_pacing(sd),
+		   div_u64(sd->write_alone_ns[0], NSEC_PER_USEC), sd->write_alone_n[0],
+		   div_u64(sd->write_alone_ns[1], NSEC_PER_USEC), sd->write_alone_n[1],
+		   div_u64(sio_read_hold_ns(sd), NSEC_PER_USEC));
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];
 		int j;

@@ -40,7 +40,7 @@ def table_phase() -> Phase:
     files."""
     script = f"""
 T=$Q/iosched
-SIO_ADAPTIVE=
+SIO_PINS=
 use smartio
 for f in $T/*; do echo "$(basename $f) $(cat $f)"; done > "$SMARTIO_OUT/defaults"
 grep -q "^depth " $D/stats || fail "no depth line in stats: $(cat $D/stats)"

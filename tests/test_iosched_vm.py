@@ -37,13 +37,14 @@ Q=/sys/block/vda/queue
 D=/sys/kernel/debug/block/vda/sched
 [ -d /sys/kernel/debug/block ] || mount -t debugfs none /sys/kernel/debug
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# A rule's test pins smartio's adaptive (rule 12) at 0, so that the rule holds whatever the memory disk does to a
-# read beside a write; a phase at the defaults clears SIO_ADAPTIVE.
-SIO_ADAPTIVE=0
+# A rule's test pins smartio's adaptive (rule 12) and auto_pace (13) at 0, so that the rule holds whatever the
+# memory disk does to a read beside a write and whatever pace the test's own writes would teach; a phase at the
+# defaults clears SIO_PINS.
+SIO_PINS="adaptive=0 auto_pace=0"
 use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler ||
         fail "scheduler $1 not active: $(cat $Q/scheduler)"
-        if [ "$1" = smartio ] && [ -n "$SIO_ADAPTIVE" ] && [ -e $Q/iosched/adaptive ]; then
-            echo $SIO_ADAPTIVE > $Q/iosched/adaptive; fi; }
+        if [ "$1" = smartio ]; then for _p in $SIO_PINS; do
+            if [ -e $Q/iosched/${_p%=*} ]; then echo ${_p#*=} > $Q/iosched/${_p%=*}; fi; done; fi; }
 # snap waits (up to 10 s) until nothing is queued or in flight: a write the filesystem sends by itself (a journal
 # commit) can still be on the device when the load ends, above all in a slow guest.
 # How long it waited (tenths of a second) goes to snapwait-<name>.
@@ -245,7 +246,7 @@ fio --output=$SMARTIO_OUT/verify-default.txt {tmp_path}/raw-verify.fio || fail "
 snap default
 """, "tuned": f"""
 # The same load with every mechanism engaged: limits of 1, anticipation, a short write slice, fast aging.
-if [ -e $Q/iosched/adaptive ]; then echo 0 > $Q/iosched/adaptive; fi
+for p in adaptive auto_pace; do if [ -e $Q/iosched/$p ]; then echo 0 > $Q/iosched/$p; fi; done
 for k in seq_read seq_write rand_read rand_write; do echo 1 > $Q/iosched/dispatch_limit_$k; done
 echo 500 > $Q/iosched/read_anticipation_us
 echo 5 > $Q/iosched/write_slice_ms
@@ -257,7 +258,7 @@ snap tuned
 """, "paced": f"""
 # Once more as `profile --apply` sets it up: write pacing, read holds, short slices (random ones longer), no window.
 use none
-SIO_ADAPTIVE=0
+SIO_PINS="adaptive=0 auto_pace=0"
 use smartio
 echo 2000 > $Q/iosched/write_pace_us
 echo 1000 > $Q/iosched/read_hold_us
@@ -268,8 +269,8 @@ fio --output=$SMARTIO_OUT/fio-paced.txt {tmp_path}/raw.fio || fail "fio (paced):
 fio --output=$SMARTIO_OUT/verify-paced.txt {tmp_path}/raw-verify.fio || fail "verify pass (paced)"
 snap paced
 """}
-    # The default pass at the defaults (adaptive, rule 12, too); the others pin the holds on.
-    script = ("\nSIO_ADAPTIVE=" if "default" in passes else "") + "\nuse smartio" + \
+    # The default pass at the defaults (adaptive and auto_pace, rules 12 and 13, too); the others pin them at 0.
+    script = ("\nSIO_PINS=" if "default" in passes else "") + "\nuse smartio" + \
         "".join(blocks[p] for p in passes) + "use none\nrmmod smartio_iosched\n"
     return Phase(script, functools.partial(check_raw_integrity, passes=passes))
 
@@ -278,9 +279,10 @@ def check_raw_integrity(out: Path, passes: tuple[str, ...] = RAW_PASSES) -> None
     if "default" in passes:
         default = Stats.load(out, "default")
         default.assert_balanced(min_dispatched=2000)
-        # Without pacing nothing is paced; own_writes (rule 9) counts writes anticipation let go (fio's verify reads).
-        assert {k: v for k, v in default.rows["pacing"].items() if k != "own_writes"} == {
-            "paced_writes": 0, "delayed": 0, "unpaced_writes": 0, "held_reads": 0, "reader_held_writes": 0}
+        # Pacing only as learned (rule 13): without its samples nothing is paced.
+        if not default.rows["auto_pace"]["learned"]:
+            assert {k: v for k, v in default.rows["pacing"].items() if k != "own_writes"} == {
+                "paced_writes": 0, "delayed": 0, "unpaced_writes": 0, "held_reads": 0, "reader_held_writes": 0}
         # Every class was used.
         for cls in ("rt", "be", "idle"):
             assert default.rows[f"{cls}_write"]["dispatched"] > 0, default.rows
@@ -869,7 +871,7 @@ def test_the_holds_stop_where_writes_do_not_slow_reads(tmp_path: Path, module_ko
     hold after the turn); on the emulated eMMC (s5-emmc: one command at a time, a read behind a write waits for it)
     they stay on. With adaptive = 0 they stay on on null_blk too."""
     script = r"""
-SIO_ADAPTIVE=
+SIO_PINS=auto_pace=0
 modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 hw_queue_depth=64 memory_backed=0 || fail "null_blk"
 [ -b /dev/nullb0 ] || mknod /dev/nullb0 b $(tr : ' ' < /sys/block/nullb0/dev)
 NQ=/sys/block/nullb0/queue
@@ -877,6 +879,7 @@ ND=/sys/kernel/debug/block/nullb0/sched
 for a in 1 0; do
     echo smartio > $NQ/scheduler
     echo $a > $NQ/iosched/adaptive
+    echo 0 > $NQ/iosched/auto_pace
     fio --name=mix --filename=/dev/nullb0 --direct=1 --ioengine=libaio --bs=4k --iodepth=16 --numjobs=2 \
         --rw=randrw --rwmixread=70 --time_based --runtime=3 --size=256m --group_reporting \
         --output=$SMARTIO_OUT/fio-nullb-$a.txt || fail "fio on nullb0"
@@ -997,6 +1000,52 @@ rmmod smartio_iosched
     # a busy host does ~500, a quiet one ~2000).
     assert new_unpaced >= writes_alone * 0.9 and q["delayed"] - p["delayed"] <= 2, (writes_alone, p, q)
     assert writes_alone >= 300, f"a writer alone did {writes_alone} writes in 3 s: paced ({q})"
+
+
+def test_without_the_profiler_writes_are_paced_by_their_learned_service_time(tmp_path: Path,
+                                                                              module_ko: ModuleBuild) -> None:
+    """Rule 13 (auto_pace, on by default): with write_pace_us at 0, a writer alone on the emulated eMMC teaches the
+    scheduler its service time (the mean of sequential writes alone, near fio's completion latency), and beside a
+    reader its writes are then paced by 1.5 times it, with reads held after each write; with auto_pace = 0 the same
+    pair is not paced (anticipation applies)."""
+    alone = [FioJob("writer", "write", 2, True, 32, 32, verify=False, extra=("time_based=1", "runtime=2"))]
+    pair = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=5")),
+            FioJob("writer", "write", 2, True, 32, 32, verify=False,
+                   extra=("time_based=1", "startdelay=1", "runtime=3"))]   # within the reader's run
+    (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, alone))
+    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, pair))
+    runs = []
+    for a in (1, 0):
+        runs.append(f"""
+use smartio
+echo {a} > $Q/iosched/auto_pace
+fio --output-format=json --output=$SMARTIO_OUT/alone-{a}.json {tmp_path}/alone.fio || fail "fio (writer alone)"
+snap alone-{a}
+fio --output-format=json --output=$SMARTIO_OUT/pair-{a}.json {tmp_path}/pair.fio || fail "fio (reader and writer)"
+snap pair-{a}
+use none
+""")
+    script = 'SIO_PINS="adaptive=0"\n' + "".join(runs) + "rmmod smartio_iosched\n"
+    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc", disk_mb=128)
+    learned = Stats.load(r.out_dir, "alone-1")
+    learned.assert_balanced(min_dispatched=20)
+    lp = learned.rows["auto_pace"]
+    assert lp["learned"] == 1 and lp["seq_write_alone_n"] >= 16, lp
+    job = next(j for j in json.loads((r.out_dir / "alone-1.json").read_text())["jobs"] if j["jobname"] == "writer")
+    clat_us = job["write"]["clat_ns"]["mean"] / 1000
+    # dispatch to completion, within the guest's submission-to-completion; the mean weighs the last few writes most
+    assert 0.4 * clat_us <= lp["seq_write_alone_us"] <= 1.2 * clat_us, (lp, clat_us)
+    assert lp["read_hold_us"] == lp["seq_write_alone_us"] * 7 // 10, lp
+    paced, unpaced = Stats.load(r.out_dir, "pair-1"), Stats.load(r.out_dir, "pair-0")
+    p, q = paced.rows["pacing"], unpaced.rows["pacing"]
+    writes = fio_ios(r.out_dir / "pair-1.json", "writer", "write")
+    pace_s = 1.5 * paced.rows["auto_pace"]["seq_write_alone_us"] / 1e6
+    # 3 s at one write per pace, and fio's start and end; each paced write counted
+    assert writes <= 3 / pace_s * 1.15 + 10, (writes, pace_s, p)
+    assert p["paced_writes"] - learned.rows["pacing"]["paced_writes"] >= writes / 2 and p["held_reads"] > 0, (writes, p)
+    assert unpaced.rows["auto_pace"]["learned"] == 0, unpaced.rows["auto_pace"]
+    assert q["paced_writes"] == 0 and q["held_reads"] == 0, q
+    assert unpaced.rows["anticipation"]["holds"] > 0, unpaced.rows["anticipation"]
 
 
 def test_a_readers_own_writes_are_not_paced(tmp_path: Path, module_ko: ModuleBuild) -> None:

@@ -85,7 +85,9 @@ class Tunables:
     # table: every tunable that is not a field). prio_aging_ms and qasio_* act across classes and on boosts;
     # async_depth caps the scheduler tags async (buffered) writes may hold, and the model check and run_streams
     # issue sync (O_DIRECT) writes. write_merge_max_kb limits merges: run_streams' requests are single 4 KiB pages
-    # that never merge, and model.mixed_time merges by its own merge_kb.
+    # that never merge, and model.mixed_time merges by its own merge_kb. adaptive (rule 12) and auto_pace (13) set
+    # the holds and the pace from what the device's completions show, which is not the state passed here: a caller
+    # that models them passes the pace they arrive at (a written write_pace_us takes over from a learned one).
     IGNORED: ClassVar[tuple[str, ...]] = ()
 
     @classmethod

@@ -24,11 +24,12 @@ SINGLE_WRITE = "single write"          # (10) one write at a time beside a recen
 STARTUP = "start-up"                   # (11) a task's first reads
 QASIO_BOOST = "QASIO boost"            # (5) boost writes a task waits on
 ADAPTIVE = "adaptive"                  # (12) the holds only where writes slow reads
+LEARNED_PACING = "learned pacing"      # (13) pacing by the writes' service time alone, without the profiler
 QASIO_DEPENDENCY = "QASIO dependency"  # (5) which of the waits to act on
 DISPATCH_LIMIT = "dispatch limit"      # (4) per-kind dispatch concurrency (the Concurrency Profiler's parameters)
 TAG_DEPTH = "tag depth"                # scheduler tags async requests may hold
 ROLES = (WRITE_SLICE, PRIORITY_AGING, ANTICIPATION, WRITE_PACING, SINGLE_WRITE, STARTUP, QASIO_BOOST, ADAPTIVE,
-         QASIO_DEPENDENCY, DISPATCH_LIMIT, TAG_DEPTH)
+         LEARNED_PACING, QASIO_DEPENDENCY, DISPATCH_LIMIT, TAG_DEPTH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +92,9 @@ TUNABLES: tuple[Tunable, ...] = (
        "1 = anticipation, pacing, the read hold, one write at a time and the start-up hold stop when under a "
        "quarter of the reads beside a write take twice the mean alone, and apply again when most do; 0 = they "
        "always apply"),
+    _t("auto_pace", "0/1", 1, 0, 1, LEARNED_PACING,
+       "1 = while write_pace_us is 0, writes are paced once 16 sequential writes alone were seen: pace 1.5 x their "
+       "mean service time (1.75 x a random write's after a random one), read hold 0.7 x; 0 = anticipation applies"),
     _t("qasio_meta", "0/1", 1, 0, 1, QASIO_DEPENDENCY,
        "1 = act on waits for metadata buffers under write (__lock_buffer, __wait_on_buffer)"),
     _t("qasio_data", "0/1", 1, 0, 1, QASIO_DEPENDENCY,
