@@ -130,7 +130,20 @@ def test_missing_run_and_unrestored_device_are_reported(tmp_path):
     assert "read_slowdown" not in doc["results"]["smartio"]
     text = report.render(doc)
     assert re.search(r"^smartio +\(missing\) ", text, re.M) and "not measured: slowdown under smartio" in text
-    assert report.best(doc, "read_slowdown") == ("mq-deadline", doc["results"]["mq-deadline"]["read_slowdown"]["seq"])
+    assert report.verdicts(doc) == []      # one scheduler measured: nothing to decide between
+
+
+def test_the_verdict_lines_name_only_what_the_intervals_decide():
+    """One repeat decides nothing (the two-scheduler run); the recorded bench run's 8 repeats decide smartio:profile
+    for the lowest read slowdown and the highest efficiency, seq and rand, over the four others."""
+    one = report.verdicts(_doc())
+    assert one[0] == ("seq: lowest read slowdown undecided between mq-deadline (1.86), smartio (3.21); "
+                      "highest efficiency undecided between mq-deadline (1.14), smartio (0.96)"), one
+    assert one[-1].startswith("(undecided:")
+    run = json.loads((DATA.parent / "bench-run-20261126" / "1r1w" / "compare.json").read_text())
+    assert report.verdicts(run) == [
+        "seq: lowest read slowdown smartio:profile (1.95); highest efficiency smartio:profile (1.16)",
+        "rand: lowest read slowdown smartio:profile (1.81); highest efficiency smartio:profile (1.16)"]
 
 
 def test_plots_are_pngs(tmp_path):

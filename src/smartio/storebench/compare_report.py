@@ -10,6 +10,7 @@ from typing import Any
 
 from smartio.flashdev.profiles import device_line
 from smartio.report.tables import grid, mixed_measure, pm
+from smartio.storebench import targets
 from smartio.testbed import hostload
 from smartio.testbed.boot import text_of
 from smartio.units import mib
@@ -40,16 +41,6 @@ def _slowdown_detail(doc: dict[str, Any], label: str) -> dict[str, Any] | None:
     return run["results"]["detail"] if run else None
 
 
-def best(doc: dict[str, Any], key: str, mode: str = "seq", lowest: bool = True,
-         exclude: str | None = None) -> tuple[str, float] | None:
-    """The scheduler with the lowest (or highest) results.<label>.<key>.<mode>, optionally leaving one out."""
-    vals = [(label, r[key][mode]) for label, r in doc["results"].items()
-            if key in r and label != exclude and r[key][mode] is not None]
-    if not vals:
-        return None
-    return (min if lowest else max)(vals, key=lambda x: x[1])
-
-
 def slowdown_table(doc: dict[str, Any]) -> str:
     """Figure 11: read and write slowdown, seq and rand, and efficiency, one row per scheduler."""
     first = next(d["slowdown"] for d in doc["runs"].values() if "slowdown" in d)
@@ -73,12 +64,31 @@ def slowdown_table(doc: dict[str, Any]) -> str:
              "", grid(header, rows), "",
              "  slowdown = response time beside the other kind / alone; "
              "efficiency = 1/read slowdown + 1/write slowdown"]
-    low = best(doc, "read_slowdown")
-    eff = best(doc, "efficiency", lowest=False)
-    if low and eff:
-        lines.append(f"  lowest seq read slowdown: {low[0]} ({low[1]:.2f}); "
-                     f"highest seq efficiency: {eff[0]} ({eff[1]:.2f})")
+    lines += [f"  {v}" for v in verdicts(doc)]
     return "\n".join(lines)
+
+
+def verdicts(doc: dict[str, Any]) -> list[str]:
+    """Per mode, the scheduler with the lowest read slowdown and the one with the highest efficiency, each named
+    only where its interval over every other scheduler's decides it (storebench.targets), else "undecided" with
+    the schedulers it has not beaten: one repeat never decides."""
+    out = []
+    for mode in MODES:
+        figs = {label: f for label in doc["schedulers"] if (f := targets.slowdown_figures(doc, label, mode))}
+        if len(figs) < 2:
+            continue
+        parts = []
+        for key, what, lower in (("read_slowdown", "lowest read slowdown", True),
+                                 ("efficiency", "highest efficiency", False)):
+            lead = (min if lower else max)(figs, key=lambda label: figs[label][key].mean)
+            decide = targets.lowest if lower else targets.highest
+            tied = [label for label in figs if label != lead and decide(figs[lead][key], [figs[label][key]]) != "met"]
+            named = ", ".join(f"{label} ({figs[label][key].mean:.2f})" for label in (lead, *tied))
+            parts.append(f"{what} {named}" if not tied else f"{what} undecided between {named}")
+        out.append(f"{mode}: " + "; ".join(parts))
+    if any("undecided" in line for line in out):
+        out.append("(undecided: the 95 % intervals do not separate them; more repeats or --size decide)")
+    return out
 
 
 def _fmt_s(v: float | None) -> str:
