@@ -209,6 +209,7 @@
 #include <linux/sbitmap.h>
 #include <linux/slab.h>
 #include <linux/seq_file.h>
+#include <linux/vmalloc.h>
 
 #include <trace/events/block.h>
 
@@ -2906,9 +2907,11 @@ static void sio_init_depths(struct request_queue *q)
 
 /*
  * Called by sio_init_sched() with the queue frozen: the scheduler's state of
- * @q in @eq. About 5 KiB, so kvzalloc: an order-1 page on a fragmented phone
- * must not make the switch fail; the QASIO log (32 KiB) only with debugfs,
- * which alone reads it.
+ * @q in @eq. 3-4 KiB: kmalloc's 4 KiB cache may need an order-1 slab (its
+ * minimum order under SLUB debugging), and kvzalloc falls back to vmalloc
+ * only above a page, so the fallback is ours: a fragmented phone must not
+ * make the switch fail. The QASIO log (32 KiB) only with debugfs, which
+ * alone reads it.
  */
 static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 {
@@ -2917,7 +2920,9 @@ static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 	enum sio_group g;
 	int i;
 
-	sd = kvzalloc_node(sizeof(*sd), GFP_KERNEL, q->node);
+	sd = kvzalloc_node(sizeof(*sd), GFP_KERNEL | __GFP_NOWARN, q->node);
+	if (!sd)
+		sd = vzalloc_node(sizeof(*sd), q->node);
 	if (!sd)
 		return -ENOMEM;
 	if (IS_ENABLED(CONFIG_BLK_DEBUG_FS)) {
