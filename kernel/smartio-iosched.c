@@ -88,9 +88,10 @@
  *     slice only, as in the model's 4R4W optimum, because paced writes
  *     would otherwise slip into every moment when no read happens to be
  *     queued, which with several readers depends on their round trips, not
- *     on the device. write_pace_us: us, default 0 (off, then 6 applies);
- *     write_pace_rand_us: us, default 0 (= write_pace_us); read_hold_us:
- *     us, default 0 (off).
+ *     on the device. write_pace_us: us, default 0 (off, then 6 applies, or
+ *     the learned pace of 13); write_pace_rand_us: us, default 0 (=
+ *     write_pace_us); read_hold_us: us, default 0 (off). With
+ *     write_pace_us at 0 the other two are not read.
  *  8. Write merges beside a reader: while a reader is active, a write
  *     request grows by merging to at most write_merge_max_kb; with no
  *     reader, writes merge as usual. The pace (7) counts requests and is
@@ -164,10 +165,16 @@
  *     nothing in flight, nothing dispatched before they completed), with
  *     the pace and hold `smartio profile --apply` would set from their mean
  *     service time: pace 1.5 x it (1.75 x a random write's after a random
- *     write, once 16 of those were seen), read hold 0.7 x it. Before that,
- *     anticipation (6) applies. The mean follows the device (1/8 per
- *     write). The profiler's tunables, once written, take over.
- *     auto_pace: 0 or 1, default 1.
+ *     write, once 16 of those were seen), read hold 0.7 x it. Only plain
+ *     writes of at most 16 KiB count (not discards, FUA writes or merged
+ *     writeback); random is as the pace tells it (not continuing the last
+ *     write). Before that, anticipation (6) applies. The mean follows the
+ *     device (1/8 per write). The profiler's tunables, once written, take
+ *     over. Requests that bypass the scheduler (flushes) are not seen.
+ *     Pacing does not yield to a start-up (11): beside a writer that
+ *     taught it, a cold launch took 3.8 times its idle time against 1.04
+ *     with anticipation (docs/results/launch.md), so it is off by default.
+ *     auto_pace: 0 or 1, default 0.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -238,7 +245,7 @@ static const int sio_default_startup_ms = 1000;	/* a task's first reads: writes 
 static const int sio_default_startup_anticipation_us = 10000; /* anticipation in a start-up, us; 0 = as others */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
 static const int sio_default_adaptive;	/* 1 = holds only where writes slow reads (12) */
-static const int sio_default_auto_pace = 1;	/* 1 = pace by the writes' service time alone (13) */
+static const int sio_default_auto_pace;	/* 1 = pace by the writes' service time alone (13) */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
 static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) only reads may take */
@@ -336,7 +343,6 @@ enum sio_dep {
 #define SIO_RQ_HELD		BIT(6)	/* kept back by write pacing or a read hold */
 #define SIO_RQ_CONTIG		BIT(7)	/* starts exactly where a stream ended (the device's sequential) */
 #define SIO_RQ_BESIDE_WRITE	BIT(20)	/* a read dispatched while a write was in flight (12) */
-#define SIO_RQ_ALONE		BIT(21)	/* dispatched with nothing in flight (13) */
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
@@ -483,13 +489,17 @@ struct sio_data {
 	bool interference;			/* reads beside writes are slower: the holds apply */
 	/*
 	 * The mean service time (ns, dispatch to completion, over the last
-	 * SIO_LAT_WEIGHT or so) of writes alone, per kind (seq, rand), and how
-	 * many were seen (13): dispatched with nothing in flight, and nothing
-	 * else dispatched before they completed.
+	 * SIO_LAT_WEIGHT or so) of writes alone, per kind (seq, rand: as the
+	 * pace tells them apart), and how many were seen (13); and the write
+	 * in flight alone, if one is: dispatched with nothing in flight, and
+	 * nothing dispatched since. Kept here, not in the request: on 6.1 a
+	 * completion sent to another CPU overwrites rq->fifo_time.
 	 */
 	u64 write_alone_ns[2];
 	u32 write_alone_n[2];
-	u64 last_dispatch_ns;			/* the last dispatch: is a write still alone (13) */
+	struct request *alone_rq;
+	u64 alone_ns;				/* ... its dispatch */
+	bool alone_rand;			/* ... and whether it was random */
 	u64 interference_on, interference_off;	/* ... times it turned on and off */
 
 	struct sio_hint hints[SIO_NR_HINTS];
@@ -1183,6 +1193,35 @@ static void sio_write_learn(struct sio_data *sd, int k, u64 ns)
 		sd->write_alone_n[k]++;
 }
 
+/*
+ * @rq is dispatched at @now: is it a write alone (13)? Only plain writes of
+ * at most SIO_ALONE_MAX_BYTES count, the size the pace is for (the
+ * profiler's 4 KiB requests, rule 8); not discards, write-zeroes or FUA
+ * writes, whose service time is not a write's, nor merged writeback. Any
+ * other dispatch ends the one alone. Requests that bypass the scheduler
+ * (flushes, passthrough) are not seen.
+ */
+#define SIO_ALONE_MAX_BYTES	(16 << 10)
+
+static void sio_alone_dispatched(struct sio_data *sd, struct request *rq, u64 now)
+{
+	int k;
+
+	lockdep_assert_held(&sd->lock);
+
+	sd->alone_rq = NULL;
+	for (k = 0; k < SIO_NR_KINDS; k++)
+		if (sd->inflight[k])
+			return;
+	if (req_op(rq) != REQ_OP_WRITE || (rq->cmd_flags & (REQ_FUA | REQ_PREFLUSH)) ||
+	    blk_rq_bytes(rq) > SIO_ALONE_MAX_BYTES)
+		return;
+	sd->alone_rq = rq;
+	sd->alone_ns = now;
+	/* random as the pace tells: not continuing the last write exactly */
+	sd->alone_rand = blk_rq_pos(rq) != sd->last_write_end;
+}
+
 /* A read queued or in flight? */
 static bool sio_reads_outstanding(struct sio_data *sd)
 {
@@ -1432,7 +1471,7 @@ static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 
 /*
  * When the read hold ends, or 0 if no queued read is held: with pacing on,
- * reads wait read_hold_us after a write completed, so the device programs it
+ * reads wait the hold (sio_read_hold_ns()) after a write completed, so the device programs it
  * undisturbed, but no read waits for holds longer than that from its arrival.
  */
 static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
@@ -1459,10 +1498,10 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 }
 
 /*
- * Write pacing, in place of anticipation when write_pace_us is set: beside
- * an active reader a write goes once write_pace_us has passed since the last
- * write was dispatched, reads in flight or held or not (the device model's
- * read-first policy; holding it for held reads too turned its 1R1W seq
+ * Write pacing, in place of anticipation when write_pace_us is set or a
+ * pace was learned (13): beside an active reader a write goes once the pace
+ * (sio_pace_ns()) has passed since the last write was dispatched, reads in
+ * flight or held or not (the device model's read-first policy; holding it for held reads too turned its 1R1W seq
  * 1.70/1.50 into 1.50/1.70). A writer alone goes at full speed. Returns the
  * write to send, or NULL with *hold set.
  */
@@ -2348,16 +2387,13 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	if (flags & SIO_RQ_BOOSTED)
 		sio_qlog_add(sd, 'd', blk_rq_pos(rq), blk_rq_pos(rq) + blk_rq_sectors(rq),
 			     SIO_NR_DEPS, sio_rq_pid(rq), now);
-	/* Dispatched: fifo_time is free until an insert (12, 13); the clock after the choice. */
+	/* Dispatched: fifo_time is free until an insert (12); the clock after the choice. */
 	rq->fifo_time = ktime_get_ns();
-	sd->last_dispatch_ns = rq->fifo_time;
-	flags &= ~(SIO_RQ_BESIDE_WRITE | SIO_RQ_ALONE);
+	flags &= ~SIO_RQ_BESIDE_WRITE;
 	if (sio_rq_dir(rq) == SIO_READ &&
 	    (sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE]))
 		flags |= SIO_RQ_BESIDE_WRITE;
-	if (!sd->inflight[SIO_SEQ_READ] && !sd->inflight[SIO_RAND_READ] &&
-	    !sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE])
-		flags |= SIO_RQ_ALONE;
+	sio_alone_dispatched(sd, rq, rq->fifo_time);
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
 	sd->inflight[sio_rq_kind(rq)]++;
 	sio_stream_advance(sd, rq);
@@ -2547,10 +2583,11 @@ static void sio_finish_request(struct request *rq)
 		if (!sio_kind_is_read(kind)) {
 			sd->last_write_done_ns = ktime_get_ns();
 			sd->last_write_done_pid = sio_rq_pid(rq);
-			/* Alone: nothing was dispatched since (see the read's check of fifo_time below). */
-			if ((flags & SIO_RQ_ALONE) && rq->fifo_time == sd->last_dispatch_ns &&
-			    rq->fifo_time <= done && done - rq->fifo_time < 60 * NSEC_PER_SEC)
-				sio_write_learn(sd, kind == SIO_RAND_WRITE, done - rq->fifo_time);
+			if (rq == sd->alone_rq) {
+				sd->alone_rq = NULL;
+				if (done >= sd->alone_ns && done - sd->alone_ns < 60 * NSEC_PER_SEC)
+					sio_write_learn(sd, sd->alone_rand, done - sd->alone_ns);
+			}
 		}
 		if (sio_kind_is_read(kind)) {
 			u64 window;
@@ -2601,6 +2638,8 @@ static void sio_requeue_request(struct request *rq)
 	if (!(flags & SIO_RQ_INFLIGHT))
 		goto unlock;
 	sd->inflight[sio_rq_kind(rq)]--;
+	if (rq == sd->alone_rq)
+		sd->alone_rq = NULL;
 	sio_unhold(sd);
 	sio_write_out_del(sd, rq);
 	sd->requeued++;
@@ -3175,6 +3214,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	enum sio_class c;
 	enum sio_dir d;
 	int i, pending;
+	bool learned;
 
 	spin_lock_irq(&sd->lock);
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -3212,10 +3252,14 @@ static int sio_stats_show(void *data, struct seq_file *m)
 		   sd->read_beside_n[0], sd->read_beside_slow[0],
 		   div_u64(sd->read_alone_ns[1], NSEC_PER_USEC), sd->read_alone_n[1],
 		   sd->read_beside_n[1], sd->read_beside_slow[1]);
-	seq_printf(m, "auto_pace learned=%d seq_write_alone_us=%llu seq_write_alone_n=%u rand_write_alone_us=%llu rand_write_alone_n=%u read_hold_us=%llu\n",
-		   !READ_ONCE(sd->write_pace_us) && sio_pacing(sd),
+	learned = !READ_ONCE(sd->write_pace_us) && sio_pacing(sd);
+	seq_printf(m, "auto_pace learned=%d seq_write_alone_us=%llu seq_write_alone_n=%u rand_write_alone_us=%llu rand_write_alone_n=%u pace_us=%llu pace_rand_us=%llu read_hold_us=%llu\n",
+		   learned,
 		   div_u64(sd->write_alone_ns[0], NSEC_PER_USEC), sd->write_alone_n[0],
 		   div_u64(sd->write_alone_ns[1], NSEC_PER_USEC), sd->write_alone_n[1],
+		   learned ? div_u64(sio_write_alone_ns(sd, 0) * SIO_PACE_PCT, 100 * NSEC_PER_USEC) : 0,
+		   learned && sio_write_alone_ns(sd, 1) ?
+		   div_u64(sio_write_alone_ns(sd, 1) * SIO_PACE_RAND_PCT, 100 * NSEC_PER_USEC) : 0,
 		   div_u64(sio_read_hold_ns(sd), NSEC_PER_USEC));
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];

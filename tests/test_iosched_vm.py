@@ -1004,7 +1004,7 @@ rmmod smartio_iosched
 
 def test_without_the_profiler_writes_are_paced_by_their_learned_service_time(tmp_path: Path,
                                                                               module_ko: ModuleBuild) -> None:
-    """Rule 13 (auto_pace, on by default): with write_pace_us at 0, a writer alone on the emulated eMMC teaches the
+    """Rule 13 (auto_pace = 1): with write_pace_us at 0, a writer alone on the emulated eMMC teaches the
     scheduler its service time (the mean of sequential writes alone, near fio's completion latency), and beside a
     reader its writes are then paced by 1.5 times it, with reads held after each write; with auto_pace = 0 the same
     pair is not paced (anticipation applies)."""

@@ -72,12 +72,13 @@ TUNABLES: tuple[Tunable, ...] = (
     _t("read_anticipation_us", "us", 3000, 0, 100000, ANTICIPATION,
        "after a read completes, writes are held this long for the reader's next read; 0 = off", clock=True),
     _t("write_pace_us", "us", 0, 0, 1000000, WRITE_PACING,
-       "beside a reader, a write goes this long after the last write; 0 = off (anticipation applies)",
+       "beside a reader, a write goes this long after the last write; 0 = off (auto_pace's learned pace, or "
+       "anticipation, applies)",
        clock=True),
     _t("write_pace_rand_us", "us", 0, 0, 1000000, WRITE_PACING,
        "the pace after a random write; 0 = write_pace_us", clock=True),
     _t("read_hold_us", "us", 0, 0, 100000, WRITE_PACING,
-       "with pacing, queued reads wait this long after a write completed; 0 = off", clock=True),
+       "with write_pace_us set, queued reads wait this long after a write completed; 0 = off", clock=True),
     _t("write_merge_max_kb", "KiB", 0, 0, 65536, WRITE_PACING,
        "beside a reader, a write request grows by merging to at most this size; 0 = no limit"),
     _t("single_write_ms", "ms", 100, 0, 60000, SINGLE_WRITE,
@@ -92,9 +93,10 @@ TUNABLES: tuple[Tunable, ...] = (
        "1 = anticipation, pacing, the read hold, one write at a time and the start-up hold stop when under a "
        "quarter of the reads beside a write take twice the mean alone, and apply again when most do; 0 = they "
        "always apply"),
-    _t("auto_pace", "0/1", 1, 0, 1, LEARNED_PACING,
-       "1 = while write_pace_us is 0, writes are paced once 16 sequential writes alone were seen: pace 1.5 x their "
-       "mean service time (1.75 x a random write's after a random one), read hold 0.7 x; 0 = anticipation applies"),
+    _t("auto_pace", "0/1", 0, 0, 1, LEARNED_PACING,
+       "1 = while write_pace_us is 0, writes are paced once 16 sequential writes alone (plain, up to 16 KiB) were "
+       "seen: pace 1.5 x their mean service time (1.75 x a random write's after a random one), read hold 0.7 x; "
+       "0 = anticipation applies"),
     _t("qasio_meta", "0/1", 1, 0, 1, QASIO_DEPENDENCY,
        "1 = act on waits for metadata buffers under write (__lock_buffer, __wait_on_buffer)"),
     _t("qasio_data", "0/1", 1, 0, 1, QASIO_DEPENDENCY,
