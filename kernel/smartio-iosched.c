@@ -171,9 +171,9 @@
  *     write). Before that, anticipation (6) applies. The mean follows the
  *     device (1/8 per write). The profiler's tunables, once written, take
  *     over. Requests that bypass the scheduler (flushes) are not seen.
- *     Pacing does not yield to a start-up (11): beside a writer that
- *     taught it, a cold launch took 3.8 times its idle time against 1.04
- *     with anticipation (docs/results/launch.md), so it is off by default.
+ *     Off by default: pacing does not yield to a start-up (11), and a cold
+ *     launch beside a writer that taught it pays for that
+ *     (docs/results/launch.md).
  *     auto_pace: 0 or 1, default 0.
  *
  * Decisions are a small state machine (sio_class_step(): reading,
@@ -487,6 +487,7 @@ struct sio_data {
 	u64 read_alone_ns[2];
 	u32 read_alone_n[2], read_beside_n[2], read_beside_slow[2];
 	bool interference;			/* reads beside writes are slower: the holds apply */
+	u64 interference_on, interference_off;	/* ... times it turned on and off */
 	/*
 	 * The mean service time (ns, dispatch to completion, over the last
 	 * SIO_LAT_WEIGHT or so) of writes alone, per kind (seq, rand: as the
@@ -500,7 +501,6 @@ struct sio_data {
 	struct request *alone_rq;
 	u64 alone_ns;				/* ... its dispatch */
 	bool alone_rand;			/* ... and whether it was random */
-	u64 interference_on, interference_off;	/* ... times it turned on and off */
 
 	struct sio_hint hints[SIO_NR_HINTS];
 	struct sio_qlog *qlog;			/* SIO_NR_QLOG entries; NULL without debugfs */
@@ -989,6 +989,14 @@ static u64 sio_antic_window_ns(struct sio_data *sd, u64 now);
 #define SIO_LAT_MIN_SAMPLES	16	/* of each, per kind, since the last change */
 #define SIO_LAT_SLOW		2	/* a read beside a write this many times the mean alone is slowed */
 
+/* One more sample @ns in the running mean @avg of @n samples (1/SIO_LAT_WEIGHT each; 12, 13). */
+static void sio_mean_add(u64 *avg, u32 *n, u64 ns)
+{
+	*avg = *n ? *avg - div_u64(*avg, SIO_LAT_WEIGHT) + div_u64(ns, SIO_LAT_WEIGHT) : ns;
+	if (*n < U32_MAX)
+		(*n)++;
+}
+
 static bool sio_holds(struct sio_data *sd)
 {
 	return !READ_ONCE(sd->adaptive) || sd->interference;
@@ -1003,12 +1011,7 @@ static void sio_read_learn(struct sio_data *sd, enum sio_kind kind, bool beside,
 	lockdep_assert_held(&sd->lock);
 
 	if (!beside) {
-		u64 *avg = &sd->read_alone_ns[k];
-
-		*avg = sd->read_alone_n[k] ? *avg - div_u64(*avg, SIO_LAT_WEIGHT) +
-		       div_u64(ns, SIO_LAT_WEIGHT) : ns;
-		if (sd->read_alone_n[k] < U32_MAX)
-			sd->read_alone_n[k]++;
+		sio_mean_add(&sd->read_alone_ns[k], &sd->read_alone_n[k], ns);
 		return;
 	}
 	if (!sd->read_alone_n[k] || sd->read_beside_n[k] == U32_MAX)
@@ -1146,6 +1149,12 @@ static u64 sio_write_alone_ns(struct sio_data *sd, int k)
 	return sd->write_alone_n[k] >= SIO_LAT_MIN_SAMPLES ? sd->write_alone_ns[k] : 0;
 }
 
+/* The learned pace after a write of kind @k (0 seq, 1 rand), ns (13); 0 before enough were seen. */
+static u64 sio_learned_pace_ns(struct sio_data *sd, int k)
+{
+	return div_u64(sio_write_alone_ns(sd, k) * (k ? SIO_PACE_RAND_PCT : SIO_PACE_PCT), 100);
+}
+
 /* Are writes paced (7): write_pace_us set, or learned (13)? */
 static bool sio_pacing(struct sio_data *sd)
 {
@@ -1164,10 +1173,8 @@ static u64 sio_pace_ns(struct sio_data *sd)
 		return (u64)(sd->last_write_rand && pace_rand ? pace_rand : pace) * NSEC_PER_USEC;
 	if (!sio_pacing(sd))
 		return 0;
-	rand = sio_write_alone_ns(sd, 1);
-	if (sd->last_write_rand && rand)
-		return div_u64(rand * SIO_PACE_RAND_PCT, 100);
-	return div_u64(sio_write_alone_ns(sd, 0) * SIO_PACE_PCT, 100);
+	rand = sio_learned_pace_ns(sd, 1);
+	return sd->last_write_rand && rand ? rand : sio_learned_pace_ns(sd, 0);
 }
 
 /* The read hold after a write completed, ns (7); 0 = none. */
@@ -1178,19 +1185,6 @@ static u64 sio_read_hold_ns(struct sio_data *sd)
 	if (!sio_pacing(sd))
 		return 0;
 	return div_u64(sio_write_alone_ns(sd, 0) * SIO_HOLD_PCT, 100);
-}
-
-/* A write of kind @k (0 seq, 1 rand) took @ns alone: learn (13). */
-static void sio_write_learn(struct sio_data *sd, int k, u64 ns)
-{
-	u64 *avg = &sd->write_alone_ns[k];
-
-	lockdep_assert_held(&sd->lock);
-
-	*avg = sd->write_alone_n[k] ? *avg - div_u64(*avg, SIO_LAT_WEIGHT) +
-	       div_u64(ns, SIO_LAT_WEIGHT) : ns;
-	if (sd->write_alone_n[k] < U32_MAX)
-		sd->write_alone_n[k]++;
 }
 
 /*
@@ -1471,8 +1465,9 @@ static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 
 /*
  * When the read hold ends, or 0 if no queued read is held: with pacing on,
- * reads wait the hold (sio_read_hold_ns()) after a write completed, so the device programs it
- * undisturbed, but no read waits for holds longer than that from its arrival.
+ * reads wait the hold (sio_read_hold_ns()) after a write completed, so the
+ * device programs it undisturbed, but no read waits for holds longer than
+ * that from its arrival.
  */
 static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 {
@@ -1501,8 +1496,8 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
  * Write pacing, in place of anticipation when write_pace_us is set or a
  * pace was learned (13): beside an active reader a write goes once the pace
  * (sio_pace_ns()) has passed since the last write was dispatched, reads in
- * flight or held or not (the device model's read-first policy; holding it for held reads too turned its 1R1W seq
- * 1.70/1.50 into 1.50/1.70). A writer alone goes at full speed. Returns the
+ * flight or held or not (the device model's read-first policy; holding it
+ * for held reads too turned its 1R1W seq 1.70/1.50 into 1.50/1.70). A writer alone goes at full speed. Returns the
  * write to send, or NULL with *hold set.
  */
 static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
@@ -2586,7 +2581,9 @@ static void sio_finish_request(struct request *rq)
 			if (rq == sd->alone_rq) {
 				sd->alone_rq = NULL;
 				if (done >= sd->alone_ns && done - sd->alone_ns < 60 * NSEC_PER_SEC)
-					sio_write_learn(sd, sd->alone_rand, done - sd->alone_ns);
+					sio_mean_add(&sd->write_alone_ns[sd->alone_rand],
+						     &sd->write_alone_n[sd->alone_rand],
+						     done - sd->alone_ns);
 			}
 		}
 		if (sio_kind_is_read(kind)) {
@@ -3257,9 +3254,8 @@ static int sio_stats_show(void *data, struct seq_file *m)
 		   learned,
 		   div_u64(sd->write_alone_ns[0], NSEC_PER_USEC), sd->write_alone_n[0],
 		   div_u64(sd->write_alone_ns[1], NSEC_PER_USEC), sd->write_alone_n[1],
-		   learned ? div_u64(sio_write_alone_ns(sd, 0) * SIO_PACE_PCT, 100 * NSEC_PER_USEC) : 0,
-		   learned && sio_write_alone_ns(sd, 1) ?
-		   div_u64(sio_write_alone_ns(sd, 1) * SIO_PACE_RAND_PCT, 100 * NSEC_PER_USEC) : 0,
+		   learned ? div_u64(sio_learned_pace_ns(sd, 0), NSEC_PER_USEC) : 0,
+		   learned ? div_u64(sio_learned_pace_ns(sd, 1), NSEC_PER_USEC) : 0,
 		   div_u64(sio_read_hold_ns(sd), NSEC_PER_USEC));
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];
