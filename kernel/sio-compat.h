@@ -21,6 +21,8 @@
  * insert (the flush state machine's data at the head), finish.
  */
 #define SIO_HAVE_FLUSH_DATA_VIA_ELV	(LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0))
+/* 6.5: a bio whose pages direct I/O pinned from user memory says so. */
+#define SIO_HAVE_BIO_PAGE_PINNED	(LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0))
 /* 6.8: address_space.private_lock renamed i_private_lock. */
 #define SIO_HAVE_I_PRIVATE_LOCK		(LINUX_VERSION_CODE >= KERNEL_VERSION(6, 8, 0))
 /* 6.13: hrtimer_setup() sets the callback; hrtimer_init() is gone by 7.x. */

@@ -125,8 +125,13 @@
  *     time, it waits for the rest of one. single_write_ms: ms, default 100;
  *     0 = off.
  * 11. Start-up, after BFQ's weight raising of an application that starts:
- *     a thread group that reads for the first time, or after not reading
- *     for startup_ms, starts up, unless another start-up is on. For
+ *     a thread group that reads into the page cache for the first time, or
+ *     after not reading for startup_ms, starts up, unless another start-up
+ *     is on. Direct reads neither begin a start-up nor count as its task
+ *     reading: an application loads its code and data through the page
+ *     cache, while a direct reader (a database, a benchmark such as
+ *     StoreBench's) keeps a cache of its own, and however new, it is the
+ *     reader the write pace (7, 13) shares the device with. For
  *     startup_ms from then, while it reads (it is the last task to read and
  *     reads are queued or in flight, or it inserted or completed a read
  *     less than sio_reader_window_ns() ago), a write waits startup_ms
@@ -145,7 +150,8 @@
  *     reading as long (BFQ idles slice_idle for a raised queue), because a
  *     launch's reads are closed-loop and every gap longer than the window
  *     puts a write in the device, which the next read then waits out.
- *     startup_ms: ms, default 1000; 0 = off. startup_anticipation_us: us,
+ *     Paced writes (7, 13) wait for that anticipation as well as their
+ *     pace. startup_ms: ms, default 1000; 0 = off. startup_anticipation_us: us,
  *     default 10000; 0 = read_anticipation_us.
  * 12. Holds only where writes slow reads: anticipation (6), pacing and the
  *     read hold (7), one write at a time (10) and a start-up's hold (11)
@@ -241,7 +247,7 @@ static const int sio_default_write_pace_us;	/* writes spaced by a reader, us; 0 
 static const int sio_default_read_hold_us;	/* reads wait after a write, us; 0 = off */
 static const int sio_default_write_merge_max_kb;	/* write merges beside a reader; 0 = no limit */
 static const int sio_default_single_write_ms = 100;	/* one write at a time this long after a read, ms; 0 = off */
-static const int sio_default_startup_ms = 1000;	/* a task's first reads: writes wait this long, ms; 0 = off */
+static const int sio_default_startup_ms = 1000;	/* first cached reads: writes wait this long, ms; 0 = off */
 static const int sio_default_startup_anticipation_us = 10000; /* anticipation in a start-up, us; 0 = as others */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
 static const int sio_default_adaptive;	/* 1 = holds only where writes slow reads (12) */
@@ -343,6 +349,7 @@ enum sio_dep {
 #define SIO_RQ_HELD		BIT(6)	/* kept back by write pacing or a read hold */
 #define SIO_RQ_CONTIG		BIT(7)	/* starts exactly where a stream ended (the device's sequential) */
 #define SIO_RQ_BESIDE_WRITE	BIT(20)	/* a read dispatched while a write was in flight (12) */
+#define SIO_RQ_CACHED		BIT(21)	/* a read into the page cache (11) */
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
@@ -1299,7 +1306,7 @@ static u64 sio_antic_window_ns(struct sio_data *sd, u64 now)
  * last startup_ms or more ago, and no other start-up is on. A group not
  * remembered takes the slot seen longest ago.
  */
-static void sio_starter_seen(struct sio_data *sd, pid_t tgid, u64 now)
+static void sio_starter_seen(struct sio_data *sd, pid_t tgid, bool cached, u64 now)
 {
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
 	struct sio_starter *st = &sd->starters[0];
@@ -1308,6 +1315,11 @@ static void sio_starter_seen(struct sio_data *sd, pid_t tgid, u64 now)
 
 	lockdep_assert_held(&sd->lock);
 
+	if (!cached) {
+		/* A direct read is no start-up's, nor its task reading. */
+		sd->startup_reading = false;
+		return;
+	}
 	if (!startup)
 		return;
 	for (i = 0; i < SIO_NR_STARTERS; i++) {
@@ -1335,9 +1347,9 @@ static void sio_starter_seen(struct sio_data *sd, pid_t tgid, u64 now)
 
 /*
  * Called under the lock when task @pid of thread group @tgid inserts a read
- * or one of its reads completes.
+ * or one of its reads completes; @cached: a read into the page cache.
  */
-static void sio_reader_seen(struct sio_data *sd, pid_t pid, pid_t tgid, u64 now)
+static void sio_reader_seen(struct sio_data *sd, pid_t pid, pid_t tgid, bool cached, u64 now)
 {
 	lockdep_assert_held(&sd->lock);
 
@@ -1345,7 +1357,7 @@ static void sio_reader_seen(struct sio_data *sd, pid_t pid, pid_t tgid, u64 now)
 		sd->readers[1] = sd->readers[0];
 	sd->readers[0].pid = pid;
 	sd->readers[0].seen_ns = now;
-	sio_starter_seen(sd, tgid, now);
+	sio_starter_seen(sd, tgid, cached, now);
 }
 
 /*
@@ -1493,26 +1505,56 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 }
 
 /*
+ * Must paced write @rq wait for a start-up's next read (11)? While a
+ * start-up is on, anticipation holds it for the start-up's anticipation
+ * window, as it holds an unpaced write: one write per pace between a
+ * launch's reads made a cold launch beside a writer take 3.8 times idle.
+ * Never a reader's own write; the write's slice still bounds the wait
+ * (sio_starved_write(), at least startup_ms in a start-up).
+ */
+static bool sio_startup_anticipated(struct sio_data *sd, struct request *rq, u64 now)
+{
+	lockdep_assert_held(&sd->lock);
+
+	return sio_startup_on(sd, now) && !(rq && sio_own_task(sd, sio_rq_pid(rq), now)) &&
+	       sio_anticipate(sd, now);
+}
+
+/*
  * Write pacing, in place of anticipation when write_pace_us is set or a
  * pace was learned (13): beside an active reader a write goes once the pace
  * (sio_pace_ns()) has passed since the last write was dispatched, reads in
  * flight or held or not (the device model's read-first policy; holding it
- * for held reads too turned its 1R1W seq 1.70/1.50 into 1.50/1.70). A writer alone goes at full speed. Returns the
- * write to send, or NULL with *hold set.
+ * for held reads too turned its 1R1W seq 1.70/1.50 into 1.50/1.70). A
+ * writer alone goes at full speed. In a start-up (11) anticipation holds
+ * the write as well (sio_startup_anticipated()). Returns the write to send,
+ * or NULL with *hold set.
  */
 static struct request *sio_pace(struct sio_data *sd, struct sio_class_queue *cq,
 				u64 now, bool *hold, unsigned int *limited)
 {
 	u64 end = sd->last_write_ns + sio_pace_ns(sd);
+	unsigned int picked_limited = 0;
 	unsigned long flags;
 	struct request *rq;
 	u64 several;
 
 	lockdep_assert_held(&sd->lock);
 
-	if (sd->phase == SIO_PH_ANTICIPATE)
+	/* Picked while anticipating, which counts as others waiting (4): again after. */
+	rq = sio_pick(sd, cq, SIO_PICK_WRITES, &picked_limited);
+	if (sio_startup_anticipated(sd, rq, now)) {
+		*limited += picked_limited;
+		*hold = true;
+		return NULL;
+	}
+	if (sd->phase == SIO_PH_ANTICIPATE) {
 		sio_set_phase(sd, SIO_PH_READ);
-	rq = sio_pick(sd, cq, SIO_PICK_WRITES, limited);
+		sd->antic_expired++;	/* holds = hits + expired */
+		rq = sio_pick(sd, cq, SIO_PICK_WRITES, limited);
+	} else {
+		*limited += picked_limited;
+	}
 	if (!rq)
 		return NULL;
 	if (!sio_reader_active(sd, now)) {
@@ -1834,6 +1876,34 @@ static void *sio_owner(struct request *rq)
 	if (!bio || !bio_has_data(bio) || !bio->bi_io_vec)
 		return NULL;
 	return READ_ONCE(page_folio(bio_page(bio))->mapping);
+}
+
+/*
+ * Is read @rq one for the page cache (11): an application loading its code
+ * and data by faults and readahead? Told by what it is not: a direct read
+ * fills a task's own memory (pinned user pages from 6.5; anonymous, shmem
+ * or hugetlb folios), as a database or a benchmark does, which keeps a cache
+ * of its own and is no start-up, however new the task; a swap-in's folio is
+ * swap-backed too. Everything else is the kernel reading for a file: a
+ * file's folio, or its own pages where a file system decompresses (EROFS,
+ * squashfs) or buffers metadata, or dm-verity its hashes. A slab page's
+ * mapping field holds slab data, so it is tested first.
+ */
+static bool sio_read_cached(struct request *rq)
+{
+	struct bio *bio = rq->bio;
+	struct folio *folio;
+
+	if (req_op(rq) != REQ_OP_READ || !bio || !bio_has_data(bio) || !bio->bi_io_vec)
+		return false;
+#if SIO_HAVE_BIO_PAGE_PINNED
+	if (bio_flagged(bio, BIO_PAGE_PINNED))
+		return false;
+#endif
+	folio = page_folio(bio_page(bio));
+	if (folio_test_slab(folio))
+		return true;
+	return !folio_test_anon(folio) && !folio_test_swapbacked(folio) && !folio_test_hugetlb(folio);
 }
 
 /* Remember a dispatched write until it completes (slot in the flags). */
@@ -2481,10 +2551,14 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 			q->last_merge = rq;
 	}
 	rq->fifo_time = now;
-	if (dir == SIO_WRITE)
+	if (dir == SIO_WRITE) {
 		rq->elv.priv[1] = sio_owner(rq);
-	else
-		sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq), now);
+	} else if (req_op(rq) == REQ_OP_READ) {	/* not zone management */
+		if (sio_read_cached(rq))
+			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_CACHED);
+		sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
+				sio_rq_flags(rq) & SIO_RQ_CACHED, now);
+	}
 	list_add_tail(&rq->queuelist, &cq->fifo[group]);
 	sd->queued[sio_rq_kind(rq)]++;
 	sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_QUEUED);
@@ -2603,8 +2677,9 @@ static void sio_finish_request(struct request *rq)
 					       (sd->last_write_ns > rq->fifo_time &&
 						sd->last_write_ns < done),
 					       done - rq->fifo_time);
-			sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
-					sd->last_read_done_ns);
+			if (req_op(rq) == REQ_OP_READ)
+				sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
+						flags & SIO_RQ_CACHED, sd->last_read_done_ns);
 			window = sio_antic_window_ns(sd, sd->last_read_done_ns);
 			if (window && sd->phase == SIO_PH_ANTICIPATE)
 				hrtimer_start(&sd->antic_timer, ns_to_ktime(window),

@@ -537,12 +537,13 @@ QUEUED_READERS = FioJob("readers", "randread", 2, True, 0, 32, iodepth=8, verify
 
 def beside_queued_readers(tmp_path: Path, module_ko: ModuleBuild, writers: dict[str, FioJob],
                           tunables: dict[str, int], each: dict[str, dict[str, int]] | None = None,
-                          readers: FioJob = QUEUED_READERS) -> vm.VmResult:
-    """Each of `writers` in turn beside `readers`, under smartio with `tunables` (and `each`[its name]) on s5-emmc:
-    its counters snapped under its name, fio's JSON in fio-NAME.json."""
+                          readers: FioJob | dict[str, FioJob] = QUEUED_READERS) -> vm.VmResult:
+    """Each of `writers` in turn beside `readers` (or readers[its name]), under smartio with `tunables` (and
+    `each`[its name]) on s5-emmc: its counters snapped under its name, fio's JSON in fio-NAME.json."""
     runs = []
     for name, writer in writers.items():
-        (tmp_path / f"{name}.fio").write_text(job_file(RAW_GLOBAL, [readers, writer]))
+        reader = readers[name] if isinstance(readers, dict) else readers
+        (tmp_path / f"{name}.fio").write_text(job_file(RAW_GLOBAL, [reader, writer]))
         sets = "".join(f"echo {v} > $Q/iosched/{k}\n" for k, v in {**tunables, **(each or {}).get(name, {})}.items())
         runs.append(f"""use smartio
 echo 128 > $Q/nr_requests
@@ -589,13 +590,15 @@ def test_a_large_write_waits_its_slice_per_write_slice_kb(tmp_path: Path, module
 
 def test_a_start_up_holds_the_write_slices_of_its_first_startup_ms(tmp_path: Path,
                                                                    module_ko: ModuleBuild) -> None:
-    """Rule 11: a reader that starts beside a writer starts up; for startup_ms no 50 ms write slice
-    expires (a write waits startup_ms), then slices expire as before. With startup_ms = 0 they expire from the
-    start. One reader process: the start-up is its own, and with no anticipation it is on while that task is the
-    last to read and reads are queued (two reader processes take turns at being the last)."""
+    """Rule 11: a reader that starts beside a writer, reading into the page cache, starts up; for startup_ms no
+    50 ms write slice expires (a write waits startup_ms), then slices expire as before. With startup_ms = 0 they
+    expire from the start. One reader process of four threads, each with a read queued (buffered reads are one at a
+    time): the start-up is its own, and with no anticipation it is on while that process is the last to read and
+    reads are queued (two reader processes take turns at being the last)."""
     writers = {name: FioJob("writer", "write", 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=6"))
                for name in ("on", "off")}
-    reader = dataclasses.replace(QUEUED_READERS, extra=("time_based=1", "runtime=6"))
+    reader = dataclasses.replace(QUEUED_READERS, direct=False, iodepth=1,
+                                 extra=("time_based=1", "runtime=6", "numjobs=4", "thread=1"))
     r = beside_queued_readers(tmp_path, module_ko, writers, {"write_slice_ms": 50, "read_anticipation_us": 0},
                               each={"on": {"startup_ms": 4000}, "off": {"startup_ms": 0}}, readers=reader)
     on, off = Stats.load(r.out_dir, "on"), Stats.load(r.out_dir, "off")
@@ -611,25 +614,33 @@ def test_a_start_up_holds_the_write_slices_of_its_first_startup_ms(tmp_path: Pat
 
 def test_a_start_up_anticipates_its_reads_for_startup_anticipation_us(tmp_path: Path,
                                                                       module_ko: ModuleBuild) -> None:
-    """Rule 11: a start-up's reads think between them (here 5 ms, one read at a time). With 1 ms of
-    anticipation a write goes in nearly every gap; while the start-up is on (startup_ms 4 s, longer than the run),
-    startup_anticipation_us of 30 ms covers the gaps, and its writer gets a small fraction of that."""
+    """Rule 11: a start-up's reads into the page cache think between them (here 5 ms, one read at a time). With
+    1 ms of anticipation a write goes in nearly every gap; while the start-up is on (startup_ms 4 s, longer than the
+    run), startup_anticipation_us of 30 ms covers the gaps, and its writer gets a small fraction of that, paced
+    (write_pace_us 2 ms) or not. The same reader reading direct starts no start-up: its writer gets the gaps."""
+    names = ("on", "off", "paced", "direct")
     writers = {name: FioJob("writer", "write", 2, True, 64, 32, verify=False, extra=("time_based=1", "runtime=3"))
-               for name in ("on", "off")}
-    reader = FioJob("reader", "randread", 2, True, 0, 32, verify=False,
+               for name in names}
+    cached = FioJob("reader", "randread", 2, False, 0, 32, verify=False,
                     extra=("time_based=1", "runtime=3", "thinktime=5000"))
+    readers = {name: dataclasses.replace(cached, direct=name == "direct") for name in names}
     r = beside_queued_readers(tmp_path, module_ko, writers,
-                              {"write_slice_ms": 50, "read_anticipation_us": 1000, "startup_ms": 4000},
-                              each={"on": {"startup_anticipation_us": 30000}, "off": {"startup_anticipation_us": 0}},
-                              readers=reader)
-    on, off = Stats.load(r.out_dir, "on"), Stats.load(r.out_dir, "off")
-    on.assert_balanced(min_dispatched=100)
-    off.assert_balanced(min_dispatched=100)
-    assert on.rows["startup"]["startups"] >= 1, on.rows["startup"]
-    writes_on, writes_off = (fio_ios(r.out_dir / f"fio-{n}.json", "writer", "write") for n in ("on", "off"))
-    expired_on, expired_off = (x.rows["anticipation"]["expired"] for x in (on, off))
-    assert writes_off > 50 and writes_on < 0.3 * writes_off, (writes_on, writes_off)
-    assert expired_on < 0.3 * expired_off, (on.rows["anticipation"], off.rows["anticipation"])
+                              {"write_slice_ms": 50, "read_anticipation_us": 1000, "startup_ms": 4000,
+                               "startup_anticipation_us": 30000},
+                              each={"off": {"startup_anticipation_us": 0}, "paced": {"write_pace_us": 2000}},
+                              readers=readers)
+    st = {n: Stats.load(r.out_dir, n) for n in names}
+    for x in st.values():
+        x.assert_balanced(min_dispatched=60)     # held, a slow guest's reader alone does ~110 in 3 s
+    for n in ("on", "paced"):
+        assert st[n].rows["startup"]["startups"] >= 1, (n, st[n].rows["startup"])
+    assert st["direct"].rows["startup"]["startups"] == 0, st["direct"].rows["startup"]
+    writes = {n: fio_ios(r.out_dir / f"fio-{n}.json", "writer", "write") for n in names}
+    expired_on, expired_off = (st[n].rows["anticipation"]["expired"] for n in ("on", "off"))
+    assert writes["off"] > 50 and writes["on"] < 0.3 * writes["off"], writes
+    assert writes["paced"] < 0.3 * writes["off"], writes
+    assert writes["direct"] > 0.5 * writes["off"], writes
+    assert expired_on < 0.3 * expired_off, (st["on"].rows["anticipation"], st["off"].rows["anticipation"])
 
 
 def test_anticipation_does_not_hold_lower_class_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:
@@ -815,8 +826,10 @@ def held_write_phase() -> Phase:
     has blk-mq rerun the queue every 3 ms (BLK_MQ_BUDGET_DELAY). The write still goes at the pace's end."""
     script = r"""
 use smartio
-echo 1000000 > $Q/iosched/write_pace_us
-echo 2000 > $Q/iosched/write_slice_ms       # or the held write's slice (100 ms) ends its wait first
+# A pace of 3 s: a debug kernel's guest on a busy host can take most of a second to fork the writer and the two
+# sleeps, and both samples must fall inside the held write's wait
+echo 3000000 > $Q/iosched/write_pace_us
+echo 6000 > $Q/iosched/write_slice_ms       # or the held write's slice (100 ms) ends its wait first
 H=/sys/kernel/debug/block/vda
 TR=/sys/kernel/tracing
 # The queue's runs: blk-mq's hctx run counters (6.1), or from 6.12, which dropped them, the hits of a kprobe on the
@@ -832,13 +845,13 @@ sample() { R=0
           if [ $RUNS = hctx ]; then for _f in $H/hctx*/run; do read _n < $_f; R=$((R + _n)); done
           else while read _e _h _m; do [ "$_e" != sio_runq ] || R=$_h; done < $TR/kprobe_profile; fi
           QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight; }
-for k in 1 2 3 4 5; do
+for k in 1 2 3; do
     dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
-    # two writes, one after the other: the second waits its pace (1 s) beside the reader that just read, less
-    # what starting the writer took (half of it in a debug kernel's guest)
+    # two writes, one after the other: the second waits its pace (3 s) beside the reader that just read, less
+    # what starting the writer took
     dd if=/dev/zero of=/dev/vda bs=4k count=2 seek=$((k * 64)) oflag=direct 2>/dev/null & w=$!
-    sleep 0.1
-    sample; r0=$R; q0=$QD
+    n=0; while sample; [ $QD = 0 ] && [ $n -lt 5000 ]; do n=$((n + 1)); done   # until a write waits
+    r0=$R; q0=$QD
     sleep 0.25
     sample; r1=$R; q1=$QD
     wait $w || fail "the held write failed"
@@ -858,7 +871,7 @@ def check_held_write(out: Path) -> None:
     assert held, f"the write was never held through a 0.25 s window: {windows}"
     # 0.25 s of 3 ms reruns would be ~80 (~40 under TCG); the timer's run and a request's: a few
     assert max(held) <= 6, f"queue runs in 0.25 s while a write was held: {held} (windows {windows})"
-    Stats.load(out, "held").assert_balanced(min_dispatched=15)
+    Stats.load(out, "held").assert_balanced(min_dispatched=9)
 
 
 def test_a_held_write_does_not_rerun_the_queue_until_its_pace_ends(tmp_path: Path, module_ko: ModuleBuild) -> None:
@@ -1035,7 +1048,7 @@ use none
     clat_us = job["write"]["clat_ns"]["mean"] / 1000
     # dispatch to completion, within the guest's submission-to-completion; the mean weighs the last few writes most
     assert 0.4 * clat_us <= lp["seq_write_alone_us"] <= 1.2 * clat_us, (lp, clat_us)
-    assert lp["read_hold_us"] == lp["seq_write_alone_us"] * 7 // 10, lp
+    assert abs(lp["read_hold_us"] - lp["seq_write_alone_us"] * 0.7) <= 1, lp     # both rounded from ns
     paced, unpaced = Stats.load(r.out_dir, "pair-1"), Stats.load(r.out_dir, "pair-0")
     p, q = paced.rows["pacing"], unpaced.rows["pacing"]
     writes = fio_ios(r.out_dir / "pair-1.json", "writer", "write")

@@ -199,13 +199,13 @@ def test_beside_a_recent_reader_writes_go_one_at_a_time() -> None:
 
 
 def test_a_start_up_holds_writes_past_their_slice_while_its_task_reads() -> None:
-    """Rule 9 (the module's 11): a task that reads for the first time starts up; for startup_ms, while it reads, a
-    write waits startup_ms where its slice is shorter, and goes once it has waited that long. A task that kept
-    reading does not start up again; one that paused startup_ms does; another task does not take a start-up that is
-    on."""
+    """Rule 9 (the module's 11): a task that reads into the page cache for the first time starts up; for
+    startup_ms, while it reads, a write waits startup_ms where its slice is shorter, and goes once it has waited
+    that long. A task that kept reading does not start up again; one that paused startup_ms does; another task does
+    not take a start-up that is on."""
     t = Tunables(read_anticipation_us=0, write_slice_ms=1, single_write_ms=0, startup_ms=5)    # 1000 / 5000 µs
     s = State(writes=[W(0)], reads=[R(1500)], last_write=0.0)
-    reader_seen(s, 1, 100, t)
+    reader_seen(s, 1, 100, t, cached=True)
     assert s.startup == (1, 100, 100)                                           # (task, beginning, last seen)
     assert decide(s, 1500, t).pick == READ                                       # slice over, start-up on
     assert decide(s, 1500, dataclasses.replace(t, startup_ms=0)).reason == "write slice expired"
@@ -217,20 +217,20 @@ def test_a_start_up_holds_writes_past_their_slice_while_its_task_reads() -> None
     assert decide(other, 1500, t).reason == "write slice expired"                # its task is not reading
 
     s = State()
-    reader_seen(s, 1, 0, t)
-    reader_seen(s, 1, 4000, t)
-    reader_seen(s, 1, 8000, t)                                                   # kept reading: no new start-up
+    reader_seen(s, 1, 0, t, cached=True)
+    reader_seen(s, 1, 4000, t, cached=True)
+    reader_seen(s, 1, 8000, t, cached=True)                                              # kept reading: no new start-up
     assert s.startup == (1, 0, 4000)
-    reader_seen(s, 1, 13_000, t)                                                 # paused 5000 µs: starts again
+    reader_seen(s, 1, 13_000, t, cached=True)                                             # paused 5000 µs: starts again
     assert s.startup == (1, 13_000, 13_000)
     s.inflight = {"seq_read": 1}
-    reader_seen(s, 2, 13_100, t)                                                 # a new task, the start-up on
+    reader_seen(s, 2, 13_100, t, cached=True)                                              # a new task, the start-up on
     assert s.startup == (1, 13_000, 13_000)
     s.inflight = {}
-    reader_seen(s, 3, 13_200, t)                                                 # ... and once its task is idle
+    reader_seen(s, 3, 13_200, t, cached=True)                                            # ... and once its task is idle
     assert s.startup == (3, 13_200, 13_200)
     held = State(writes=[W(13_200)], reads=[R(15_000)], last_write=13_200.0, readers=((3, 14_000.0),),
-                 startup=s.startup)
+                 startup=s.startup, last_read_cached=True)
     assert decide(held, 15_000, t).pick == READ
     assert decide(held, 15_000, dataclasses.replace(t, startup_ms=1)).pick == WRITE    # applies to the one that is on
 
@@ -242,7 +242,7 @@ def test_a_start_up_anticipates_its_task_reads_for_startup_anticipation_us() -> 
     t = Tunables(read_anticipation_us=1000, write_slice_ms=1000, single_write_ms=0, startup_ms=50,
                  startup_anticipation_us=20_000)
     s = State(writes=[W(0)], last_write=0.0)
-    reader_seen(s, 1, 100, t)
+    reader_seen(s, 1, 100, t, cached=True)
     s.last_read_done = 100.0
     assert decide(s, 5000, t).reason == "anticipation" and decide(s, 5000, t).wait_until == 20_100
     assert decide(s, 20_200, t).pick == WRITE                                    # the gap outlasted it
@@ -251,6 +251,30 @@ def test_a_start_up_anticipates_its_task_reads_for_startup_anticipation_us() -> 
     assert decide(s, 5000, dataclasses.replace(t, read_anticipation_us=0)).pick == WRITE
     later = dataclasses.replace(s, last_read_done=60_000.0, readers=((1, 60_000.0),), startup=(1, 100, 60_000.0))
     assert decide(later, 62_000, t).pick == WRITE                                # 50 ms on: the start-up is over
+
+
+def test_direct_reads_begin_no_start_up_and_a_start_up_anticipates_paced_writes() -> None:
+    """Rule 9 with pacing (rule 4): a direct reader, however new, begins no start-up; while a start-up is on, a
+    write whose pace has passed still waits the start-up's anticipation window after its task's last read, unless
+    it is that task's own; another task's direct read neither takes the start-up nor extends it."""
+    t = Tunables(read_anticipation_us=1000, write_slice_ms=1000, single_write_ms=0, startup_ms=50,
+                 startup_anticipation_us=20_000, write_pace_us=500, read_hold_us=0)
+    s = State(writes=[W(0)], last_write=0.0)
+    reader_seen(s, 1, 100, t)                                                    # direct
+    assert s.startup is None
+    s.last_read_done = 100.0
+    assert decide(s, 600, t).reason == "write at its pace"
+    reader_seen(s, 1, 5000, t, cached=True)
+    assert s.startup == (1, 5000, 5000)
+    s.last_read_done = 5000.0
+    d = decide(s, 6000, t)
+    assert d.reason == "a start-up's anticipation" and d.wait_until == 25_000, d
+    assert decide(s, 6000, dataclasses.replace(t, startup_ms=0)).pick == WRITE  # no start-up: paced only
+    assert decide(s, 25_100, t).pick == WRITE                                    # the gap outlasted it
+    own = dataclasses.replace(s, writes=[Queued(0, "seq_write", task=1)])
+    assert decide(own, 5500, t).reason == "the reader's own write (unpaced)"
+    reader_seen(s, 2, 6000, t)                                                   # another task reads direct
+    assert not s.last_read_cached and s.startup == (1, 5000, 5000)
 
 
 def test_tunables_from_sysfs_names() -> None:

@@ -25,13 +25,15 @@ timer would run the queue again). It has the module's rules and the module's tun
   8. one write at a time beside a recent reader (single_write_ms): while a read is queued or in flight, or one
      completed less than single_write_ms ago, a write waits while another write is in flight, unless it is the
      reader's own (rule 7), its slice expired or a write window is open (rule 2);
-  9. start-up (startup_ms): a task that reads for the first time, or after not reading for startup_ms, starts up
-     unless another start-up is on; for startup_ms from then, while it reads (the last to read, with reads queued
-     or in flight, or seen less than max(anticipation, pace) ago), a write's slice (rule 2) is at least
-     startup_ms. The module tells tasks apart by thread group and remembers 16; here a task is the caller's (a
-     pid), and all are remembered. While a start-up is on, anticipation (rule 5), if on, waits
-     startup_anticipation_us where that is longer than read_anticipation_us, and the start-up's task counts as
-     reading as long.
+  9. start-up (startup_ms): a task that reads into the page cache for the first time, or after not reading for
+     startup_ms, starts up unless another start-up is on; for startup_ms from then, while it reads (the last to
+     read, with reads queued or in flight, or seen less than max(anticipation, pace) ago), a write's slice (rule 2)
+     is at least startup_ms. A direct read begins none and is no start-up's. The module tells tasks apart by
+     thread group and remembers 16; here a task is the caller's (a pid), and all are remembered; a caller says
+     whether a read is cached (the model's streams and a trace's reads are direct: a block trace does not say).
+     While a start-up is on, anticipation (rule 5), if on, waits startup_anticipation_us where that is longer
+     than read_anticipation_us, the start-up's task counts as reading as long, and a paced write (rule 4) waits
+     for that anticipation as well as its pace.
 
 Left out (the model check and run_streams see one class, no QASIO): the priority classes and their aging, boosted
 writes, the at-head dispatch list; discards (the module gives them one slice whatever their size). A request's size
@@ -139,6 +141,7 @@ class State:
     phase: str = READING
     window_end: float = 0.0                  # WINDOW until then
     starters: dict[Any, float] = dataclasses.field(default_factory=dict)   # task -> last seen reading (rule 9)
+    last_read_cached: bool = False           # the last read seen was into the page cache (rule 9)
     startup: tuple[Any, float, float] | None = None    # the start-up: (its task, its beginning, its task last seen)
 
     def reads_inflight(self) -> int:
@@ -182,12 +185,14 @@ def reader_active(s: State, now: float, t: Tunables) -> bool:
     return read_within(s, now, reader_window_us(s, t))
 
 
-def reader_seen(s: State, reader: Any, now: float, t: Tunables) -> None:
-    """sio_reader_seen(): task `reader` inserted a read or one of its reads completed (the callers' update)."""
+def reader_seen(s: State, reader: Any, now: float, t: Tunables, cached: bool = False) -> None:
+    """sio_reader_seen(): task `reader` inserted a read or one of its reads completed (the callers' update);
+    `cached`: a read into the page cache, not a direct one."""
     on = startup_on(s, now, t)               # the module's startup_reading is the last call's
     others = s.readers[:1] if s.readers and s.readers[0][0] != reader else s.readers[1:]
     s.readers = ((reader, now), *others)
-    if not t.startup_ms:                     # sio_starter_seen()
+    s.last_read_cached = cached
+    if not t.startup_ms or not cached:       # sio_starter_seen()
         return
     startup = t.startup_ms * 1000
     last = s.starters.get(reader)
@@ -209,7 +214,8 @@ def startup_on(s: State, now: float, t: Tunables) -> bool:
     if not t.startup_ms or s.startup is None or not startup_within(s, now, t):
         return False
     task, _, seen = s.startup
-    reading = bool(s.readers) and s.readers[0][0] == task and bool(s.reads or s.reads_inflight())
+    reading = (bool(s.readers) and s.readers[0][0] == task and s.last_read_cached
+               and bool(s.reads or s.reads_inflight()))
     return reading or _since(now, seen) < startup_window_us(s, t)
 
 
@@ -318,6 +324,17 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         times = [x for x in (until, hold_end) if x is not None]    # sio_select arms the timer at hold_end too
         return Decision(None, None, reason, min(times) if times else None, phase, window_end)
 
+    def anticipated(why: str = "anticipation") -> Decision | None:   # sio_anticipate(): writes held, or None
+        nonlocal phase
+        if window := antic_window_us(s, now, t):
+            if s.reads_inflight():
+                phase = ANTICIPATING
+                return wait(f"{why} (read in flight)")
+            if s.last_read_done is not None and now - s.last_read_done < window:
+                phase = ANTICIPATING
+                return wait(why, s.last_read_done + window)
+        return None
+
     if phase == WINDOW and now >= window_end:
         phase = READING
     if not s.writes:
@@ -340,9 +357,13 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
             return go(READ, q, "read first")
     if phase != WINDOW:
         if t.write_pace_us:                  # sio_pace()
+            q = pick_writes()
+            if startup_on(s, now, t) and not (q is not None and own_task(s, q.task, now, t)):
+                if held := anticipated("a start-up's anticipation"):    # sio_startup_anticipated()
+                    return held
             if phase == ANTICIPATING:
                 phase = READING
-            q = pick_writes()
+                q = pick_writes()            # anticipating counted as others waiting (the limits)
             if q is None:
                 return wait("write limited")
             if not reader_active(s, now, t):
@@ -361,13 +382,8 @@ def decide(s: State, now: float, t: Tunables) -> Decision:
         if q is not None and own_task(s, q.task, now, t):
             phase = READING
             return go(WRITE, q, "the reader's own write (not anticipated)")
-        if window := antic_window_us(s, now, t):     # sio_anticipate()
-            if s.reads_inflight():
-                phase = ANTICIPATING
-                return wait("anticipation (read in flight)")
-            if s.last_read_done is not None and now - s.last_read_done < window:
-                phase = ANTICIPATING
-                return wait("anticipation", s.last_read_done + window)
+        if held := anticipated():
+            return held
         if phase == ANTICIPATING:
             phase = READING
     q = pick_writes()

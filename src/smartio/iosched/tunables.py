@@ -84,7 +84,8 @@ TUNABLES: tuple[Tunable, ...] = (
     _t("single_write_ms", "ms", 100, 0, 60000, SINGLE_WRITE,
        "one write at a time in the device until this long after a read; 0 = off", clock=True),
     _t("startup_ms", "ms", 1000, 0, 600000, STARTUP,
-       "a task's first reads: for this long a write waits at least this long behind them; 0 = off", clock=True),
+       "a task's first reads into the page cache: for this long a write waits at least this long behind them; "
+       "0 = off", clock=True),
     _t("startup_anticipation_us", "us", 10000, 0, 1000000, STARTUP,
        "anticipation during a start-up, where longer than read_anticipation_us; 0 = as others", clock=True),
     _t("qasio_boost", "0/1", 1, 0, 1, QASIO_BOOST,

@@ -26,6 +26,8 @@ beyond `late_us` are listed as `late` (the module held what the model would have
 What the trace cannot show, and so bounds the agreement (see `tolerance_us`): the module reads the clock under its
 lock before the issue event; a completion's time is taken in sio_finish_request, a little after
 block_rq_complete; requests dispatched before the trace began are skipped. One priority class, no QASIO boost.
+Every read is taken as direct, which begins no start-up (rule 9): a block trace does not say whether a read filled
+the page cache. For a trace of buffered reads, record with startup_ms at 0, or start-ups show as disagreements.
 """
 
 from __future__ import annotations
