@@ -171,16 +171,15 @@
  *     nothing in flight, nothing dispatched before they completed), with
  *     the pace and hold `smartio profile --apply` would set from their mean
  *     service time: pace 1.5 x it (1.75 x a random write's after a random
- *     write, once 16 of those were seen), read hold 0.7 x it. Only plain
+ *     write, once 16 of those were seen; 3.5 x the sequential one before),
+ *     read hold 0.7 x it. Only plain
  *     writes of at most 16 KiB count (not discards, FUA writes or merged
  *     writeback); random is as the pace tells it (not continuing the last
  *     write). Before that, anticipation (6) applies. The mean follows the
  *     device (1/8 per write). The profiler's tunables, once written, take
  *     over. Requests that bypass the scheduler (flushes) are not seen.
- *     Off by default: pacing does not yield to a start-up (11), and a cold
- *     launch beside a writer that taught it pays for that
- *     (docs/results/launch.md).
- *     auto_pace: 0 or 1, default 0.
+ *     In a start-up (11) a paced write waits for anticipation as well.
+ *     auto_pace: 0 or 1, default 1 (0: anticipation, 6, applies).
  *
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
@@ -251,7 +250,7 @@ static const int sio_default_startup_ms = 1000;	/* first cached reads: writes wa
 static const int sio_default_startup_anticipation_us = 10000; /* anticipation in a start-up, us; 0 = as others */
 static const int sio_default_qasio_boost = 1;		/* 1 = boost writes a task awaits (5) */
 static const int sio_default_adaptive;	/* 1 = holds only where writes slow reads (12) */
-static const int sio_default_auto_pace;	/* 1 = pace by the writes' service time alone (13) */
+static const int sio_default_auto_pace = 1;	/* 1 = pace by the writes' service time alone (13) */
 static const int sio_default_qasio_dep = 1;		/* per dependency type: 1 = act on it */
 static const int sio_default_async_depth_pct = 75;	/* async I/O's share of 2 x device depth, % */
 static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) only reads may take */
@@ -1180,8 +1179,15 @@ static u64 sio_pace_ns(struct sio_data *sd)
 		return (u64)(sd->last_write_rand && pace_rand ? pace_rand : pace) * NSEC_PER_USEC;
 	if (!sio_pacing(sd))
 		return 0;
+	if (!sd->last_write_rand)
+		return sio_learned_pace_ns(sd, 0);
 	rand = sio_learned_pace_ns(sd, 1);
-	return sd->last_write_rand && rand ? rand : sio_learned_pace_ns(sd, 0);
+	/*
+	 * Before 16 random writes alone were seen: one costs an eMMC about
+	 * twice a sequential one (sio_slice_ns()). The sequential pace let a
+	 * reader beside random writes take 2.9 times its time alone.
+	 */
+	return rand ?: div_u64(sio_write_alone_ns(sd, 0) * 2 * SIO_PACE_RAND_PCT, 100);
 }
 
 /* The read hold after a write completed, ns (7); 0 = none. */

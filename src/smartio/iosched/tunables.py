@@ -94,7 +94,7 @@ TUNABLES: tuple[Tunable, ...] = (
        "1 = anticipation, pacing, the read hold, one write at a time and the start-up hold stop when under a "
        "quarter of the reads beside a write take twice the mean alone, and apply again when most do; 0 = they "
        "always apply"),
-    _t("auto_pace", "0/1", 0, 0, 1, LEARNED_PACING,
+    _t("auto_pace", "0/1", 1, 0, 1, LEARNED_PACING,
        "1 = while write_pace_us is 0, writes are paced once 16 sequential writes alone (plain, up to 16 KiB) were "
        "seen: pace 1.5 x their mean service time (1.75 x a random write's after a random one), read hold 0.7 x; "
        "0 = anticipation applies"),
