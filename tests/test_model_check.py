@@ -396,6 +396,25 @@ def test_events_from_a_trace_and_the_cli(tmp_path: Path, capsys: pytest.CaptureF
     assert "kind at 0.512 ms: module write, model read (read first)" in capsys.readouterr().out
 
 
+def test_the_cli_says_when_the_module_paced_by_a_pace_it_learned(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Rule 13: with auto_pace on and write_pace_us 0 the module paces by a pace the twin does not know; the CLI
+    says so (and how to pass it), and not where a written pace takes over, nor for a dump of a module before it."""
+    write_ours(_trace(GOOD), tmp_path / "good.smtrace")
+    runs = {"learned": "write_pace_us:0\nauto_pace:1\n", "written": "write_pace_us:1000\nauto_pace:1\n",
+            "before": "write_pace_us:0\n"}
+    for name, text in runs.items():
+        (tmp_path / name).write_text(text)
+        main(["trace", "model-check", str(tmp_path / "good.smtrace"), "--tunables", str(tmp_path / name)])
+        err = capsys.readouterr().err
+        assert ("auto_pace is 1" in err) == (name == "learned"), (name, err)
+    main(["trace", "model-check", str(tmp_path / "good.smtrace")])              # the defaults: auto_pace 1
+    assert "--tunable write_pace_us=N" in capsys.readouterr().err
+    main(["trace", "model-check", str(tmp_path / "good.smtrace"), "--tunables", str(tmp_path / "learned"),
+          "--tunable", "write_pace_us=1000"])
+    assert "auto_pace" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("mode", ["seq", "rand"])
 def test_the_models_own_schedule_checks_with_full_agreement(mode: str) -> None:
     """model.run_streams dispatches by decide(); its log, checked as a trace, must agree at every issue (checks the

@@ -130,13 +130,15 @@ def run_model_check(args: argparse.Namespace) -> int:
     import dataclasses
 
     from smartio.iosched.policy import Tunables
+    from smartio.iosched.tunables import default
     from smartio.trace.formats import read_trace
-    from smartio.trace.modelcheck import check_trace, format_text, load_tunables
+    from smartio.trace.modelcheck import check_trace, format_text, learned_pacing_note, read_tunable_values
 
     if args.json is not None:
         check_output_file("--json", args.json)
     try:
-        tun = load_tunables(args.tunables) if args.tunables else Tunables()
+        values = read_tunable_values(args.tunables) if args.tunables else {"auto_pace": default("auto_pace")}
+        tun = Tunables.from_mapping(values) if args.tunables else Tunables()
     except OSError as e:
         raise UsageError("--tunables", args.tunables, e.strerror or str(e)) from None
     except ValueError as e:
@@ -150,6 +152,8 @@ def run_model_check(args: argparse.Namespace) -> int:
         if one is None:
             raise UsageError("--tunable", item, "expected NAME=VALUE")
         tun = dataclasses.replace(tun, **{name: getattr(one, name)})
+    if (note := learned_pacing_note(values, tun)) is not None:
+        print(note, file=sys.stderr)
     res = check_trace(read_trace(args.file), tun, tolerance_us=args.tolerance_us, queue_depth=args.queue_depth)
     if not res.checks:
         raise UsageError(None, args.file, "no issue of a request inserted through the scheduler in this trace")

@@ -399,21 +399,37 @@ def check_trace(trace: ev.Trace, tunables: Tunables, **kw: Any) -> Result:
     return check_events(events_from_trace(trace), tunables, **kw)
 
 
-def load_tunables(path: Path) -> Tunables:
-    """From a JSON object of sysfs names and values, or the `name value` / `name=value` lines of a dump such as
+def read_tunable_values(path: Path) -> dict[str, Any]:
+    """The sysfs names and values in a JSON object, or in the `name value` / `name=value` lines of a dump such as
     `grep . iosched/*` (the directory part of a name is dropped)."""
     text = path.read_text()
-    # A dump without one of these is of a module before it: rule 9 (the module's 11), its anticipation.
-    values: dict[str, Any] = {"startup_ms": 0, "startup_anticipation_us": 0}
+    # A dump without one of these is of a module before it: rule 9 (the module's 11), its anticipation, and
+    # rule 13's learned pacing.
+    values: dict[str, Any] = {"startup_ms": 0, "startup_anticipation_us": 0, "auto_pace": 0}
     if text.lstrip().startswith("{"):
-        return Tunables.from_mapping({**values, **json.loads(text)})
+        return {**values, **json.loads(text)}
     for line in text.splitlines():
         line = line.strip()
         if not line:
             continue
         name, _, value = line.replace(":", " ").replace("=", " ").rpartition(" ")
         values[name.strip().rsplit("/", 1)[-1]] = value
-    return Tunables.from_mapping(values)
+    return values
+
+
+def load_tunables(path: Path) -> Tunables:
+    """read_tunable_values() as the twin's Tunables."""
+    return Tunables.from_mapping(read_tunable_values(path))
+
+
+def learned_pacing_note(values: dict[str, Any], tunables: Tunables) -> str | None:
+    """What the check cannot follow with these tunables: the module paces by a pace it learns (rule 13) when
+    auto_pace is on and write_pace_us 0, and the twin knows no learned pace."""
+    if tunables.write_pace_us or not int(values.get("auto_pace", 0)):
+        return None
+    return ("note: auto_pace is 1 and write_pace_us 0: once the module has learned a pace (debugfs stats: "
+            "auto_pace learned=1 pace_us=...), its paced writes show as disagreements here; pass that pace as "
+            "--tunable write_pace_us=N (and write_pace_rand_us, read_hold_us), or record with auto_pace=0")
 
 
 def format_text(res: Result, show: int = 10) -> str:
