@@ -1161,6 +1161,18 @@ static u64 sio_learned_pace_ns(struct sio_data *sd, int k)
 	return div_u64(sio_write_alone_ns(sd, k) * (k ? SIO_PACE_RAND_PCT : SIO_PACE_PCT), 100);
 }
 
+/*
+ * The learned pace after a random write (13). Before 16 random writes alone
+ * were seen, one is taken to cost an eMMC twice a sequential one
+ * (sio_slice_ns()): the sequential pace let a reader beside random writes
+ * take 2.9 times its time alone.
+ */
+static u64 sio_learned_pace_rand_ns(struct sio_data *sd)
+{
+	return sio_learned_pace_ns(sd, 1) ?:
+	       div_u64(sio_write_alone_ns(sd, 0) * 2 * SIO_PACE_RAND_PCT, 100);
+}
+
 /* Are writes paced (7): write_pace_us set, or learned (13)? */
 static bool sio_pacing(struct sio_data *sd)
 {
@@ -1173,21 +1185,12 @@ static bool sio_pacing(struct sio_data *sd)
 static u64 sio_pace_ns(struct sio_data *sd)
 {
 	int pace = READ_ONCE(sd->write_pace_us), pace_rand = READ_ONCE(sd->write_pace_rand_us);
-	u64 rand;
 
 	if (pace)
 		return (u64)(sd->last_write_rand && pace_rand ? pace_rand : pace) * NSEC_PER_USEC;
 	if (!sio_pacing(sd))
 		return 0;
-	if (!sd->last_write_rand)
-		return sio_learned_pace_ns(sd, 0);
-	rand = sio_learned_pace_ns(sd, 1);
-	/*
-	 * Before 16 random writes alone were seen: one costs an eMMC about
-	 * twice a sequential one (sio_slice_ns()). The sequential pace let a
-	 * reader beside random writes take 2.9 times its time alone.
-	 */
-	return rand ?: div_u64(sio_write_alone_ns(sd, 0) * 2 * SIO_PACE_RAND_PCT, 100);
+	return sd->last_write_rand ? sio_learned_pace_rand_ns(sd) : sio_learned_pace_ns(sd, 0);
 }
 
 /* The read hold after a write completed, ns (7); 0 = none. */
@@ -3336,7 +3339,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 		   div_u64(sd->write_alone_ns[0], NSEC_PER_USEC), sd->write_alone_n[0],
 		   div_u64(sd->write_alone_ns[1], NSEC_PER_USEC), sd->write_alone_n[1],
 		   learned ? div_u64(sio_learned_pace_ns(sd, 0), NSEC_PER_USEC) : 0,
-		   learned ? div_u64(sio_learned_pace_ns(sd, 1), NSEC_PER_USEC) : 0,
+		   learned ? div_u64(sio_learned_pace_rand_ns(sd), NSEC_PER_USEC) : 0,
 		   div_u64(sio_read_hold_ns(sd), NSEC_PER_USEC));
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];

@@ -1019,8 +1019,9 @@ def test_without_the_profiler_writes_are_paced_by_their_learned_service_time(tmp
                                                                               module_ko: ModuleBuild) -> None:
     """Rule 13 (auto_pace = 1): with write_pace_us at 0, a writer alone on the emulated eMMC teaches the
     scheduler its service time (the mean of sequential writes alone, near fio's completion latency), and beside a
-    reader its writes are then paced by 1.5 times it, with reads held after each write; with auto_pace = 0 the same
-    pair is not paced (anticipation applies)."""
+    reader its writes are then paced by 1.5 times it (3.5 times after a random write, until random writes alone
+    were seen), with reads held after each write; with auto_pace = 0 the same pair is not paced (anticipation
+    applies)."""
     alone = [FioJob("writer", "write", 2, True, 32, 32, verify=False, extra=("time_based=1", "runtime=2"))]
     pair = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=5")),
             FioJob("writer", "write", 2, True, 32, 32, verify=False,
@@ -1049,6 +1050,8 @@ use none
     # dispatch to completion, within the guest's submission-to-completion; the mean weighs the last few writes most
     assert 0.4 * clat_us <= lp["seq_write_alone_us"] <= 1.2 * clat_us, (lp, clat_us)
     assert abs(lp["read_hold_us"] - lp["seq_write_alone_us"] * 0.7) <= 1, lp     # both rounded from ns
+    # a sequential writer alone shows no random writes alone: after a random one, twice the sequential write's pace
+    assert lp["rand_write_alone_n"] < 16 and abs(lp["pace_rand_us"] - lp["seq_write_alone_us"] * 3.5) <= 4, lp
     paced, unpaced = Stats.load(r.out_dir, "pair-1"), Stats.load(r.out_dir, "pair-0")
     p, q = paced.rows["pacing"], unpaced.rows["pacing"]
     writes = fio_ios(r.out_dir / "pair-1.json", "writer", "write")
