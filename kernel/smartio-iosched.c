@@ -1164,8 +1164,8 @@ static u64 sio_learned_pace_ns(struct sio_data *sd, int k)
 /*
  * The learned pace after a random write (13). Before 16 random writes alone
  * were seen, one is taken to cost an eMMC twice a sequential one
- * (sio_slice_ns()): the sequential pace let a reader beside random writes
- * take 2.9 times its time alone.
+ * (sio_slice_ns()): the sequential pace would let random writes in beside a
+ * reader faster than the device programs them.
  */
 static u64 sio_learned_pace_rand_ns(struct sio_data *sd)
 {
@@ -1516,10 +1516,10 @@ static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 /*
  * Must paced write @rq wait for a start-up's next read (11)? While a
  * start-up is on, anticipation holds it for the start-up's anticipation
- * window, as it holds an unpaced write: one write per pace between a
- * launch's reads made a cold launch beside a writer take 3.8 times idle.
- * Never a reader's own write; the write's slice still bounds the wait
- * (sio_starved_write(), at least startup_ms in a start-up).
+ * window, as it holds an unpaced write, so that pacing does not put a write
+ * in every gap of a launch's closed-loop reads. Never a reader's own write;
+ * the write's slice still bounds the wait (sio_starved_write(), at least
+ * startup_ms in a start-up).
  */
 static bool sio_startup_anticipated(struct sio_data *sd, struct request *rq, u64 now)
 {
@@ -1903,7 +1903,7 @@ static bool sio_read_cached(struct request *rq)
 	struct bio *bio = rq->bio;
 	struct folio *folio;
 
-	if (req_op(rq) != REQ_OP_READ || !bio || !bio_has_data(bio) || !bio->bi_io_vec)
+	if (!bio || !bio_has_data(bio) || !bio->bi_io_vec)
 		return false;
 #if SIO_HAVE_BIO_PAGE_PINNED
 	if (bio_flagged(bio, BIO_PAGE_PINNED))
@@ -2563,10 +2563,11 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 	if (dir == SIO_WRITE) {
 		rq->elv.priv[1] = sio_owner(rq);
 	} else if (req_op(rq) == REQ_OP_READ) {	/* not zone management */
-		if (sio_read_cached(rq))
+		bool cached = sio_read_cached(rq);
+
+		if (cached)
 			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_CACHED);
-		sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
-				sio_rq_flags(rq) & SIO_RQ_CACHED, now);
+		sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq), cached, now);
 	}
 	list_add_tail(&rq->queuelist, &cq->fifo[group]);
 	sd->queued[sio_rq_kind(rq)]++;

@@ -130,15 +130,14 @@ def run_model_check(args: argparse.Namespace) -> int:
     import dataclasses
 
     from smartio.iosched.policy import Tunables
-    from smartio.iosched.tunables import default
     from smartio.trace.formats import read_trace
     from smartio.trace.modelcheck import check_trace, format_text, learned_pacing_note, read_tunable_values
 
     if args.json is not None:
         check_output_file("--json", args.json)
     try:
-        values = read_tunable_values(args.tunables) if args.tunables else {"auto_pace": default("auto_pace")}
-        tun = Tunables.from_mapping(values) if args.tunables else Tunables()
+        values = read_tunable_values(args.tunables) if args.tunables else {}
+        tun = Tunables.from_mapping(values)
     except OSError as e:
         raise UsageError("--tunables", args.tunables, e.strerror or str(e)) from None
     except ValueError as e:

@@ -61,6 +61,7 @@ from smartio.iosched.policy import (
     slice_us,
     startup_window_us,
 )
+from smartio.iosched.tunables import default
 from smartio.trace import events as ev
 
 NR_STREAMS, SEQ_GAP_SECTORS = 8, 64     # the module's SIO_NR_STREAMS, SIO_SEQ_GAP_SECTORS
@@ -423,9 +424,10 @@ def load_tunables(path: Path) -> Tunables:
 
 
 def learned_pacing_note(values: dict[str, Any], tunables: Tunables) -> str | None:
-    """What the check cannot follow with these tunables: the module paces by a pace it learns (rule 13) when
-    auto_pace is on and write_pace_us 0, and the twin knows no learned pace."""
-    if tunables.write_pace_us or not int(values.get("auto_pace", 0)):
+    """What the check cannot follow with these tunables (`values`: read_tunable_values(), {} for the defaults): the
+    module paces by a pace it learns (rule 13) when auto_pace is on and write_pace_us 0, and the twin knows no
+    learned pace."""
+    if tunables.write_pace_us or not int(values.get("auto_pace", default("auto_pace"))):
         return None
     return ("note: auto_pace is 1 and write_pace_us 0: once the module has learned a pace (debugfs stats: "
             "auto_pace learned=1 pace_us=...), its paced writes show as disagreements here; pass that pace as "
