@@ -4,7 +4,8 @@ initramfs's, and modprobe's in the guest), and one guest runs the module's porta
 phases): fio verify on the raw device at the defaults, with every mechanism engaged and paced; every scheduler in
 turn under a verifying load; the tunables' defaults and ranges as the table gives them; rmmod refused while in use
 and a reload's defaults; on a debug kernel, requests null_blk requeues traced when inserted again and the switch to
-smartio with no high-order page to be had; ext4 under fsyncs with e2fsck. Each phase checks its counters balance and
+smartio with no high-order page to be had; QASIO's boost of a file's queued writes (large folios from 6.16);
+ext4 under fsyncs with e2fsck. Each phase checks its counters balance and
 ends with rmmod. The guest boots with panic_on_warn, so a lockdep or KASAN splat fails it. A kernel that cannot be
 fetched and is not cached is skipped, saying so.
 """
@@ -24,6 +25,7 @@ from test_iosched_vm import (
     ModuleBuild,
     Phase,
     ext4_fsync_phase,
+    file_owner_phase,
     fragmented_memory_phase,
     head_insert_phase,
     held_write_phase,
@@ -51,8 +53,7 @@ def _stale(ko: Path, release: str) -> bool:
     """The cell's module is missing, built for another release, or older than a source file."""
     if not ko.is_file() or guest.built_for(ko) not in (None, release):
         return True
-    return any(src.stat().st_mtime > ko.stat().st_mtime
-               for src in [*modbuild.KERNEL_DIR.glob("*.[ch]"), modbuild.KERNEL_DIR / "Kbuild"])
+    return any(src.stat().st_mtime > ko.stat().st_mtime for src in modbuild.sources())
 
 
 def _build(kernel: str, flavour: str, rel: kernelpkg.KernelRelease) -> Path:
@@ -91,7 +92,7 @@ def portable_phases(tmp_path: Path, ko: Path, flavour: str) -> list[Phase]:
     debug_only = [head_insert_phase(), fragmented_memory_phase()] if debug else []
     raw = raw_integrity_phase(tmp_path, ("tuned",)) if debug else raw_integrity_phase(tmp_path)
     return [raw, switching_phase(tmp_path), table_phase(), tunables_rmmod_phase(ko), held_write_phase(), *debug_only,
-            ext4_fsync_phase(tmp_path)]
+            file_owner_phase(), ext4_fsync_phase(tmp_path)]
 
 
 def test_boots_and_the_module_passes_its_portable_checks(

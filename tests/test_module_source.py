@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from smartio.testbed import modbuild
+
 KERNEL = Path(__file__).resolve().parent.parent / "kernel"
 MODULE = KERNEL / "smartio-iosched.c"
 COMPAT = KERNEL / "sio-compat.h"
@@ -69,3 +71,14 @@ def test_the_module_classifies_folio_waits_with_the_tested_rule():
     text = MODULE.read_text()
     assert '#include "sio-callers.h"' in text and "sio_sync_caller(name)" in text
     assert "sio_sync_callers[" not in text, "a second table of sync callers in the module"
+
+
+def test_a_matrix_cell_links_the_sources_only_not_what_kbuild_generated(tmp_path):
+    """modpost writes <module>.mod.c in the cell's directory: a link to kernel/'s own would have it overwrite the 6.1
+    build's, and the next `make -C kernel` compiled the other kernel's module info into a .ko insmod refuses."""
+    src, out = tmp_path / "kernel", tmp_path / "cell"
+    src.mkdir()
+    for name in ("smartio-iosched.c", "sio-compat.h", "Kbuild", "smartio-iosched.mod.c"):
+        (src / name).write_text("")
+    modbuild._link_sources(src, out)
+    assert sorted(f.name for f in out.iterdir()) == ["Kbuild", "sio-compat.h", "smartio-iosched.c"]

@@ -127,13 +127,19 @@ def release(cell: Cell, offline: bool = False) -> KernelRelease:
     return rel
 
 
+def sources(src: Path = KERNEL_DIR) -> list[Path]:
+    """The module's own source files in `src`, not what Kbuild generated there (<module>.mod.c)."""
+    return sorted([*(f for f in src.glob("*.c") if not f.name.endswith(".mod.c")), *src.glob("*.h"), src / "Kbuild"])
+
+
 def _link_sources(src: Path, out: Path) -> None:
-    """out gets symlinks to the module's sources (as `make generic` does) and loses what an earlier build left."""
+    """out gets symlinks to the module's sources (as `make generic` does) and loses what an earlier build left.
+    Never a link to a generated file: modpost writes <module>.mod.c through it, into the source directory's build."""
     out.mkdir(parents=True, exist_ok=True)
     for f in out.iterdir():
         if f.is_file() or f.is_symlink():
             f.unlink()
-    for f in sorted([*src.glob("*.c"), *src.glob("*.h"), src / "Kbuild"]):
+    for f in sources(src):
         (out / f.name).symlink_to(os.path.relpath(f, out))
 
 
