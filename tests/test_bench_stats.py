@@ -73,6 +73,24 @@ def test_slowdown_ratios_and_efficiency():
     assert res["detail"]["seq"]["efficiency"]["mean"] == pytest.approx(1 / 6 + 1 / 1.25)
 
 
+def test_slowdown_measures_both_kinds_alone_before_either_beside_the_other():
+    # A scheduler that learns from writes alone (smartio's auto_pace) paces a writer beside a reader once it has
+    # seen one; measured before any write went alone, the first repeat's reads were the unpaced ones.
+    seen_alone = set()
+
+    def learning(job: Job, others: list[Job]) -> float:
+        if not others:
+            seen_alone.add(job.rw)
+            return 1.0
+        return 1.5 if "write" in seen_alone or "randwrite" in seen_alone else 6.0
+
+    engine = ModelEngine(learning)
+    res = REGISTRY["slowdown"].run(_ctx(engine, repeats=1))
+    assert res["read_slowdown"] == {"seq": pytest.approx(1.5), "rand": pytest.approx(1.5)}
+    kinds = [("beside" if js.exitall else "alone") for js in engine.runs]
+    assert kinds == ["alone", "alone", "beside", "beside"] * 2
+
+
 def test_slowdown_four_streams_run_four_against_four():
     engine = ModelEngine(_model)
     REGISTRY["slowdown"].run(_ctx(engine, streams=4, repeats=1))

@@ -62,11 +62,15 @@ def run(ctx: RunContext) -> dict:
     for rep in range(s.repeats):
         tag = f"(run {rep + 1}/{s.repeats})"
         for mode in MODES:
-            for kind, other, key in (("read", "write", "read_with_writer_ms"),
-                                     ("write", "read", "write_with_reader_ms")):
+            # Both kinds alone first: a scheduler that learns from what it sees alone (smartio's auto_pace learns
+            # its write pace from writes alone) then meets the other kind as it would on a device in use, from the
+            # first repeat on, not after a contended run that taught it nothing.
+            for kind in ("read", "write"):
                 measured = _streams(ctx, kind, mode, background=False)
                 r = ctx.run(JobSet((tuple(measured),)), f"slowdown {mode} {kind} alone {tag}")
                 samples[mode][f"{kind}_alone_ms"].append(_mean_latency(r, measured))
+            for kind, other, key in (("read", "write", "read_with_writer_ms"),
+                                     ("write", "read", "write_with_reader_ms")):
                 measured = _streams(ctx, kind, mode, background=False, delay_ms=HEAD_START_MS)
                 group = tuple(measured + _streams(ctx, other, mode, background=True))
                 r = ctx.run(JobSet((group,), exitall=True), f"slowdown {mode} {kind} beside {other} {tag}")
