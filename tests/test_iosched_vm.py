@@ -316,6 +316,52 @@ EXT4_JOBS = [
 EXT4_GLOBAL = "directory=/mnt/t\nioengine=psync"
 
 
+def file_owner_phase() -> Phase:
+    """QASIO boosts every queued async write of the file whose writeback a task waits on (its owner: the folio's
+    mapping), not only the write of the range the task waits for (issue 45's defect 8). A file written in one 1 MiB
+    write sits in large folios where the page cache makes them (ext4 from 6.16); two 4 KiB overwrites in it go out
+    as writes whose bios start at a tail page, held by a 3 s pace beside a reader, and an fdatasync waits on them.
+    The module that took the owner from the bio's first page (a tail page's mapping field holds none) boosted no
+    write by its file there."""
+    script = r"""
+mkfs.ext4 -q -F /dev/vda
+mkdir -p /mnt/o
+mount /dev/vda /mnt/o
+dd if=/dev/zero of=/mnt/o/f bs=1M count=1 conv=fsync 2>/dev/null || fail "the 1 MiB file"
+dd if=/dev/zero of=/mnt/o/g bs=4k count=1 conv=fsync 2>/dev/null || fail "the second file"
+use smartio
+echo 3000000 > $Q/iosched/write_pace_us      # the reader stays active as long (the window is the pace at least)
+echo 10000 > $Q/iosched/write_slice_ms       # or a held write's slice ends its wait first
+for k in 50 150; do
+    dd if=/dev/zero of=/mnt/o/f bs=4k count=1 seek=$k conv=notrunc 2>/dev/null || fail "the overwrite at $k"
+done
+# One write goes; then a read, beside which the next writes wait their pace from that write's dispatch
+dd if=/dev/zero of=/mnt/o/g bs=4k count=1 conv=notrunc oflag=direct 2>/dev/null || fail "the direct write"
+dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+xfs_io -c "sync_range -w 0 1048576" /mnt/o/f || fail "sync_range"   # async writeback, from this task
+n=0; while QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight
+           [ $QD = 0 ] && [ $n -lt 5000 ]; do n=$((n + 1)); done
+[ $QD = 1 ] || fail "no write of the file was held"
+dd if=/dev/null of=/mnt/o/f count=0 conv=notrunc,fdatasync 2>/dev/null || fail "fdatasync"
+umount /mnt/o
+snap owner
+use none
+rmmod smartio_iosched
+"""
+    return Phase(script, check_file_owner, disk_mb=64)
+
+
+def check_file_owner(out: Path) -> None:
+    st = Stats.load(out, "owner")
+    st.assert_balanced(min_dispatched=3)
+    assert st.rows["qasio_file"]["boosted_with_file"] > 0, st.rows
+
+
+def test_a_task_waiting_on_a_files_writeback_boosts_the_files_queued_writes(tmp_path: Path,
+                                                                            module_ko: ModuleBuild) -> None:
+    run_phase(tmp_path, file_owner_phase(), module_ko)
+
+
 def ext4_fsync_phase(tmp_path: Path) -> Phase:
     """ext4 under fsyncs, file churn and discards, pacing at its extremes; fio verify from a fresh mount, e2fsck."""
     (tmp_path / "ext4.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS))
@@ -1171,6 +1217,51 @@ use none
     writes_alone = fio_ios(r.out_dir / "alone.json", "writer", "write")
     sent_alone = alone.rows["be_write"]["dispatched"]
     assert sent_alone <= 0.5 * writes_alone, f"{writes_alone} writes alone left as {sent_alone} requests: unmerged"
+
+
+def test_an_adjacent_write_of_another_class_refuses_no_merge(tmp_path: Path, module_ko: ModuleBuild) -> None:
+    """Rule 8 judges an insert merge against a write of the request's own class only (issue 45's defect 7). A
+    best-effort write waits its pace (3 s) beside a reader, and a second write starts where it ends: of the idle
+    class, it can never merge with the first (requests of different priorities do not), so nothing is refused and
+    nothing merges; of the same class, the 4 KiB limit refuses the merge (counted); with no limit the two merge.
+    The module that looked for the adjacent write in every class, highest first, counted a refusal for the idle
+    write."""
+    script = r"""
+# one case: $1 its name, $2 the second write's ionice class, $3 write_merge_max_kb
+case_() {
+    use none; use smartio
+    echo 128 > $Q/nr_requests
+    echo $3 > $Q/iosched/write_merge_max_kb
+    echo 3000000 > $Q/iosched/write_pace_us     # the reader stays active as long (the window is the pace at least)
+    echo 10000 > $Q/iosched/write_slice_ms      # or the held write's slice ends its wait first
+    dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+    dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=1000 oflag=direct 2>/dev/null || fail "$1: the first write"
+    # the second write waits its pace; the third starts where it ends, while it waits
+    dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=2000 oflag=direct 2>/dev/null & w=$!
+    n=0; while QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight
+               [ $QD = 0 ] && [ $n -lt 5000 ]; do n=$((n + 1)); done
+    [ $QD = 1 ] || fail "$1: the paced write was never queued"
+    ionice -c $2 dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=2001 oflag=direct 2>/dev/null ||
+        fail "$1: the adjacent write"
+    wait $w || fail "$1: the paced write failed"
+    snap $1
+}
+case_ other-class 3 4
+case_ same-class 2 4
+case_ no-limit 2 0
+use none
+"""
+    r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
+    other, same, free = (Stats.load(r.out_dir, p) for p in ("other-class", "same-class", "no-limit"))
+    for st in (other, same, free):
+        st.assert_balanced(min_dispatched=2)
+    def merges(st: Stats) -> int:   # the adjacent write's bio into the queued write, or its request at insert
+        return st.rows["events"]["bio_merged"] + sum(st.rows[f"{c}_write"]["merged"] for c in ("rt", "be", "idle"))
+
+    assert other.rows["events"]["write_merges_refused"] == 0, other.rows
+    assert other.rows["idle_write"]["inserted"] == 1 and merges(other) == 0, other.rows
+    assert same.rows["events"]["write_merges_refused"] > 0 and merges(same) == 0, same.rows
+    assert free.rows["events"]["write_merges_refused"] == 0 and merges(free) == 1, free.rows
 
 
 def test_rule10_one_write_at_a_time_beside_a_thinking_reader(tmp_path: Path, module_ko: ModuleBuild) -> None:
