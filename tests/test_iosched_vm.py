@@ -320,7 +320,7 @@ def file_owner_phase() -> Phase:
     """QASIO boosts every queued async write of the file whose writeback a task waits on (its owner: the folio's
     mapping), not only the write of the range the task waits for (issue 45's defect 8). A file written in one 1 MiB
     write sits in large folios where the page cache makes them (ext4 from 6.16); two 4 KiB overwrites in it go out
-    as writes whose bios start at a tail page, held by a 3 s pace beside a reader, and an fdatasync waits on them.
+    as writes whose bios start at a tail page, held by a 6 s pace beside a reader, and an fdatasync waits on them.
     The module that took the owner from the bio's first page (a tail page's mapping field holds none) boosted no
     write by its file there."""
     script = r"""
@@ -330,8 +330,9 @@ mount /dev/vda /mnt/o
 dd if=/dev/zero of=/mnt/o/f bs=1M count=1 conv=fsync 2>/dev/null || fail "the 1 MiB file"
 dd if=/dev/zero of=/mnt/o/g bs=4k count=1 conv=fsync 2>/dev/null || fail "the second file"
 use smartio
-echo 3000000 > $Q/iosched/write_pace_us      # the reader stays active as long (the window is the pace at least)
-echo 10000 > $Q/iosched/write_slice_ms       # or a held write's slice ends its wait first
+# 6 s: a debug kernel's guest on a busy host takes seconds to start the read, xfs_io and dd, all within the pace.
+echo 6000000 > $Q/iosched/write_pace_us      # the reader stays active as long (the window is the pace at least)
+echo 20000 > $Q/iosched/write_slice_ms       # or a held write's slice ends its wait first
 for k in 50 150; do
     dd if=/dev/zero of=/mnt/o/f bs=4k count=1 seek=$k conv=notrunc 2>/dev/null || fail "the overwrite at $k"
 done
@@ -1234,9 +1235,9 @@ case_() {
     echo $3 > $Q/iosched/write_merge_max_kb
     echo 3000000 > $Q/iosched/write_pace_us     # the reader stays active as long (the window is the pace at least)
     echo 10000 > $Q/iosched/write_slice_ms      # or the held write's slice ends its wait first
-    dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
     dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=1000 oflag=direct 2>/dev/null || fail "$1: the first write"
-    # the second write waits its pace; the third starts where it ends, while it waits
+    dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+    # beside the reader the second write waits its pace from the first; the third starts where it ends
     dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=2000 oflag=direct 2>/dev/null & w=$!
     n=0; while QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight
                [ $QD = 0 ] && [ $n -lt 5000 ]; do n=$((n + 1)); done
