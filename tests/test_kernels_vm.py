@@ -4,10 +4,10 @@ initramfs's, and modprobe's in the guest), and one guest runs the module's porta
 phases): fio verify on the raw device at the defaults, with every mechanism engaged and paced; every scheduler in
 turn under a verifying load; the tunables' defaults and ranges as the table gives them; rmmod refused while in use
 and a reload's defaults; on a debug kernel, requests null_blk requeues traced when inserted again and the switch to
-smartio with no high-order page to be had; QASIO's boost of a file's queued writes (large folios from 6.16);
-ext4 under fsyncs with e2fsck. Each phase checks its counters balance and
-ends with rmmod. The guest boots with panic_on_warn, so a lockdep or KASAN splat fails it. A kernel that cannot be
-fetched and is not cached is skipped, saying so.
+smartio with no high-order page to be had; QASIO's boost of a file's queued writes (whose bios start inside large
+folios from 6.16); ext4 under fsyncs with e2fsck. Each phase checks its counters balance and ends with rmmod. The
+guest boots with panic_on_warn, so a lockdep or KASAN splat fails it. A kernel that cannot be fetched and is not
+cached is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ def booted(request: pytest.FixtureRequest) -> tuple[kernelpkg.KernelRelease, Mod
 
 
 def portable_phases(tmp_path: Path, ko: Path, flavour: str) -> list[Phase]:
-    """In an order where each finds what it needs: ext4's mkfs last. The debug kernel's null_blk can requeue; its
-    guest, four times slower, verifies the raw device once, with every mechanism engaged."""
+    """In an order where each finds what it needs: the raw device's phases before those that make ext4 on it. The
+    debug kernel's null_blk can requeue; its guest, four times slower, verifies the raw device once, with every
+    mechanism engaged."""
     debug = flavour == kernelpkg.DEBUG
     debug_only = [head_insert_phase(), fragmented_memory_phase()] if debug else []
     raw = raw_integrity_phase(tmp_path, ("tuned",)) if debug else raw_integrity_phase(tmp_path)
