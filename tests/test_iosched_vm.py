@@ -319,34 +319,32 @@ EXT4_GLOBAL = "directory=/mnt/t\nioengine=psync"
 def file_owner_phase() -> Phase:
     """QASIO boosts every queued async write of the file whose writeback a task waits on (its owner: the folio's
     mapping), not only the write of the range the task waits for. A file written in one 1 MiB write sits in large
-    folios where the page cache makes them (ext4 from 6.16); four 4 KiB overwrites in it go out as writes whose
-    bios start at a tail page there. Beside a reader (one task, a read every 50 ms) they leave one per pace (1 s),
-    and an fdatasync waits on them: the writes still queued are boosted by their file. The module that took the
-    owner from the bio's first page (a tail page's mapping field holds none) boosted none by its file on 7.2; on
-    6.1 and 6.12 (no large folios in ext4) it could not be told apart."""
+    folios where the page cache makes them (ext4 from 6.16); two 4 KiB overwrites in it go out as writes whose bios
+    start at a tail page there, held by the pace (1 s, the most write_pace_us takes) beside a reader, and an
+    fdatasync waits on them. The module that took the owner from the bio's first page (a tail page's mapping field
+    holds none) boosted none by its file on 7.2; on 6.1 and 6.12 (no large folios in ext4) it could not be told
+    apart."""
     script = r"""
 mkfs.ext4 -q -F /dev/vda
 mkdir -p /mnt/o
 mount /dev/vda /mnt/o
 dd if=/dev/zero of=/mnt/o/f bs=1M count=1 conv=fsync 2>/dev/null || fail "the 1 MiB file"
+dd if=/dev/zero of=/mnt/o/g bs=4k count=1 conv=fsync 2>/dev/null || fail "the second file"
 use smartio
-echo 1000000 > $Q/iosched/write_pace_us      # the most it takes
+echo 1000000 > $Q/iosched/write_pace_us      # the reader stays active as long (the window is the pace at least)
 [ "$(cat $Q/iosched/write_pace_us)" = 1000000 ] || fail "write_pace_us is $(cat $Q/iosched/write_pace_us)"
 echo 20000 > $Q/iosched/write_slice_ms       # or a held write's slice ends its wait first
-for k in 50 100 150 200; do
+for k in 50 150; do
     dd if=/dev/zero of=/mnt/o/f bs=4k count=1 seek=$k conv=notrunc 2>/dev/null || fail "the overwrite at $k"
 done
-fio --name=reader --filename=/dev/vda --rw=randread --direct=1 --bs=4k --offset=32m --size=16m --thinktime=50ms \
-    --time_based --runtime=120 --output=$SMARTIO_OUT/owner-reader.txt & R=$!
-n=0; while read _r _i _x; do [ "$_r" != be_read ] || n=${_i#inserted=}; done < $D/stats
-while [ "$n" -lt 3 ]; do sleep 0.2; while read _r _i _x; do [ "$_r" != be_read ] || n=${_i#inserted=}; done < $D/stats
-    kill -0 $R || fail "the reader ended: $(cat $SMARTIO_OUT/owner-reader.txt)"; done
+# One write goes; then a read, beside which the next writes wait their pace from that write's dispatch
+dd if=/dev/zero of=/mnt/o/g bs=4k count=1 conv=notrunc oflag=direct 2>/dev/null || fail "the direct write"
+dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
 xfs_io -c "sync_range -w 0 1048576" /mnt/o/f || fail "sync_range"   # async writeback, from this task
 n=0; while QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight
            [ $QD = 0 ] && [ $n -lt 5000 ]; do n=$((n + 1)); done
 [ $QD = 1 ] || fail "no write of the file was held"
 dd if=/dev/null of=/mnt/o/f count=0 conv=notrunc,fdatasync 2>/dev/null || fail "fdatasync"
-kill -INT $R; wait $R || true
 umount /mnt/o
 snap owner
 use none
@@ -357,9 +355,10 @@ rmmod smartio_iosched
 
 def check_file_owner(out: Path) -> None:
     st = Stats.load(out, "owner")
-    st.assert_balanced(min_dispatched=5)
-    # Four writes of the file, one per second: at least two still queued when fdatasync waits on the first.
-    assert st.rows["qasio_file"]["boosted_with_file"] >= 2, st.rows
+    st.assert_balanced(min_dispatched=3)
+    # Both file writes were boosted by their file in every run here; a guest slow to fork the fdatasync may find
+    # one of them gone already.
+    assert st.rows["qasio_file"]["boosted_with_file"] >= 1, st.rows
 
 
 def ext4_fsync_phase(tmp_path: Path) -> Phase:
