@@ -45,6 +45,13 @@ use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler ||
         fail "scheduler $1 not active: $(cat $Q/scheduler)"
         if [ "$1" = smartio ]; then for _p in $SIO_PINS; do
             if [ -e $Q/iosched/${_p%=*} ]; then echo ${_p#*=} > $Q/iosched/${_p%=*}; fi; done; fi; }
+# queued sets QD=1 when a request waits in smartio, else 0; held_wait polls it until one does (at most 5000 times).
+# Shell builtins only: a fork costs tens of ms under TCG.
+queued() { QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight; }
+held_wait() { _hw=0; while queued; [ $QD = 0 ] && [ $_hw -lt 5000 ]; do _hw=$((_hw + 1)); done; }
+# pace US sets write_pace_us and reads it back: the tunable clamps what is above its most (1 s).
+pace() { echo $1 > $Q/iosched/write_pace_us; read _p < $Q/iosched/write_pace_us
+         [ "$_p" = $1 ] || fail "write_pace_us is $_p, not $1"; }
 # snap waits (up to 10 s) until nothing is queued or in flight: a write the filesystem sends by itself (a journal
 # commit) can still be on the device when the load ends, above all in a slow guest.
 # How long it waited (tenths of a second) goes to snapwait-<name>.
@@ -331,8 +338,7 @@ mount /dev/vda /mnt/o
 dd if=/dev/zero of=/mnt/o/f bs=1M count=1 conv=fsync 2>/dev/null || fail "the 1 MiB file"
 dd if=/dev/zero of=/mnt/o/g bs=4k count=1 conv=fsync 2>/dev/null || fail "the second file"
 use smartio
-echo 1000000 > $Q/iosched/write_pace_us      # the reader stays active as long (the window is the pace at least)
-[ "$(cat $Q/iosched/write_pace_us)" = 1000000 ] || fail "write_pace_us is $(cat $Q/iosched/write_pace_us)"
+pace 1000000                                 # the reader stays active as long (the window is the pace at least)
 echo 20000 > $Q/iosched/write_slice_ms       # or a held write's slice ends its wait first
 for k in 50 150; do
     dd if=/dev/zero of=/mnt/o/f bs=4k count=1 seek=$k conv=notrunc 2>/dev/null || fail "the overwrite at $k"
@@ -341,8 +347,7 @@ done
 dd if=/dev/zero of=/mnt/o/g bs=4k count=1 conv=notrunc oflag=direct 2>/dev/null || fail "the direct write"
 dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
 xfs_io -c "sync_range -w 0 1048576" /mnt/o/f || fail "sync_range"   # async writeback, from this task
-n=0; while QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight
-           [ $QD = 0 ] && [ $n -lt 5000 ]; do n=$((n + 1)); done
+held_wait
 [ $QD = 1 ] || fail "no write of the file was held"
 dd if=/dev/null of=/mnt/o/f count=0 conv=notrunc,fdatasync 2>/dev/null || fail "fdatasync"
 umount /mnt/o
@@ -873,8 +878,7 @@ def held_write_phase() -> Phase:
 use smartio
 # A pace of 1 s, the most write_pace_us takes: both samples must fall inside the held write's wait, so the first
 # is taken as soon as the write waits (a debug kernel's guest on a busy host takes most of a second to fork)
-echo 1000000 > $Q/iosched/write_pace_us
-[ "$(cat $Q/iosched/write_pace_us)" = 1000000 ] || fail "write_pace_us is $(cat $Q/iosched/write_pace_us)"
+pace 1000000
 echo 6000 > $Q/iosched/write_slice_ms       # or the held write's slice (100 ms) ends its wait first
 H=/sys/kernel/debug/block/vda
 TR=/sys/kernel/tracing
@@ -890,7 +894,7 @@ fi
 sample() { R=0
           if [ $RUNS = hctx ]; then for _f in $H/hctx*/run; do read _n < $_f; R=$((R + _n)); done
           else while read _e _h _m; do [ "$_e" != sio_runq ] || R=$_h; done < $TR/kprobe_profile; fi
-          QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight; }
+          queued; }
 for k in 1 2 3; do
     dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
     # two writes, one after the other: the second waits its pace (1 s) beside the reader that just read, less
@@ -1233,15 +1237,13 @@ case_() {
     use none; use smartio
     echo 128 > $Q/nr_requests
     echo $3 > $Q/iosched/write_merge_max_kb
-    echo 1000000 > $Q/iosched/write_pace_us     # the reader stays active as long (the window is the pace at least)
-    [ "$(cat $Q/iosched/write_pace_us)" = 1000000 ] || fail "write_pace_us is $(cat $Q/iosched/write_pace_us)"
+    pace 1000000                                # the reader stays active as long (the window is the pace at least)
     echo 10000 > $Q/iosched/write_slice_ms      # or the held write's slice ends its wait first
     dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=1000 oflag=direct 2>/dev/null || fail "$1: the first write"
     dd if=/dev/vda of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
     # beside the reader the second write waits its pace from the first; the third starts where it ends
     dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=2000 oflag=direct 2>/dev/null & w=$!
-    n=0; while QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight
-               [ $QD = 0 ] && [ $n -lt 5000 ]; do n=$((n + 1)); done
+    held_wait
     [ $QD = 1 ] || fail "$1: the paced write was never queued"
     # -n 4: plain dd's best-effort level (from its nice value), which busybox's ionice would not default to
     ionice -c $2 -n 4 dd if=/dev/zero of=/dev/vda bs=4k count=1 seek=2001 oflag=direct 2>/dev/null & w2=$!
