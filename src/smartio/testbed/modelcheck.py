@@ -2,13 +2,26 @@
 under the smartio module on an emulated device in the testbed, sequential and random, each run traced with
 `smartio trace record` in the guest, and the module's tunables as they were. Used by tests/test_model_check_vm.py
 and bench/model-agreement.
+
+`side_by_side` sets what the testbed measured beside what the device model predicts for the same policy (the
+module's tunables, in the phone's time); `device_replay` replays the emulator's own request log through the model's
+device, so that where the two differ, the host side (the guest's round trips, the module's clock) is where.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
+import os
+import statistics
 from pathlib import Path
+from typing import Any
 
+from smartio.flashdev import model
+from smartio.flashdev.profiles import load_profile
+from smartio.flashdev.server import LOG_DIR_ENV
+from smartio.iosched import tunables as tunable_defs
 from smartio.iosched.policy import Tunables
 from smartio.testbed import vm
 from smartio.testbed.guest import GuestSpec
@@ -70,7 +83,16 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
     (workdir / "guest.sh").write_text(script)
     spec = GuestSpec(profile=profile, disks=1, disk_size=128 << 20, modules=[module] if module else None,
                      timeout=timeout, artifacts=workdir / "art")
-    r = vm.run(["sh", str(workdir / "guest.sh")], spec, stream=None, cwd=workdir)
+    # The emulator's request log (ground truth for device_replay), unless the caller asked for one elsewhere.
+    log_dir = workdir / "art" / "flashdev"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    before = os.environ.get(LOG_DIR_ENV)
+    os.environ.setdefault(LOG_DIR_ENV, str(log_dir))
+    try:
+        r = vm.run(["sh", str(workdir / "guest.sh")], spec, stream=None, cwd=workdir)
+    finally:
+        if before is None:
+            os.environ.pop(LOG_DIR_ENV, None)
     runs = []
     if r.failure is None and r.rc == 0:
         kw = {} if tolerance_us is None else {"tolerance_us": tolerance_us}
@@ -79,3 +101,66 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
             trace = r.out_dir / f"{mode}.smtrace"
             runs.append(Run(mode, trace, tun, check_trace(read_trace(trace), tun, queue_depth=QUEUE_DEPTH, **kw)))
     return r, runs
+
+
+def phone_tunables(tun: Tunables, time_scale: float) -> Tunables:
+    """The module's tunables in the phone's time: its clock tunables over the device's time scale (the testbed runs
+    the device and the guest `time_scale` times slower, and the module's tunables were set in its time)."""
+    names = set(tunable_defs.CLOCK) & {f.name for f in dataclasses.fields(Tunables)}
+    return dataclasses.replace(tun, **{n: getattr(tun, n) / time_scale for n in names})
+
+
+def fio_latencies_us(fio_json: Path) -> dict[str, float]:
+    """Mean submission-to-completion latency (µs) of the reader's reads and the writer's writes in a run."""
+    jobs = {j["jobname"]: j for j in json.loads(fio_json.read_text())["jobs"]}
+    return {"read": jobs["reader"]["read"]["lat_ns"]["mean"] / 1000,
+            "write": jobs["writer"]["write"]["lat_ns"]["mean"] / 1000}
+
+
+def side_by_side(mode: str, tunables: Tunables, fio_json: Path, profile: str = "s5-emmc",
+                 ios: int = 1500) -> dict[str, Any]:
+    """The reader's and the writer's mean latency beside each other as the testbed measured them (µs of the phone:
+    the guest's over the time scale) and as the device model predicts them for the same tunables
+    (model.run_streams with the module's picker), and their ratios (testbed / model)."""
+    prof = load_profile(profile)
+    measured = {k: v / prof.time_scale for k, v in fio_latencies_us(fio_json).items()}
+    dev = model.Device.from_profile(prof)
+    tun = phone_tunables(tunables, prof.time_scale)
+    r, w = model.run_streams(dev, [f"{mode}_read", f"{mode}_write"],
+                             model.Policy("read_first", tunables=tun), ios=ios)
+    predicted = {"read": r, "write": w}
+    return {"mode": mode, "measured_us": measured, "model_us": predicted,
+            "ratio": {k: measured[k] / predicted[k] for k in predicted}}
+
+
+def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | None:
+    """The emulator's request logs in `log_dir` (one per server) replayed through the model's device with the
+    arrivals the emulator saw: how far the model's completions are from the emulator's (µs of the phone), and how
+    late the emulator's replies went out after their completion. None without a log."""
+    prof = load_profile(profile)
+    dev = model.Device.from_profile(prof, guest_overhead_us=prof.guest_overhead_us)
+    off: list[float] = []
+    lag: list[float] = []
+    for path in sorted(log_dir.glob("flashdev-*.csv")):
+        with open(path) as f:
+            rows = [r for r in csv.DictReader(f) if r["op"] != "trim"]
+        if not rows:
+            continue
+        t0 = min(int(r["arrival_ns"]) for r in rows)
+        to_us = 1 / (1000 * prof.time_scale)
+        reqs = [model.Request(r["op"] if r["op"] in ("read", "flush") else "write",
+                              r["class"] if r["class"] != "-" else None, pages=max(1, -(-int(r["bytes"]) // 4096)),
+                              fua=r["op"] == "write_fua", tag=r, arrival=(int(r["arrival_ns"]) - t0) * to_us)
+                for r in rows]
+        model.Engine(dev).replay(reqs)
+        off += [abs(q.complete - (int(q.tag["complete_ns"]) - t0) * to_us) for q in reqs]
+        lag += [(int(q.tag["returned_ns"]) - int(q.tag["complete_ns"])) * to_us for q in reqs]
+    if not off:
+        return None
+
+    def pct(xs: list[float], p: float) -> float:
+        return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))]
+
+    return {"requests": len(off), "completion_off_us": {"p50": statistics.median(off), "p90": pct(off, 0.9),
+                                                         "max": max(off)},
+            "reply_lag_us": {"p50": statistics.median(lag), "p90": pct(lag, 0.9), "max": max(lag)}}

@@ -1,0 +1,75 @@
+"""bench/model-agreement's side by side (smartio.testbed.modelcheck): the testbed's latencies beside the device
+model's prediction for the module's own tunables, in the phone's time, and the emulator's request log replayed
+through the model's device."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from smartio.flashdev import model
+from smartio.flashdev.profiles import load_profile
+from smartio.iosched.policy import Tunables
+from smartio.testbed.modelcheck import device_replay, phone_tunables, side_by_side
+
+S5 = load_profile("s5-emmc")
+
+
+def test_the_modules_tunables_are_taken_to_the_phones_time() -> None:
+    t = phone_tunables(Tunables(write_pace_us=28500, read_hold_us=13300, write_slice_ms=100), S5.time_scale)
+    assert (t.write_pace_us, t.read_hold_us, t.write_slice_ms) == (285, 133, 1)
+
+
+def fio_json(path: Path, read_us: float, write_us: float) -> Path:
+    jobs = [{"jobname": "reader", "read": {"lat_ns": {"mean": read_us * 1000}}},
+            {"jobname": "writer", "write": {"lat_ns": {"mean": write_us * 1000}}}]
+    path.write_text(json.dumps({"jobs": jobs}))
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_the_testbed_is_set_beside_the_models_prediction_for_the_same_pace(tmp_path: Path) -> None:
+    tun = Tunables(write_pace_us=28500, read_hold_us=13300, read_anticipation_us=3000, startup_ms=0)
+    sbs = side_by_side("seq", tun, fio_json(tmp_path / "seq.json", 14900, 30300), ios=600)
+    assert sbs["measured_us"] == pytest.approx({"read": 149, "write": 303})
+    # Beside a reader the model's writer goes once per pace: 285 µs of the phone.
+    assert sbs["model_us"]["write"] == pytest.approx(285, rel=0.02)
+    assert sbs["ratio"]["write"] == pytest.approx(303 / sbs["model_us"]["write"])
+    # A longer pace in the module's tunables is a longer pace in the model.
+    slower = side_by_side("seq", Tunables(write_pace_us=40000, read_hold_us=13300, startup_ms=0), tmp_path / "seq.json",
+                          ios=600)
+    assert slower["model_us"]["write"] == pytest.approx(400, rel=0.02)
+
+
+def write_log(path: Path, reqs: list[model.Request], shift_us: float = 0.0) -> None:
+    """A request log as flashdev writes it, in the testbed's time (µs of the phone x time_scale, in ns)."""
+    ns = 1000 * S5.time_scale
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["seq", "op", "class", "offset", "bytes", "arrival_ns", "start_ns", "finish_ns", "complete_ns",
+                    "returned_ns"])
+        for i, q in enumerate(reqs):
+            done = round((q.complete + shift_us) * ns)
+            w.writerow([i, q.kind, q.cls, i * 4096, 4096, round(q.arrival * ns), round(q.start * ns),
+                        round(q.finish * ns), done, done + 2000])
+
+
+def test_the_emulators_log_is_replayed_through_the_models_device(tmp_path: Path) -> None:
+    dev = model.Device.from_profile(S5, guest_overhead_us=S5.guest_overhead_us)
+    kinds = ["seq_read", "seq_write"] * 60 + ["rand_write"] * 20 + ["rand_read"] * 20
+    reqs = [model.Request("read" if k.endswith("read") else "write", k, arrival=i * 90.0) for i, k in enumerate(kinds)]
+    model.Engine(dev).replay(reqs)
+    write_log(tmp_path / "flashdev-1-0.csv", reqs)
+    same = device_replay(tmp_path)
+    assert same is not None and same["requests"] == len(reqs)
+    assert same["completion_off_us"]["max"] < 0.01
+    assert same["reply_lag_us"]["p50"] == pytest.approx(2000 / (1000 * S5.time_scale))
+    # An emulator whose completions came 50 µs later than the model's shows it.
+    (tmp_path / "flashdev-1-0.csv").unlink()
+    write_log(tmp_path / "flashdev-1-0.csv", reqs, shift_us=50)
+    late = device_replay(tmp_path)
+    assert late is not None and late["completion_off_us"]["p50"] == pytest.approx(50, abs=0.01)
+    assert device_replay(tmp_path / "none") is None
