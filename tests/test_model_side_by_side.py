@@ -13,7 +13,7 @@ import pytest
 from smartio.flashdev import model
 from smartio.flashdev.profiles import load_profile
 from smartio.iosched.policy import Tunables
-from smartio.testbed.modelcheck import device_replay, phone_tunables, side_by_side
+from smartio.testbed.modelcheck import completion_delays, device_replay, phone_tunables, side_by_side
 
 S5 = load_profile("s5-emmc")
 
@@ -42,6 +42,10 @@ def test_the_testbed_is_set_beside_the_models_prediction_for_the_same_pace(tmp_p
     slower = side_by_side("seq", Tunables(write_pace_us=40000, read_hold_us=13300, startup_ms=0), tmp_path / "seq.json",
                           ios=600)
     assert slower["model_us"]["write"] == pytest.approx(400, rel=0.02)
+    # Completions that reach the host late (the testbed's transport around the device) hold the next read back.
+    late = side_by_side("seq", tun, tmp_path / "seq.json", ios=600, delays_us=[4.0, 4.0, 4.0, 40.0])
+    assert late["model_delayed_us"]["read"] > 1.05 * sbs["model_us"]["read"]
+    assert late["ratio_delayed"]["read"] == pytest.approx(149 / late["model_delayed_us"]["read"])
 
 
 def write_log(path: Path, reqs: list[model.Request], shift_us: float = 0.0) -> None:
@@ -73,3 +77,41 @@ def test_the_emulators_log_is_replayed_through_the_models_device(tmp_path: Path)
     late = device_replay(tmp_path)
     assert late is not None and late["completion_off_us"]["p50"] == pytest.approx(50, abs=0.01)
     assert device_replay(tmp_path / "none") is None
+
+
+def test_the_transport_around_the_device_is_measured_per_request(tmp_path: Path) -> None:
+    """A guest trace and the emulator's log of the same requests, on clocks 5 s apart: each request's extra time in
+    the guest (issue to completion, less the device's arrival to reply) comes back, in µs of the phone."""
+    import numpy as np
+
+    from smartio.trace import events as ev
+    from smartio.trace.formats import write_ours
+
+    scale, off = S5.time_scale, 5_000_000_000
+    extra_us = [300.0, 400.0, 3000.0, 350.0] * 10                  # real µs; the 3 ms ones are the tail
+    recs: list[tuple[int, ...]] = []
+    rows: list[list[object]] = []
+    t = 10**9
+    for i, extra in enumerate(extra_us):
+        write, sector = i % 2 == 1, (i // 2 % 4) * 8 + (1 << 17 if i % 2 else 0)
+        dev_ns, before = 17_000_000, 200_000 + (i % 3) * 50_000      # on the device; issue to arrival
+        issue, arrival = t, t - off + before
+        done = issue + dev_ns + int(extra * 1000)
+        cat = (ev.TC_WRITE if write else ev.TC_READ)
+        for when, action in ((issue, ev.ISSUE), (done, ev.COMPLETE)):
+            recs.append((ev.MAGIC, len(recs), when, sector, 4096,
+                         action | (cat | ev.ACTION_CATEGORY[action]) << ev.TC_SHIFT, 1, ev.kdev(254, 0), 0, 0, 0))
+        rows.append([i, "write" if write else "read", "seq_write" if write else "seq_read", sector * 512, 4096,
+                     arrival, arrival, arrival, arrival + dev_ns, arrival + dev_ns])
+        t = done + 500_000
+    rec = np.array(recs, dtype=ev.EVENT_DTYPE)
+    write_ours(ev.Trace(rec), tmp_path / "seq.smtrace")
+    (tmp_path / "log").mkdir()
+    with open(tmp_path / "log" / "flashdev-1-0.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["seq", "op", "class", "offset", "bytes", "arrival_ns", "start_ns", "finish_ns", "complete_ns",
+                    "returned_ns"])
+        w.writerows(rows)
+    got = completion_delays(tmp_path / "seq.smtrace", tmp_path / "log")
+    assert got == pytest.approx([x / scale for x in extra_us])
+    assert completion_delays(tmp_path / "seq.smtrace", tmp_path / "none") == []

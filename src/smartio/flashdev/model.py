@@ -27,7 +27,7 @@ import itertools
 import math
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from smartio.flashdev.profiles import CLASSES, Profile
@@ -282,8 +282,15 @@ def _decide(st: State, queued: list[Queued], inflight: collections.Counter[str],
 
 
 def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios: int = 2000, think: float = 0.0,
-                seed: int = 1, log: list[tuple[float, str, int, bool, int]] | None = None) -> list[float]:
+                seed: int = 1, log: list[tuple[float, str, int, bool, int]] | None = None,
+                completion_delay: Sequence[float] = ()) -> list[float]:
     """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream.
+
+    `completion_delay`: µs between the device completing a request and the host seeing it (the picker and the
+    stream alike), each drawn from these at random; none by default. In the testbed this is the transport around
+    the emulated device (virtio, the host's I/O path), heavy-tailed under TCG; testbed.modelcheck measures it from
+    a run. The device's front end (`cmd`) should then be shorter by its mean, so that solo latencies stay the
+    profile's: Device.from_profile(p, guest_overhead_us=mean x time scale).
 
     Under read_first the host is the module's picker (policy.decide): each stream writes or reads its own region,
     sequentially or with gaps, so that the module's sequential/random tell (for the pace) sees what it would.
@@ -333,12 +340,19 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
         return NEVER
 
     retry = NEVER
+    seen: list[tuple[float, int, Request]] = []      # (seen by the host, seq, request): completions on their way
     while min(len(x) for x in lat) < ios:
-        t = min(host[0][0] if host else NEVER, eng.next_event(), retry)
+        t = min(host[0][0] if host else NEVER, eng.next_event(), retry, seen[0][0] if seen else NEVER)
         if t == NEVER:
             raise RuntimeError("model stalled")
         eng.advance(t)
         for r in eng.completed:
+            delay = completion_delay[int(rng.random() * len(completion_delay))] if completion_delay else 0.0
+            heapq.heappush(seen, (r.complete + delay, next(seq), r))
+        eng.completed.clear()
+        while seen and seen[0][0] <= t:
+            r = heapq.heappop(seen)[2]
+            r.complete = max(r.complete, t)
             if r.kind == WRITE:
                 st.last_write_done, st.last_write_done_task = r.complete, r.tag[0]
             else:
@@ -350,7 +364,6 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             sub, _ = inflight.pop(i)
             lat[i].append(r.complete - sub)
             heapq.heappush(host, (r.complete + think, next(seq), i))
-        eng.completed.clear()
         while host and host[0][0] <= t:
             _, _, i = heapq.heappop(host)
             waiting.append((t, i))

@@ -74,7 +74,8 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
                       timeout: float = 420.0) -> tuple[vm.VmResult, list[Run]]:
     """Boots the testbed once, records each mode (reader and writer side by side for `seconds`, each over a `size`
     region) and checks each trace against the tunables the guest read back. The VM's artifacts go to
-    workdir/art, the traces to workdir/art/out."""
+    workdir/art, the traces to workdir/art/out, the emulator's request log to workdir/flashdev (unless
+    SMARTIO_FLASHDEV_LOG names another place)."""
     workdir.mkdir(parents=True, exist_ok=True)
     for mode in modes:
         (workdir / f"{mode}.fio").write_text(_fio_job(mode, size, seconds))
@@ -83,8 +84,9 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
     (workdir / "guest.sh").write_text(script)
     spec = GuestSpec(profile=profile, disks=1, disk_size=128 << 20, modules=[module] if module else None,
                      timeout=timeout, artifacts=workdir / "art")
-    # The emulator's request log (ground truth for device_replay), unless the caller asked for one elsewhere.
-    log_dir = workdir / "art" / "flashdev"
+    # The emulator's request log (ground truth for device_replay), unless the caller asked for one elsewhere; beside
+    # the artifacts, which the testbed wants new.
+    log_dir = workdir / "flashdev"
     log_dir.mkdir(parents=True, exist_ok=True)
     before = os.environ.get(LOG_DIR_ENV)
     os.environ.setdefault(LOG_DIR_ENV, str(log_dir))
@@ -117,20 +119,86 @@ def fio_latencies_us(fio_json: Path) -> dict[str, float]:
             "write": jobs["writer"]["write"]["lat_ns"]["mean"] / 1000}
 
 
-def side_by_side(mode: str, tunables: Tunables, fio_json: Path, profile: str = "s5-emmc",
-                 ios: int = 1500) -> dict[str, Any]:
+def side_by_side(mode: str, tunables: Tunables, fio_json: Path, profile: str = "s5-emmc", ios: int = 1500,
+                 delays_us: list[float] | None = None) -> dict[str, Any]:
     """The reader's and the writer's mean latency beside each other as the testbed measured them (µs of the phone:
     the guest's over the time scale) and as the device model predicts them for the same tunables
-    (model.run_streams with the module's picker), and their ratios (testbed / model)."""
+    (model.run_streams with the module's picker), and their ratios (testbed / model). With `delays_us` (the run's
+    completion_delays()), also as the model predicts them with the host seeing each completion that late
+    (`model_delayed_us`, `ratio_delayed`)."""
     prof = load_profile(profile)
     measured = {k: v / prof.time_scale for k, v in fio_latencies_us(fio_json).items()}
-    dev = model.Device.from_profile(prof)
     tun = phone_tunables(tunables, prof.time_scale)
-    r, w = model.run_streams(dev, [f"{mode}_read", f"{mode}_write"],
-                             model.Policy("read_first", tunables=tun), ios=ios)
+    streams, policy = [f"{mode}_read", f"{mode}_write"], model.Policy("read_first", tunables=tun)
+    r, w = model.run_streams(model.Device.from_profile(prof), streams, policy, ios=ios)
     predicted = {"read": r, "write": w}
-    return {"mode": mode, "measured_us": measured, "model_us": predicted,
-            "ratio": {k: measured[k] / predicted[k] for k in predicted}}
+    doc: dict[str, Any] = {"mode": mode, "measured_us": measured, "model_us": predicted,
+                           "ratio": {k: measured[k] / predicted[k] for k in predicted}}
+    if delays_us:
+        # The front end keeps the rest of the guest's overhead: solo latencies stay the profile's.
+        dev = model.Device.from_profile(prof, guest_overhead_us=statistics.mean(delays_us) * prof.time_scale)
+        r, w = model.run_streams(dev, streams, policy, ios=ios, completion_delay=delays_us)
+        doc["model_delayed_us"] = {"read": r, "write": w}
+        doc["ratio_delayed"] = {"read": measured["read"] / r, "write": measured["write"] / w}
+    return doc
+
+
+def completion_delays(trace: Path, log_dir: Path, profile: str = "s5-emmc",
+                      window_ns: int = 20_000_000) -> list[float]:
+    """Per request of a recorded run, how much longer the guest saw it take (issue to completion, the block trace)
+    than the emulated device did (arrival to reply, its request log): the transport around the device, in µs of
+    the phone. Each issue is paired with the arrival of the same direction and sector nearest to it (within
+    `window_ns`) once the two clocks are aligned; the alignment is the one that pairs the most of the trace's
+    first issues, moved so that no issue reaches the device before it left the guest (the 1st percentile of
+    arrival less issue at 0). Empty without a log or a pair."""
+    from smartio.trace import events as ev
+
+    prof = load_profile(profile)
+    rows = []
+    for path in sorted(log_dir.glob("flashdev-*.csv")):
+        with open(path) as f:
+            rows += [(r["op"] == "write", int(r["offset"]) // 512, int(r["arrival_ns"]), int(r["returned_ns"]))
+                     for r in csv.DictReader(f) if r["op"] in ("read", "write")]
+    if not rows:
+        return []
+    arrivals: dict[tuple[bool, int], list[tuple[int, int]]] = {}
+    for write, sector, arrival, returned in sorted(rows, key=lambda x: x[2]):
+        arrivals.setdefault((write, sector), []).append((arrival, returned))
+    e = read_trace(trace).events
+    code = e["action"] & 0xFFFF
+    write_of = ((e["action"] >> ev.TC_SHIFT) & ev.TC_WRITE) != 0
+    done: dict[tuple[bool, int], list[int]] = {}
+    for x, w in zip(e[code == ev.COMPLETE], write_of[code == ev.COMPLETE], strict=True):
+        done.setdefault((bool(w), int(x["sector"])), []).append(int(x["time"]))
+    issues = [(bool(w), int(x["sector"]), int(x["time"]))
+              for x, w in zip(e[code == ev.ISSUE], write_of[code == ev.ISSUE], strict=True)]
+
+    def nearest(key: tuple[bool, int], t: int) -> tuple[int, int] | None:
+        near = [a for a in arrivals.get(key, ()) if abs(a[0] - t) < window_ns]
+        return min(near, key=lambda a: abs(a[0] - t)) if near else None
+
+    head = issues[:50]
+    candidates = {t - a for w, sec, t in head[:5] for a, _ in arrivals.get((w, sec), ())}
+    if not candidates:
+        return []
+    offset = max(candidates, key=lambda off: sum(nearest((w, sec), t - off) is not None for w, sec, t in head))
+    ahead = sorted(m[0] - (t - offset) for w, sec, t in issues if (m := nearest((w, sec), t - offset)))
+    if not ahead:
+        return []
+    offset -= ahead[len(ahead) // 100]
+    delays = []
+    seen: dict[tuple[bool, int], int] = {}
+    for w, sec, t in issues:
+        key = (w, sec)
+        k = seen.get(key, 0)
+        seen[key] = k + 1
+        completions = done.get(key, [])
+        match = nearest(key, t - offset)
+        if k >= len(completions) or match is None:
+            continue
+        guest = completions[k] - t
+        delays.append(max(0.0, (guest - (match[1] - match[0])) / 1000 / prof.time_scale))
+    return delays
 
 
 def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | None:
