@@ -440,16 +440,19 @@ def speedup(dev: Device, cls: str, n: int, ios: int = 600) -> float:
 
 
 def slowdown(dev: Device, mode: str, policy: Policy = Policy(), streams: int = 1,
-             ios: int = 2000) -> tuple[float, float]:
-    """(read slowdown, write slowdown) of `streams` readers beside as many writers (1R1W, 4R4W)."""
+             ios: int = 2000, completion_delay: Sequence[float] = ()) -> tuple[float, float]:
+    """(read slowdown, write slowdown) of `streams` readers beside as many writers (1R1W, 4R4W); `completion_delay`
+    as run_streams takes it, alone and beside."""
     r, w = ("seq_read", "seq_write") if mode == "seq" else ("rand_read", "rand_write")
-    lat = run_streams(dev, [r] * streams + [w] * streams, policy, ios=ios)
-    alone_r = sum(run_streams(dev, [r] * streams, ios=ios)) / streams
-    alone_w = sum(run_streams(dev, [w] * streams, ios=ios)) / streams
+    d = completion_delay
+    lat = run_streams(dev, [r] * streams + [w] * streams, policy, ios=ios, completion_delay=d)
+    alone_r = sum(run_streams(dev, [r] * streams, ios=ios, completion_delay=d)) / streams
+    alone_w = sum(run_streams(dev, [w] * streams, ios=ios, completion_delay=d)) / streams
     return sum(lat[:streams]) / streams / alone_r, sum(lat[streams:]) / streams / alone_w
 
 
-def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: float, ios: int = 1500) -> dict:
+def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: float, ios: int = 1500,
+                    completion_delay: Sequence[float] = ()) -> dict:
     """Searches the read-first policy (write pacing x read hold after a write) for the point that meets both bounds
     with the most margin (or, if none does, comes nearest). Returns every point tried, the best, `feasible`, the
     most efficient point and the efficiency the bounds need together (1/read bound + 1/write bound): a point that
@@ -460,7 +463,7 @@ def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: floa
     points = []
     for pace in (w_alone * f for f in (1.4, 1.45, 1.5, 1.55, 1.6, 1.7, 1.8, 2.0, 2.2, 2.5)):
         for hold in (0.0, page * 0.5, page * 0.8, page * 0.9, page * 1.0):
-            r, wr = slowdown(dev, mode, Policy("read_first", pace, hold), ios=ios)
+            r, wr = slowdown(dev, mode, Policy("read_first", pace, hold), ios=ios, completion_delay=completion_delay)
             points.append({"pace_us": round(pace, 1), "hold_us": round(hold, 1), "read": r, "write": wr,
                            "efficiency": 1 / r + 1 / wr, "margin": min(read_bound / r, write_bound / wr)})
     best = max(points, key=lambda p: p["margin"])

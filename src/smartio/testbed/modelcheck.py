@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import lzma
 import os
 import statistics
 from pathlib import Path
@@ -105,6 +106,16 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
     return r, runs
 
 
+def _request_logs(log_dir: Path) -> list[list[dict[str, str]]]:
+    """The emulator's request logs in `log_dir` (flashdev-*.csv, or .csv.xz as a stored run keeps them), rows as
+    read."""
+    logs = []
+    for path in sorted(log_dir.glob("flashdev-*.csv")) + sorted(log_dir.glob("flashdev-*.csv.xz")):
+        with (lzma.open(path, "rt") if path.suffix == ".xz" else open(path)) as f:
+            logs.append(list(csv.DictReader(f)))
+    return logs
+
+
 def phone_tunables(tun: Tunables, time_scale: float) -> Tunables:
     """The module's tunables in the phone's time: its clock tunables over the device's time scale (the testbed runs
     the device and the guest `time_scale` times slower, and the module's tunables were set in its time)."""
@@ -155,10 +166,9 @@ def completion_delays(trace: Path, log_dir: Path, profile: str = "s5-emmc",
 
     prof = load_profile(profile)
     rows = []
-    for path in sorted(log_dir.glob("flashdev-*.csv")):
-        with open(path) as f:
-            rows += [(r["op"] == "write", int(r["offset"]) // 512, int(r["arrival_ns"]), int(r["returned_ns"]))
-                     for r in csv.DictReader(f) if r["op"] in ("read", "write")]
+    for log in _request_logs(log_dir):
+        rows += [(r["op"] == "write", int(r["offset"]) // 512, int(r["arrival_ns"]), int(r["returned_ns"]))
+                 for r in log if r["op"] in ("read", "write")]
     if not rows:
         return []
     arrivals: dict[tuple[bool, int], list[tuple[int, int]]] = {}
@@ -209,9 +219,8 @@ def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | N
     dev = model.Device.from_profile(prof, guest_overhead_us=prof.guest_overhead_us)
     off: list[float] = []
     lag: list[float] = []
-    for path in sorted(log_dir.glob("flashdev-*.csv")):
-        with open(path) as f:
-            rows = [r for r in csv.DictReader(f) if r["op"] != "trim"]
+    for log in _request_logs(log_dir):
+        rows = [r for r in log if r["op"] != "trim"]
         if not rows:
             continue
         t0 = min(int(r["arrival_ns"]) for r in rows)
@@ -232,3 +241,14 @@ def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | N
     return {"requests": len(off), "completion_off_us": {"p50": statistics.median(off), "p90": pct(off, 0.9),
                                                          "max": max(off)},
             "reply_lag_us": {"p50": statistics.median(lag), "p90": pct(lag, 0.9), "max": max(lag)}}
+
+
+def best_point(mode: str, delays_us: list[float], profile: str = "s5-emmc", ios: int = 1500) -> dict[str, Any]:
+    """model.best_read_first for 1R1W `mode` with the host seeing completions as late as `delays_us` (a run's
+    completion_delays()), against the profile's SmartIO point: whether a pace x hold schedule reaches it on the
+    testbed, by the model."""
+    prof = load_profile(profile)
+    dev = model.Device.from_profile(prof, guest_overhead_us=statistics.mean(delays_us) * prof.time_scale)
+    t = prof.targets
+    return model.best_read_first(dev, mode, t["smartio_read_slowdown"][mode], t["smartio_write_slowdown"][mode],
+                                 ios=ios, completion_delay=delays_us)
