@@ -115,3 +115,24 @@ def test_the_transport_around_the_device_is_measured_per_request(tmp_path: Path)
     got = completion_delays(tmp_path / "seq.smtrace", tmp_path / "log")
     assert got == pytest.approx([x / scale for x in extra_us])
     assert completion_delays(tmp_path / "seq.smtrace", tmp_path / "none") == []
+
+
+RECORDED = Path(__file__).parent.parent / "runs" / "model-agreement-20261204" / "run1"
+
+
+@pytest.mark.timeout(120)
+def test_a_recorded_run_departs_from_the_model_by_its_late_completions() -> None:
+    """runs/model-agreement-20261204 (bench/model-agreement, 1R1W seq at the profiler's pacing): the emulator's log
+    replays exactly through the model's device; nearly every request of the trace pairs with its log row; the seq
+    reader is 1.17 times the model's latency as it was, and within 5 % of the model with the run's late
+    completions."""
+    from smartio.trace.modelcheck import load_tunables
+
+    out = RECORDED / "art" / "out"
+    dev = device_replay(RECORDED / "flashdev")
+    assert dev is not None and dev["requests"] > 900 and dev["completion_off_us"]["p90"] < 0.01
+    delays = completion_delays(out / "seq.smtrace", RECORDED / "flashdev")
+    assert len(delays) >= 600
+    sbs = side_by_side("seq", load_tunables(out / "tunables-seq"), out / "seq.json", ios=1500, delays_us=delays)
+    assert sbs["ratio"]["read"] > 1.10
+    assert sbs["ratio_delayed"]["read"] == pytest.approx(1.0, abs=0.05)
