@@ -24,8 +24,8 @@ def test_the_modules_tunables_are_taken_to_the_phones_time() -> None:
 
 
 def fio_json(path: Path, read_us: float, write_us: float) -> Path:
-    jobs = [{"jobname": "reader", "read": {"lat_ns": {"mean": read_us * 1000}}},
-            {"jobname": "writer", "write": {"lat_ns": {"mean": write_us * 1000}}}]
+    jobs = [{"jobname": "reader", "read": {"total_ios": 100, "lat_ns": {"mean": read_us * 1000}}},
+            {"jobname": "writer", "write": {"total_ios": 50, "lat_ns": {"mean": write_us * 1000}}}]
     path.write_text(json.dumps({"jobs": jobs}))
     return path
 
@@ -43,7 +43,7 @@ def test_the_testbed_is_set_beside_the_models_prediction_for_the_same_pace(tmp_p
                           ios=600)
     assert slower["model_us"]["write"] == pytest.approx(400, rel=0.02)
     # Completions that reach the host late (the testbed's transport around the device) hold the next read back.
-    late = side_by_side("seq", tun, tmp_path / "seq.json", ios=600, delays_us=[4.0, 4.0, 4.0, 40.0])
+    late = side_by_side("seq", tun, tmp_path / "seq.json", ios=600, delays_us={"read": [4.0, 40.0], "write": [4.0]})
     assert late["model_delayed_us"]["read"] > 1.05 * sbs["model_us"]["read"]
     assert late["ratio_delayed"]["read"] == pytest.approx(149 / late["model_delayed_us"]["read"])
 
@@ -113,8 +113,9 @@ def test_the_transport_around_the_device_is_measured_per_request(tmp_path: Path)
                     "returned_ns"])
         w.writerows(rows)
     got = completion_delays(tmp_path / "seq.smtrace", tmp_path / "log")
-    assert got == pytest.approx([x / scale for x in extra_us])
-    assert completion_delays(tmp_path / "seq.smtrace", tmp_path / "none") == []
+    assert got["read"] == pytest.approx([x / scale for x in extra_us[0::2]])
+    assert got["write"] == pytest.approx([x / scale for x in extra_us[1::2]])
+    assert completion_delays(tmp_path / "seq.smtrace", tmp_path / "none") == {"read": [], "write": []}
 
 
 RECORDED = Path(__file__).parent.parent / "runs" / "model-agreement-20261204" / "run1"
@@ -125,14 +126,29 @@ def test_a_recorded_run_departs_from_the_model_by_its_late_completions() -> None
     """runs/model-agreement-20261204 (bench/model-agreement, 1R1W seq at the profiler's pacing): the emulator's log
     replays exactly through the model's device; nearly every request of the trace pairs with its log row; the seq
     reader is 1.17 times the model's latency as it was, and within 5 % of the model with the run's late
-    completions."""
+    completions, each direction's its own (the writer's are longer)."""
     from smartio.trace.modelcheck import load_tunables
 
     out = RECORDED / "art" / "out"
     dev = device_replay(RECORDED / "flashdev")
     assert dev is not None and dev["requests"] > 900 and dev["completion_off_us"]["p90"] < 0.01
     delays = completion_delays(out / "seq.smtrace", RECORDED / "flashdev")
-    assert len(delays) >= 600
+    assert len(delays["read"]) >= 400 and len(delays["write"]) >= 190
     sbs = side_by_side("seq", load_tunables(out / "tunables-seq"), out / "seq.json", ios=1500, delays_us=delays)
     assert sbs["ratio"]["read"] > 1.10
     assert sbs["ratio_delayed"]["read"] == pytest.approx(1.0, abs=0.05)
+    assert sum(delays["write"]) / len(delays["write"]) > sum(delays["read"]) / len(delays["read"])
+
+
+def test_a_run_without_its_reader_or_writer_is_refused(tmp_path: Path) -> None:
+    from smartio.errors import SmartioError
+    from smartio.testbed.modelcheck import fio_latencies_us
+
+    (tmp_path / "bad.json").write_text('fio: note\n{"jobs": [{"jobname": "reader", "read": {"total_ios": 3}}]}')
+    with pytest.raises(SmartioError, match="reader and a writer"):
+        fio_latencies_us(tmp_path / "bad.json")
+    jobs = [{"jobname": "reader", "read": {"total_ios": 0, "lat_ns": {"mean": 0}}},
+            {"jobname": "writer", "write": {"total_ios": 5, "lat_ns": {"mean": 9000}}}]
+    (tmp_path / "idle.json").write_text(json.dumps({"jobs": jobs}))
+    with pytest.raises(SmartioError, match="the reader did no I/O"):
+        fio_latencies_us(tmp_path / "idle.json")

@@ -27,7 +27,7 @@ import itertools
 import math
 import random
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from smartio.flashdev.profiles import CLASSES, Profile
@@ -45,6 +45,8 @@ from smartio.iosched.policy import (
 
 NEVER = math.inf
 READ, WRITE, FLUSH = "read", "write", "flush"
+# run_streams' completion delays (µs): one sample for both directions, or one per direction (READ, WRITE)
+Delays = Sequence[float] | Mapping[str, Sequence[float]]
 WAITED = "waited read"   # the die's last op was a read that had to wait for a full buffer
 
 
@@ -283,11 +285,12 @@ def _decide(st: State, queued: list[Queued], inflight: collections.Counter[str],
 
 def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios: int = 2000, think: float = 0.0,
                 seed: int = 1, log: list[tuple[float, str, int, bool, int]] | None = None,
-                completion_delay: Sequence[float] = ()) -> list[float]:
+                completion_delay: Delays = ()) -> list[float]:
     """Mean latency (µs) of each QD1 stream of 4 KiB requests, over the last 90 % of `ios` per stream.
 
     `completion_delay`: µs between the device completing a request and the host seeing it (the picker and the
-    stream alike), each drawn from these at random; none by default. In the testbed this is the transport around
+    stream alike), each drawn from these at random (from the request's direction's, given per direction); none by
+    default. In the testbed this is the transport around
     the emulated device (virtio, the host's I/O path), heavy-tailed under TCG; testbed.modelcheck measures it from
     a run. The device's front end (`cmd`) should then be shorter by its mean, so that solo latencies stay the
     profile's: Device.from_profile(p, guest_overhead_us=mean x time scale).
@@ -347,7 +350,8 @@ def run_streams(dev: Device, streams: list[str], policy: Policy = Policy(), ios:
             raise RuntimeError("model stalled")
         eng.advance(t)
         for r in eng.completed:
-            delay = completion_delay[int(rng.random() * len(completion_delay))] if completion_delay else 0.0
+            pool = completion_delay.get(r.kind, ()) if isinstance(completion_delay, Mapping) else completion_delay
+            delay = pool[int(rng.random() * len(pool))] if pool else 0.0
             heapq.heappush(seen, (r.complete + delay, next(seq), r))
         eng.completed.clear()
         while seen and seen[0][0] <= t:
@@ -429,8 +433,8 @@ def pacing(results: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in policy.items() if v is not None}
 
 
-def solo(dev: Device, cls: str, ios: int = 1500) -> float:
-    return run_streams(dev, [cls], ios=ios)[0]
+def solo(dev: Device, cls: str, ios: int = 1500, completion_delay: Delays = ()) -> float:
+    return run_streams(dev, [cls], ios=ios, completion_delay=completion_delay)[0]
 
 
 def speedup(dev: Device, cls: str, n: int, ios: int = 600) -> float:
@@ -440,7 +444,7 @@ def speedup(dev: Device, cls: str, n: int, ios: int = 600) -> float:
 
 
 def slowdown(dev: Device, mode: str, policy: Policy = Policy(), streams: int = 1,
-             ios: int = 2000, completion_delay: Sequence[float] = ()) -> tuple[float, float]:
+             ios: int = 2000, completion_delay: Delays = ()) -> tuple[float, float]:
     """(read slowdown, write slowdown) of `streams` readers beside as many writers (1R1W, 4R4W); `completion_delay`
     as run_streams takes it, alone and beside."""
     r, w = ("seq_read", "seq_write") if mode == "seq" else ("rand_read", "rand_write")
@@ -452,14 +456,14 @@ def slowdown(dev: Device, mode: str, policy: Policy = Policy(), streams: int = 1
 
 
 def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: float, ios: int = 1500,
-                    completion_delay: Sequence[float] = ()) -> dict:
+                    completion_delay: Delays = ()) -> dict:
     """Searches the read-first policy (write pacing x read hold after a write) for the point that meets both bounds
     with the most margin (or, if none does, comes nearest). Returns every point tried, the best, `feasible`, the
     most efficient point and the efficiency the bounds need together (1/read bound + 1/write bound): a point that
     meets both has at least that, so when the most efficient point falls short, no point of the grid meets both.
     The write slowdown follows the pace (about pace / write alone), so paces up to 2.5 x are there for that bound."""
     w = "seq_write" if mode == "seq" else "rand_write"
-    w_alone, page = solo(dev, w), dev.page[w]
+    w_alone, page = solo(dev, w, completion_delay=completion_delay), dev.page[w]
     points = []
     for pace in (w_alone * f for f in (1.4, 1.45, 1.5, 1.55, 1.6, 1.7, 1.8, 2.0, 2.2, 2.5)):
         for hold in (0.0, page * 0.5, page * 0.8, page * 0.9, page * 1.0):

@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from smartio.errors import SmartioError
 from smartio.flashdev import model
 from smartio.flashdev.profiles import load_profile
 from smartio.flashdev.server import LOG_DIR_ENV
@@ -75,8 +76,7 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
                       timeout: float = 420.0) -> tuple[vm.VmResult, list[Run]]:
     """Boots the testbed once, records each mode (reader and writer side by side for `seconds`, each over a `size`
     region) and checks each trace against the tunables the guest read back. The VM's artifacts go to
-    workdir/art, the traces to workdir/art/out, the emulator's request log to workdir/flashdev (unless
-    SMARTIO_FLASHDEV_LOG names another place)."""
+    workdir/art, the traces to workdir/art/out, the emulator's request log to workdir/flashdev."""
     workdir.mkdir(parents=True, exist_ok=True)
     for mode in modes:
         (workdir / f"{mode}.fio").write_text(_fio_job(mode, size, seconds))
@@ -85,17 +85,19 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
     (workdir / "guest.sh").write_text(script)
     spec = GuestSpec(profile=profile, disks=1, disk_size=128 << 20, modules=[module] if module else None,
                      timeout=timeout, artifacts=workdir / "art")
-    # The emulator's request log (ground truth for device_replay), unless the caller asked for one elsewhere; beside
-    # the artifacts, which the testbed wants new.
+    # The emulator's request log (ground truth for device_replay and completion_delays) goes beside the artifacts,
+    # which the testbed wants new, wherever SMARTIO_FLASHDEV_LOG pointed before.
     log_dir = workdir / "flashdev"
     log_dir.mkdir(parents=True, exist_ok=True)
     before = os.environ.get(LOG_DIR_ENV)
-    os.environ.setdefault(LOG_DIR_ENV, str(log_dir))
+    os.environ[LOG_DIR_ENV] = str(log_dir)
     try:
         r = vm.run(["sh", str(workdir / "guest.sh")], spec, stream=None, cwd=workdir)
     finally:
         if before is None:
             os.environ.pop(LOG_DIR_ENV, None)
+        else:
+            os.environ[LOG_DIR_ENV] = before
     runs = []
     if r.failure is None and r.rc == 0:
         kw = {} if tolerance_us is None else {"tolerance_us": tolerance_us}
@@ -125,13 +127,27 @@ def phone_tunables(tun: Tunables, time_scale: float) -> Tunables:
 
 def fio_latencies_us(fio_json: Path) -> dict[str, float]:
     """Mean submission-to-completion latency (µs) of the reader's reads and the writer's writes in a run."""
-    jobs = {j["jobname"]: j for j in json.loads(fio_json.read_text())["jobs"]}
-    return {"read": jobs["reader"]["read"]["lat_ns"]["mean"] / 1000,
-            "write": jobs["writer"]["write"]["lat_ns"]["mean"] / 1000}
+    text = fio_json.read_text()
+    try:
+        jobs = {j["jobname"]: j for j in json.loads(text[text.index("{"):])["jobs"]}
+        got = {"read": jobs["reader"]["read"], "write": jobs["writer"]["write"]}
+    except (ValueError, KeyError, TypeError) as e:
+        raise SmartioError(f"{fio_json}: not fio's JSON of a reader and a writer ({e!r})") from e
+    for kind, d in got.items():
+        if not d.get("total_ios"):
+            raise SmartioError(f"{fio_json}: the {'reader' if kind == 'read' else 'writer'} did no I/O")
+    return {kind: d["lat_ns"]["mean"] / 1000 for kind, d in got.items()}
+
+
+def delayed_device(prof: Any, delays_us: dict[str, list[float]]) -> model.Device:
+    """The profile's device for a model whose host sees completions `delays_us` late: its front end shorter by the
+    delays' mean (over both directions), so that solo latencies stay the profile's."""
+    pooled = [d for v in delays_us.values() for d in v]
+    return model.Device.from_profile(prof, guest_overhead_us=statistics.mean(pooled) * prof.time_scale)
 
 
 def side_by_side(mode: str, tunables: Tunables, fio_json: Path, profile: str = "s5-emmc", ios: int = 1500,
-                 delays_us: list[float] | None = None) -> dict[str, Any]:
+                 delays_us: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """The reader's and the writer's mean latency beside each other as the testbed measured them (µs of the phone:
     the guest's over the time scale) and as the device model predicts them for the same tunables
     (model.run_streams with the module's picker), and their ratios (testbed / model). With `delays_us` (the run's
@@ -145,35 +161,38 @@ def side_by_side(mode: str, tunables: Tunables, fio_json: Path, profile: str = "
     predicted = {"read": r, "write": w}
     doc: dict[str, Any] = {"mode": mode, "measured_us": measured, "model_us": predicted,
                            "ratio": {k: measured[k] / predicted[k] for k in predicted}}
-    if delays_us:
-        # The front end keeps the rest of the guest's overhead: solo latencies stay the profile's.
-        dev = model.Device.from_profile(prof, guest_overhead_us=statistics.mean(delays_us) * prof.time_scale)
-        r, w = model.run_streams(dev, streams, policy, ios=ios, completion_delay=delays_us)
+    if delays_us and any(delays_us.values()):
+        r, w = model.run_streams(delayed_device(prof, delays_us), streams, policy, ios=ios,
+                                 completion_delay=delays_us)
         doc["model_delayed_us"] = {"read": r, "write": w}
         doc["ratio_delayed"] = {"read": measured["read"] / r, "write": measured["write"] / w}
     return doc
 
 
 def completion_delays(trace: Path, log_dir: Path, profile: str = "s5-emmc",
-                      window_ns: int = 20_000_000) -> list[float]:
-    """Per request of a recorded run, how much longer the guest saw it take (issue to completion, the block trace)
-    than the emulated device did (arrival to reply, its request log): the transport around the device, in µs of
-    the phone. Each issue is paired with the arrival of the same direction and sector nearest to it (within
-    `window_ns`) once the two clocks are aligned; the alignment is the one that pairs the most of the trace's
-    first issues, moved so that no issue reaches the device before it left the guest (the 1st percentile of
-    arrival less issue at 0). Empty without a log or a pair."""
+                      window_ns: int = 20_000_000) -> dict[str, list[float]]:
+    """Per request of a recorded run, by direction ("read", "write"), how much longer the guest saw it take (issue to
+    completion, the block trace) than the emulated device did (arrival to completion, its request log): the
+    transport around the device and the reply, in µs of the phone. Each issue is paired with its first completion
+    after it, and with the arrival of the same direction and sector nearest to it (within `window_ns`) once the two
+    clocks are aligned; the alignment is the one that pairs the most of the trace's first issues, moved so that no
+    issue reaches the device before it left the guest (the 1st percentile of arrival less issue at 0). A pair that
+    comes out negative is a wrong one and is left out. Empty lists without a log or a pair."""
+    import bisect
+
     from smartio.trace import events as ev
 
     prof = load_profile(profile)
+    found: dict[str, list[float]] = {"read": [], "write": []}
     rows = []
     for log in _request_logs(log_dir):
-        rows += [(r["op"] == "write", int(r["offset"]) // 512, int(r["arrival_ns"]), int(r["returned_ns"]))
-                 for r in log if r["op"] in ("read", "write")]
+        rows += [(r["op"] != "read", int(r["offset"]) // 512, int(r["arrival_ns"]), int(r["complete_ns"]))
+                 for r in log if r["op"] in ("read", "write", "write_fua")]
     if not rows:
-        return []
+        return found
     arrivals: dict[tuple[bool, int], list[tuple[int, int]]] = {}
-    for write, sector, arrival, returned in sorted(rows, key=lambda x: x[2]):
-        arrivals.setdefault((write, sector), []).append((arrival, returned))
+    for write, sector, arrival, complete in sorted(rows, key=lambda x: x[2]):
+        arrivals.setdefault((write, sector), []).append((arrival, complete))
     e = read_trace(trace).events
     code = e["action"] & 0xFFFF
     write_of = ((e["action"] >> ev.TC_SHIFT) & ev.TC_WRITE) != 0
@@ -190,25 +209,23 @@ def completion_delays(trace: Path, log_dir: Path, profile: str = "s5-emmc",
     head = issues[:50]
     candidates = {t - a for w, sec, t in head[:5] for a, _ in arrivals.get((w, sec), ())}
     if not candidates:
-        return []
+        return found
     offset = max(candidates, key=lambda off: sum(nearest((w, sec), t - off) is not None for w, sec, t in head))
     ahead = sorted(m[0] - (t - offset) for w, sec, t in issues if (m := nearest((w, sec), t - offset)))
     if not ahead:
-        return []
+        return found
     offset -= ahead[len(ahead) // 100]
-    delays = []
-    seen: dict[tuple[bool, int], int] = {}
     for w, sec, t in issues:
         key = (w, sec)
-        k = seen.get(key, 0)
-        seen[key] = k + 1
         completions = done.get(key, [])
+        k = bisect.bisect_left(completions, t)
         match = nearest(key, t - offset)
         if k >= len(completions) or match is None:
             continue
-        guest = completions[k] - t
-        delays.append(max(0.0, (guest - (match[1] - match[0])) / 1000 / prof.time_scale))
-    return delays
+        extra = (completions[k] - t) - (match[1] - match[0])
+        if extra >= 0:
+            found["write" if w else "read"].append(extra / 1000 / prof.time_scale)
+    return found
 
 
 def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | None:
@@ -243,12 +260,12 @@ def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | N
             "reply_lag_us": {"p50": statistics.median(lag), "p90": pct(lag, 0.9), "max": max(lag)}}
 
 
-def best_point(mode: str, delays_us: list[float], profile: str = "s5-emmc", ios: int = 1500) -> dict[str, Any]:
+def best_point(mode: str, delays_us: dict[str, list[float]], profile: str = "s5-emmc",
+               ios: int = 1500) -> dict[str, Any]:
     """model.best_read_first for 1R1W `mode` with the host seeing completions as late as `delays_us` (a run's
     completion_delays()), against the profile's SmartIO point: whether a pace x hold schedule reaches it on the
     testbed, by the model."""
     prof = load_profile(profile)
-    dev = model.Device.from_profile(prof, guest_overhead_us=statistics.mean(delays_us) * prof.time_scale)
     t = prof.targets
-    return model.best_read_first(dev, mode, t["smartio_read_slowdown"][mode], t["smartio_write_slowdown"][mode],
-                                 ios=ios, completion_delay=delays_us)
+    return model.best_read_first(delayed_device(prof, delays_us), mode, t["smartio_read_slowdown"][mode],
+                                 t["smartio_write_slowdown"][mode], ios=ios, completion_delay=delays_us)
