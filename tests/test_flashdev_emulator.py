@@ -8,7 +8,6 @@ beside them.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import shutil
@@ -20,6 +19,7 @@ import pytest
 
 from smartio.flashdev import FlashServer, load_profile
 from smartio.flashdev.build import FILTER_HEADER
+from smartio.flashdev.server import read_request_log
 
 MS = 1_000_000  # ns
 
@@ -91,12 +91,7 @@ def p50_ms(stats: dict) -> float:
 
 
 def log(tmp_path: Path) -> list[dict]:
-    with open(tmp_path / "requests.csv") as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        for k in ("seq", "offset", "bytes", "arrival_ns", "start_ns", "finish_ns", "complete_ns", "returned_ns"):
-            r[k] = int(r[k])
-    return rows
+    return read_request_log(tmp_path / "requests.csv")
 
 
 def mean(xs: list[float]) -> float:
@@ -202,7 +197,7 @@ def test_model_reproduces_the_filter_request_by_request(tmp_path: Path, cache: i
                                                         suspend: float) -> None:
     """src/smartio/flashdev/model.py, fed the arrivals of the filter's request log, gives the same die start, die
     finish and completion for every request: the Python model is the filter's model."""
-    from smartio.flashdev.model import Device, Engine, Request
+    from smartio.flashdev.model import Device, Engine, requests_from_log
 
     with serve(tmp_path, cache=cache, slots=slots, switch=switch, suspend=suspend) as dev:
         fio(dev.uri, *MIXED)
@@ -210,11 +205,8 @@ def test_model_reproduces_the_filter_request_by_request(tmp_path: Path, cache: i
             {"name": "w", "rw": "write", "offset": "32m", "size": "16m", "time_based": 1, "runtime": 60,
              "exitall": 1})
         prof = dev.profile
-    rows = sorted(log(tmp_path), key=lambda r: r["seq"])
-    t0 = rows[0]["arrival_ns"]
-    reqs = [Request(r["op"] if r["op"] in ("read", "flush") else "write", r["class"] if r["class"] != "-" else None,
-                    pages=max(1, -(-r["bytes"] // 4096)), fua=r["op"] == "write_fua", tag=r,
-                    arrival=(r["arrival_ns"] - t0) / 1000) for r in rows if r["op"] != "trim"]
+    reqs = requests_from_log(log(tmp_path))
+    t0 = min(q.tag["arrival_ns"] for q in reqs)
     Engine(Device.from_profile(prof)).replay(reqs)
     off = []
     for q in reqs:

@@ -244,6 +244,19 @@ class Engine:
         return reqs
 
 
+def requests_from_log(rows: Iterable[dict[str, Any]], time_scale: float = 1.0) -> list[Request]:
+    """The requests of a request log (server.read_request_log()'s rows) as Engine.replay() takes them: arrivals in
+    µs of the device (the log's ns over 1000 x time_scale) from the first, each row as its tag; trims are left out
+    (the model has none)."""
+    rows = [r for r in rows if r["op"] != "trim"]
+    if not rows:
+        return []
+    t0 = min(r["arrival_ns"] for r in rows)
+    return [Request(r["op"] if r["op"] in (READ, FLUSH) else WRITE, r["class"] if r["class"] != "-" else None,
+                    pages=max(1, -(-r["bytes"] // PAGE_BYTES)), fua=r["op"] == "write_fua", tag=r,
+                    arrival=(r["arrival_ns"] - t0) / (1000 * time_scale)) for r in rows]
+
+
 # -- the host: QD1 streams, the device's queue depth, and a dispatch policy
 
 @dataclasses.dataclass(frozen=True)

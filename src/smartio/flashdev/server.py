@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import itertools
+import lzma
 import os
 import shutil
 import signal
@@ -10,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from smartio.errors import MissingToolError, SmartioError, UsageError
 from smartio.flashdev.build import build_filter
@@ -21,6 +24,25 @@ START_TIMEOUT_S = 15.0
 LOG_DIR_ENV = "SMARTIO_FLASHDEV_LOG"
 _log_numbers = itertools.count()
 STOP_TIMEOUT_S = 10.0
+# The request log's columns that hold numbers (flashdev.c, fd_log_request): times in ns since the server started.
+LOG_INTS = ("seq", "offset", "bytes", "arrival_ns", "start_ns", "finish_ns", "complete_ns", "returned_ns")
+
+
+def read_request_log(path: Path) -> list[dict[str, Any]]:
+    """A request log as the filter writes it (flash-log=, SMARTIO_FLASHDEV_LOG), or compressed (.csv.xz) as a
+    stored run keeps it: one dict per request, in the order of `seq`, its numbers as ints."""
+    with (lzma.open(path, "rt") if path.suffix == ".xz" else open(path)) as f:
+        rows: list[dict[str, Any]] = list(csv.DictReader(f))
+    for r in rows:
+        for k in LOG_INTS:
+            r[k] = int(r[k])
+    return sorted(rows, key=lambda r: r["seq"])
+
+
+def request_logs(log_dir: Path) -> list[list[dict[str, Any]]]:
+    """Every request log in `log_dir` (flashdev-*.csv and .csv.xz: one per server), each read_request_log()'s."""
+    paths = sorted(log_dir.glob("flashdev-*.csv")) + sorted(log_dir.glob("flashdev-*.csv.xz"))
+    return [read_request_log(p) for p in paths]
 
 
 class FlashServer:

@@ -10,10 +10,8 @@ device, so that where the two differ, the host side (the guest's round trips, th
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
-import lzma
 import os
 import statistics
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 from smartio.errors import SmartioError
 from smartio.flashdev import model
 from smartio.flashdev.profiles import load_profile
-from smartio.flashdev.server import LOG_DIR_ENV
+from smartio.flashdev.server import LOG_DIR_ENV, request_logs
 from smartio.iosched import tunables as tunable_defs
 from smartio.iosched.policy import Tunables
 from smartio.testbed import vm
@@ -108,16 +106,6 @@ def record_and_check(workdir: Path, tunables: dict[str, int] | None = None, prof
     return r, runs
 
 
-def _request_logs(log_dir: Path) -> list[list[dict[str, str]]]:
-    """The emulator's request logs in `log_dir` (flashdev-*.csv, or .csv.xz as a stored run keeps them), rows as
-    read."""
-    logs = []
-    for path in sorted(log_dir.glob("flashdev-*.csv")) + sorted(log_dir.glob("flashdev-*.csv.xz")):
-        with (lzma.open(path, "rt") if path.suffix == ".xz" else open(path)) as f:
-            logs.append(list(csv.DictReader(f)))
-    return logs
-
-
 def phone_tunables(tun: Tunables, time_scale: float) -> Tunables:
     """The module's tunables in the phone's time: its clock tunables over the device's time scale (the testbed runs
     the device and the guest `time_scale` times slower, and the module's tunables were set in its time)."""
@@ -185,8 +173,8 @@ def completion_delays(trace: Path, log_dir: Path, profile: str = "s5-emmc",
     prof = load_profile(profile)
     found: dict[str, list[float]] = {"read": [], "write": []}
     rows = []
-    for log in _request_logs(log_dir):
-        rows += [(r["op"] != "read", int(r["offset"]) // 512, int(r["arrival_ns"]), int(r["complete_ns"]))
+    for log in request_logs(log_dir):
+        rows += [(r["op"] != "read", r["offset"] // 512, r["arrival_ns"], r["complete_ns"])
                  for r in log if r["op"] in ("read", "write", "write_fua")]
     if not rows:
         return found
@@ -236,19 +224,15 @@ def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | N
     dev = model.Device.from_profile(prof, guest_overhead_us=prof.guest_overhead_us)
     off: list[float] = []
     lag: list[float] = []
-    for log in _request_logs(log_dir):
-        rows = [r for r in log if r["op"] != "trim"]
-        if not rows:
+    for log in request_logs(log_dir):
+        reqs = model.requests_from_log(log, prof.time_scale)
+        if not reqs:
             continue
-        t0 = min(int(r["arrival_ns"]) for r in rows)
+        t0 = min(q.tag["arrival_ns"] for q in reqs)     # requests_from_log's origin
         to_us = 1 / (1000 * prof.time_scale)
-        reqs = [model.Request(r["op"] if r["op"] in ("read", "flush") else "write",
-                              r["class"] if r["class"] != "-" else None, pages=max(1, -(-int(r["bytes"]) // 4096)),
-                              fua=r["op"] == "write_fua", tag=r, arrival=(int(r["arrival_ns"]) - t0) * to_us)
-                for r in rows]
         model.Engine(dev).replay(reqs)
-        off += [abs(q.complete - (int(q.tag["complete_ns"]) - t0) * to_us) for q in reqs]
-        lag += [(int(q.tag["returned_ns"]) - int(q.tag["complete_ns"])) * to_us for q in reqs]
+        off += [abs(q.complete - (q.tag["complete_ns"] - t0) * to_us) for q in reqs]
+        lag += [(q.tag["returned_ns"] - q.tag["complete_ns"]) * to_us for q in reqs]
     if not off:
         return None
 
