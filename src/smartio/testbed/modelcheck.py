@@ -228,10 +228,10 @@ def device_replay(log_dir: Path, profile: str = "s5-emmc") -> dict[str, Any] | N
         reqs = model.requests_from_log(log, prof.time_scale)
         if not reqs:
             continue
-        t0 = min(q.tag["arrival_ns"] for q in reqs)     # requests_from_log's origin
         to_us = 1 / (1000 * prof.time_scale)
         model.Engine(dev).replay(reqs)
-        off += [abs(q.complete - (q.tag["complete_ns"] - t0) * to_us) for q in reqs]
+        # The emulator's completion on the model's clock: its time after the request's own arrival.
+        off += [abs(q.complete - q.arrival - (q.tag["complete_ns"] - q.tag["arrival_ns"]) * to_us) for q in reqs]
         lag += [(q.tag["returned_ns"] - q.tag["complete_ns"]) * to_us for q in reqs]
     if not off:
         return None
