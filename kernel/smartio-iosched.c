@@ -484,6 +484,13 @@ struct sio_data {
 	 */
 	u64 next_check_ns;
 	/*
+	 * The clock of the dispatch under way, read once under the lock: the
+	 * picker's rules (10) judge by it instead of reading the clock per
+	 * candidate, which costs an exit to the hypervisor on some clock
+	 * sources.
+	 */
+	u64 dispatch_ns;
+	/*
 	 * What the device does to a read beside a write (12), per read kind
 	 * (seq, rand), since the holds last changed: the mean service time
 	 * (dispatch to completion, ns, over the last SIO_LAT_WEIGHT or so) of
@@ -1421,7 +1428,7 @@ static bool sio_reader_active(struct sio_data *sd, u64 now)
 static bool sio_single_write_held(struct sio_data *sd, struct request *rq)
 {
 	u64 recent = (u64)READ_ONCE(sd->single_write_ms) * NSEC_PER_MSEC;
-	u64 now;
+	u64 now = sd->dispatch_ns;
 
 	lockdep_assert_held(&sd->lock);
 
@@ -1429,7 +1436,6 @@ static bool sio_single_write_held(struct sio_data *sd, struct request *rq)
 	    (sio_rq_flags(rq) & SIO_RQ_BOOSTED) ||
 	    (!sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE]))
 		return false;
-	now = ktime_get_ns();
 	return sio_read_within(sd, now, recent) &&
 	       !sio_own_task(sd, sio_rq_pid(rq), now);
 }
@@ -2415,6 +2421,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 
 	spin_lock_irqsave(&sd->lock, irqflags);
 	now = ktime_get_ns();
+	sd->dispatch_ns = now;
 
 	rq = list_first_entry_or_null(&sd->dispatch, struct request, queuelist);
 	if (rq) {
@@ -2461,8 +2468,8 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	if (flags & SIO_RQ_BOOSTED)
 		sio_qlog_add(sd, 'd', blk_rq_pos(rq), blk_rq_pos(rq) + blk_rq_sectors(rq),
 			     SIO_NR_DEPS, sio_rq_pid(rq), now);
-	/* Dispatched: fifo_time is free until an insert (12); the clock after the choice. */
-	rq->fifo_time = ktime_get_ns();
+	/* Dispatched: fifo_time is free until an insert (12). */
+	rq->fifo_time = now;
 	flags &= ~SIO_RQ_BESIDE_WRITE;
 	if (sio_rq_dir(rq) == SIO_READ &&
 	    (sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE]))
@@ -2491,13 +2498,12 @@ unlock:
 
 /* Called by sio_insert_requests() with the lock held. */
 static void sio_insert_request(struct sio_data *sd, struct request *rq,
-			       bool at_head, struct list_head *free)
+			       bool at_head, struct list_head *free, u64 now)
 {
 	struct request_queue *q = sd->q;
 	unsigned long flags = sio_rq_flags(rq);
 	enum sio_dir dir = sio_rq_dir(rq);
 	sector_t start = blk_rq_pos(rq), end = start + blk_rq_sectors(rq);
-	u64 now = ktime_get_ns();
 	struct sio_class_queue *cq;
 	enum sio_group group;
 	bool seq;
@@ -2589,15 +2595,17 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
 	unsigned long irqflags;
 	LIST_HEAD(free);
+	u64 now;
 
 	spin_lock_irqsave(&sd->lock, irqflags);
+	now = ktime_get_ns();	/* once for the batch, under the lock (sio_since()) */
 	sio_unhold(sd);
 	while (!list_empty(list)) {
 		struct request *rq;
 
 		rq = list_first_entry(list, struct request, queuelist);
 		list_del_init(&rq->queuelist);
-		sio_insert_request(sd, rq, at_head, &free);
+		sio_insert_request(sd, rq, at_head, &free, now);
 	}
 	spin_unlock_irqrestore(&sd->lock, irqflags);
 	blk_mq_free_requests(&free);
@@ -2656,11 +2664,12 @@ static void sio_finish_request(struct request *rq)
 			}
 
 			sio_qlog_add(sd, 'c', start, end, SIO_NR_DEPS,
-				     sio_rq_pid(rq), ktime_get_ns());
+				     sio_rq_pid(rq), done);
 		}
 		sio_write_out_del(sd, rq);
 		if (!sio_kind_is_read(kind)) {
-			sd->last_write_done_ns = ktime_get_ns();
+			/* done was read before the lock: another CPU may have stored a later one */
+			sd->last_write_done_ns = max(sd->last_write_done_ns, done);
 			sd->last_write_done_pid = sio_rq_pid(rq);
 			if (rq == sd->alone_rq) {
 				sd->alone_rq = NULL;
@@ -2673,7 +2682,7 @@ static void sio_finish_request(struct request *rq)
 		if (sio_kind_is_read(kind)) {
 			u64 window;
 
-			sd->last_read_done_ns = ktime_get_ns();
+			sd->last_read_done_ns = max(sd->last_read_done_ns, done);
 			/*
 			 * Beside a write: one in flight at its dispatch, or
 			 * dispatched before it completed. On 6.1 fifo_time
