@@ -930,10 +930,11 @@ def test_a_held_write_does_not_rerun_the_queue_until_its_pace_ends(tmp_path: Pat
 
 def test_the_holds_stop_where_writes_do_not_slow_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Rule 12 (adaptive = 1): on null_blk (no medium: a read beside a write takes as long as alone) the holds stop
-    after a mixed load's first reads, and the rest of the load is not held (no anticipation hold, no single-write
-    hold after the turn); on the emulated eMMC (s5-emmc: one command at a time, a read behind a write waits for it)
-    they stay on. With adaptive = 0 they stay on on null_blk too. The eMMC's reader reads alone for 2 s first: beside
-    a writer that keeps 4 writes queued few of its reads go alone, and the rule needs 16 to know the mean alone."""
+    after a mixed load's first reads, and the rest of the load is not held (anticipation holds a quarter of those
+    with adaptive = 0 at most; rule 9 sends most of the two mixed tasks' writes either way); on the emulated eMMC
+    (s5-emmc: one command at a time, a read behind a write waits for it) they stay on. The eMMC's reader reads
+    alone for 2 s first: beside a writer that keeps 4 writes queued few of its reads go alone, and the rule needs 16
+    to know the mean alone."""
     script = r"""
 SIO_PINS=auto_pace=0
 modprobe null_blk nr_devices=1 queue_mode=2 irqmode=0 hw_queue_depth=64 memory_backed=0 || fail "null_blk"
@@ -1119,14 +1120,20 @@ use none
 def test_a_readers_own_writes_are_not_paced(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Rule 9: with the pacing test's tunables (a 20 ms pace for random writes), one task that reads and
     writes (fio randrw at queue depth 8, as the mixed workload of Figure 12) sends its writes unpaced (own_writes),
-    far more than one per pace; a second task's writes beside the same reads are paced again."""
+    far more than one per pace, and so do two such tasks (each would otherwise be held for the other's reads: two
+    jobs of a 70/30 mix at queue depth 32 ran at a third of mq-deadline's IOPS); a second task's writes beside the
+    same reads are paced again, and so are a reading task's writes beside a task that only reads."""
     mixed = FioJob("mixed", "randrw", 2, True, 0, 32, iodepth=8, verify=False,
                    extra=("time_based=1", "runtime=4", "rwmixread=70"))
     other = FioJob("writer", "randwrite", 2, True, 32, 32, verify=False,
                    extra=("time_based=1", "startdelay=1", "runtime=2"))
+    reader = dataclasses.replace(mixed, name="reader", extra=("time_based=1", "runtime=4", "rwmixread=100"))
+    second = dataclasses.replace(mixed, name="mixed2", offset_mb=64)
     (tmp_path / "mixed.fio").write_text(job_file(RAW_GLOBAL, [mixed]))
-    (tmp_path / "both.fio").write_text(job_file(RAW_GLOBAL, [dataclasses.replace(mixed, extra=(
-        "time_based=1", "runtime=4", "rwmixread=100")), other]))
+    (tmp_path / "both.fio").write_text(job_file(RAW_GLOBAL, [reader, other]))
+    (tmp_path / "two.fio").write_text(job_file(RAW_GLOBAL, [mixed, second]))
+    (tmp_path / "reader-mixed.fio").write_text(job_file(RAW_GLOBAL, [reader, dataclasses.replace(
+        second, extra=("time_based=1", "startdelay=1", "runtime=2", "rwmixread=70"))]))
     script = f"""
 use smartio
 {PACING}
@@ -1134,6 +1141,11 @@ fio --output-format=json --output=$SMARTIO_OUT/mixed.json {tmp_path}/mixed.fio |
 snap mixed
 fio --output-format=json --output=$SMARTIO_OUT/both.json {tmp_path}/both.fio || fail "fio (a reader, a writer)"
 snap both
+fio --output-format=json --output=$SMARTIO_OUT/two.json {tmp_path}/two.fio || fail "fio (two tasks, mixed)"
+snap two
+fio --output-format=json --output=$SMARTIO_OUT/reader-mixed.json {tmp_path}/reader-mixed.fio ||
+    fail "fio (a reader, a mixed task)"
+snap reader-mixed
 use none
 rmmod smartio_iosched
 """
@@ -1149,6 +1161,16 @@ rmmod smartio_iosched
     other_writes = fio_ios(r.out_dir / "both.json", "writer", "write")
     # 2 s at a 20 ms pace is 100 (+ the start and end).
     assert other_writes <= 130 and q["paced_writes"] - p["paced_writes"] >= other_writes - 5, (other_writes, p, q)
+    two, reader_mixed = Stats.load(r.out_dir, "two"), Stats.load(r.out_dir, "reader-mixed")
+    t = two.rows["pacing"]
+    two_writes = sum(fio_ios(r.out_dir / "two.json", name, "write") for name in ("mixed", "mixed2"))
+    assert two_writes > 300, f"two mixed tasks' {two_writes} writes in 4 s: paced ({t})"
+    assert t["own_writes"] - q["own_writes"] >= 0.8 * two_writes, (two_writes, q, t)
+    assert t["paced_writes"] - q["paced_writes"] <= 0.05 * two_writes, (two_writes, q, t)
+    m = reader_mixed.rows["pacing"]
+    mixed_writes = fio_ios(r.out_dir / "reader-mixed.json", "mixed2", "write")
+    # beside a task that only reads, the mixed task's writes are held for it: 2 s at a 20 ms pace is 100
+    assert mixed_writes <= 130 and m["paced_writes"] - t["paced_writes"] >= mixed_writes - 5, (mixed_writes, t, m)
 
 
 def test_beside_two_readers_writes_go_by_their_slice_not_their_pace(tmp_path: Path,
