@@ -366,3 +366,27 @@ def test_launch_runs_with_a_running_writer_reprint(run: str, replay_line: str | 
         assert "real and replay launches of a cell taken in turn (interleaved)" in p.stdout
         assert replay_line in p.stdout
     assert p.stdout.rstrip().splitlines()[-1] == last
+
+
+def test_iosched_cost_analyze_reprints_a_stored_run(tmp_path: Path) -> None:
+    """bench/iosched-cost --analyze on the run kept in runs/iosched-cost-20261204 (recorded before the clock was
+    chosen: the guest read the HPET) prints its tables and its last line again, the figures its notes give."""
+    subprocess.run(["tar", "xJf", str(REPO / "runs/iosched-cost-20261204/run.tar.xz"), "-C", str(tmp_path)],
+                   check=True)
+    p = subprocess.run([str(REPO / "bench" / "iosched-cost"), "--analyze", str(tmp_path / "cost2")],
+                       capture_output=True, text=True, timeout=100)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "guest clocksource: hpet"
+    assert p.stdout.strip().splitlines()[-1] == (
+        "smartio_iops_over_mqdl=0.915 smartio_cpu_per_io_over_mqdl=1.090 bfq_iops_over_mqdl=0.638 "
+        "held_wakeups_per_s=0.0 adaptive_iops_over_mqdl=0.920 adaptive_cpu_per_io_over_mqdl=1.080")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--clocksource", "hpet"], "invalid choice: 'hpet'"),
+    (["--schedulers", "smartio:adaptive"], "is not NAME"),
+    (["--workloads", "seqread"], "--workloads seqread: choose from"),
+])
+def test_iosched_cost_refuses_bad_input_before_it_boots(args: list[str], message: str) -> None:
+    p = subprocess.run([str(REPO / "bench" / "iosched-cost"), *args], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, p.stderr
