@@ -53,11 +53,21 @@ held_wait() { _hw=0; while queued; [ $QD = 0 ] && [ $_hw -lt 5000 ]; do _hw=$((_
 pace() { echo $1 > $Q/iosched/write_pace_us; read _p < $Q/iosched/write_pace_us
          [ "$_p" = $1 ] || fail "write_pace_us is $_p, not $1"; }
 # snap waits (up to 10 s) until nothing is queued or in flight: a write the filesystem sends by itself (a journal
-# commit) can still be on the device when the load ends, above all in a slow guest.
+# commit) can still be on the device when the load ends, above all in a slow guest. Such a write can also come
+# between the check and the read of the stats (one dispatched, not completed): the stats count only when the queue
+# was empty before and after them and a second read gives the same.
 # How long it waited (tenths of a second) goes to snapwait-<name>.
-snap() { _w=0; while grep -qv "queued=0 inflight=0$" $D/inflight && [ $_w -lt 100 ]; do sleep 0.1; _w=$((_w+1)); done
-         echo $_w > "$SMARTIO_OUT/snapwait-$1"
-         cat $D/stats > "$SMARTIO_OUT/stats-$1"; cat $D/inflight > "$SMARTIO_OUT/inflight-$1"; }
+drained() { ! grep -qv "queued=0 inflight=0$" $D/inflight; }
+snap() { _w=0
+         while [ $_w -lt 100 ]; do
+             if drained; then
+                 cat $D/stats > "$SMARTIO_OUT/stats-$1"
+                 if drained && [ "$(cat $D/stats)" = "$(cat "$SMARTIO_OUT/stats-$1")" ]; then break; fi
+             fi
+             sleep 0.1; _w=$((_w+1))
+         done
+         [ $_w -lt 100 ] || cat $D/stats > "$SMARTIO_OUT/stats-$1"
+         echo $_w > "$SMARTIO_OUT/snapwait-$1"; cat $D/inflight > "$SMARTIO_OUT/inflight-$1"; }
 """
 
 
