@@ -1418,9 +1418,9 @@ static u64 sio_several_readers_end(struct sio_data *sd, u64 now)
  * Is @pid a reader's own (9): the task that read last, with no other task
  * reading, or one of two tasks reading that both write too? Holding the
  * write of a task that reads and writes holds a reader, and when every
- * task reading writes there is no reader that the hold would serve: two
- * fio jobs of a 70/30 mix at queue depth 32 ran at a third of mq-deadline's
- * IOPS, each job's writes held for the other's reads.
+ * task reading writes there is no reader that the hold would serve (two
+ * fio jobs of a 70/30 mix, each job's writes held for the other's reads,
+ * would hold both).
  */
 static bool sio_own_task(struct sio_data *sd, pid_t pid, u64 now)
 {
