@@ -470,8 +470,13 @@ struct sio_data {
 	u64 startup_begin_ns;			/* ... since then (0: none yet) ... */
 	u64 startup_seen_ns;			/* ... last seen reading then */
 	bool startup_reading;			/* ... and the last to read */
-	struct hrtimer antic_timer;		/* reruns the queue when anticipation ends */
-	struct hrtimer pace_timer;		/* ... and when a pace or read hold ends */
+	/*
+	 * Reruns the queue when the earliest hold ends: anticipation, a pace,
+	 * a read hold, a slice. One timer at the earliest end: a later hold
+	 * that ends first moves it, and one that ends later is found again by
+	 * the dispatch the timer starts.
+	 */
+	struct hrtimer timer;
 	/*
 	 * Everything queued is held and a timer or a completion will rerun
 	 * the queue: has_work says no, so blk-mq does not rerun it every
@@ -519,9 +524,11 @@ struct sio_data {
 	bool alone_rand;			/* ... and whether it was random */
 
 	struct sio_hint hints[SIO_NR_HINTS];
+	unsigned int hints_pending;		/* of hints[], those with a range: 0 skips the retry per write */
 	struct sio_qlog *qlog;			/* SIO_NR_QLOG entries; NULL without debugfs */
 	unsigned int qlog_next;			/* entries ever logged */
 	struct sio_write_out writes_out[SIO_NR_WRITES_OUT];
+	DECLARE_BITMAP(writes_out_used, SIO_NR_WRITES_OUT);	/* slots of writes_out[] taken */
 
 	/* tunables */
 	int write_slice_ms;
@@ -971,8 +978,6 @@ static void sio_set_phase(struct sio_data *sd, enum sio_phase phase)
 {
 	lockdep_assert_held(&sd->lock);
 
-	if (sd->phase == SIO_PH_ANTICIPATE && phase != SIO_PH_ANTICIPATE)
-		hrtimer_try_to_cancel(&sd->antic_timer);
 	sd->phase = phase;
 }
 
@@ -1056,6 +1061,17 @@ static void sio_read_learn(struct sio_data *sd, enum sio_kind kind, bool beside,
 	memset(sd->read_beside_slow, 0, sizeof(sd->read_beside_slow));
 }
 
+/* Rerun the queue at @when (ns, monotonic) unless the timer fires earlier. */
+static void sio_rerun_at(struct sio_data *sd, u64 when)
+{
+	lockdep_assert_held(&sd->lock);
+
+	if (hrtimer_is_queued(&sd->timer) &&
+	    ktime_to_ns(hrtimer_get_expires(&sd->timer)) <= when)
+		return;
+	hrtimer_start(&sd->timer, ns_to_ktime(when), HRTIMER_MODE_ABS);
+}
+
 static bool sio_anticipate(struct sio_data *sd, u64 now)
 {
 	u64 window = sio_antic_window_ns(sd, now);
@@ -1071,8 +1087,7 @@ static bool sio_anticipate(struct sio_data *sd, u64 now)
 		idle = sio_since(now, sd->last_read_done_ns);
 		if (idle >= window)
 			goto release;
-		hrtimer_start(&sd->antic_timer, ns_to_ktime(window - idle),
-			      HRTIMER_MODE_REL);
+		sio_rerun_at(sd, sd->last_read_done_ns + window);
 	}
 	if (sd->phase != SIO_PH_ANTICIPATE) {
 		sio_set_phase(sd, SIO_PH_ANTICIPATE);
@@ -1086,17 +1101,6 @@ release:
 		sd->antic_expired++;
 	}
 	return false;
-}
-
-/* Rerun the queue at @when (ns, monotonic) unless the pace timer fires earlier. */
-static void sio_rerun_at(struct sio_data *sd, u64 when)
-{
-	lockdep_assert_held(&sd->lock);
-
-	if (hrtimer_is_queued(&sd->pace_timer) &&
-	    ktime_to_ns(hrtimer_get_expires(&sd->pace_timer)) <= when)
-		return;
-	hrtimer_start(&sd->pace_timer, ns_to_ktime(when), HRTIMER_MODE_ABS);
 }
 
 /* A hold met by this dispatch ends by itself at @when (ns, monotonic). */
@@ -1137,7 +1141,7 @@ static bool sio_rerun_coming(struct sio_data *sd)
 
 	lockdep_assert_held(&sd->lock);
 
-	if (hrtimer_is_queued(&sd->pace_timer) || hrtimer_is_queued(&sd->antic_timer))
+	if (hrtimer_is_queued(&sd->timer))
 		return true;
 	for (k = 0; k < SIO_NR_KINDS; k++)
 		if (sd->inflight[k])
@@ -1519,7 +1523,9 @@ static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 	sector_t pos = blk_rq_pos(rq);
 	struct request *prev;
 
-	if (req_op(rq) != REQ_OP_WRITE || !rq_mergeable(rq) || !pos)
+	/* No limit (the default): no need to find the partner, a tree walk per write. */
+	if (!READ_ONCE(sd->write_merge_max_kb) || req_op(rq) != REQ_OP_WRITE ||
+	    !rq_mergeable(rq) || !pos)
 		return true;
 	prev = sio_rb_first_overlap(&sd->cls[sio_rq_class(rq)].sort[SIO_WRITE],
 				    pos - 1, pos);
@@ -1762,6 +1768,7 @@ static struct request *sio_class_step(struct sio_data *sd,
 	u64 window = (u64)READ_ONCE(sd->write_window_ms) * NSEC_PER_MSEC;
 	struct request *starved, *rq = NULL;
 	unsigned int limited = 0, picked_limited = 0;
+	enum sio_phase phase;
 
 	lockdep_assert_held(&sd->lock);
 
@@ -1816,12 +1823,17 @@ static struct request *sio_class_step(struct sio_data *sd,
 			limited += picked_limited;
 			goto out;
 		}
+		phase = sd->phase;
 		if (sio_anticipate(sd, now)) {
 			*hold = true;
 			rq = NULL;
 			goto out;
 		}
-		/* Picked again below: anticipation may have ended since. */
+		/* The pick stands unless anticipation ended, which lifts its limits (4). */
+		if (sd->phase == phase) {
+			limited += picked_limited;
+			goto out;
+		}
 	}
 	rq = sio_pick(sd, cq, SIO_PICK_WRITES, &limited);
 out:
@@ -1963,20 +1975,19 @@ static bool sio_read_cached(struct request *rq)
 /* Remember a dispatched write until it completes (slot in the flags). */
 static void sio_write_out_add(struct sio_data *sd, struct request *rq)
 {
-	int i;
+	unsigned int i;
 
 	lockdep_assert_held(&sd->lock);
 
 	sio_rq_set_out(rq, 0);
-	for (i = 0; i < SIO_NR_WRITES_OUT; i++) {
+	i = find_first_zero_bit(sd->writes_out_used, SIO_NR_WRITES_OUT);
+	if (i < SIO_NR_WRITES_OUT) {
 		struct sio_write_out *w = &sd->writes_out[i];
 
-		if (!w->end) {
-			w->start = blk_rq_pos(rq);
-			w->end = w->start + max(blk_rq_sectors(rq), 1U);
-			sio_rq_set_out(rq, i + 1);
-			return;
-		}
+		__set_bit(i, sd->writes_out_used);
+		w->start = blk_rq_pos(rq);
+		w->end = w->start + max(blk_rq_sectors(rq), 1U);
+		sio_rq_set_out(rq, i + 1);
 	}
 }
 
@@ -1988,20 +1999,21 @@ static void sio_write_out_del(struct sio_data *sd, struct request *rq)
 
 	if (slot) {
 		sd->writes_out[slot - 1].end = 0;
+		__clear_bit(slot - 1, sd->writes_out_used);
 		sio_rq_set_out(rq, 0);
 	}
 }
 
 static bool sio_write_out_find(struct sio_data *sd, sector_t start, sector_t end)
 {
-	int i;
+	unsigned int i;
 
 	lockdep_assert_held(&sd->lock);
 
-	for (i = 0; i < SIO_NR_WRITES_OUT; i++) {
+	for_each_set_bit(i, sd->writes_out_used, SIO_NR_WRITES_OUT) {
 		struct sio_write_out *w = &sd->writes_out[i];
 
-		if (w->end && w->start < end && start < w->end)
+		if (w->start < end && start < w->end)
 			return true;
 	}
 	return false;
@@ -2093,6 +2105,7 @@ static void sio_hints_expire(struct sio_data *sd, u64 now)
 			sd->dep_stats[h->dep].not_found++;
 			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, h->waiter, now);
 			h->end = 0;
+			sd->hints_pending--;
 		}
 	}
 }
@@ -2119,6 +2132,8 @@ static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
 		sd->dep_stats[slot->dep].not_found++;
 		sio_qlog_add(sd, 'X', slot->start, slot->end, slot->dep,
 			     slot->waiter, now);
+	} else {
+		sd->hints_pending++;
 	}
 	slot->start = start;
 	slot->end = end;
@@ -2135,7 +2150,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 
 	lockdep_assert_held(&sd->lock);
 
-	for (i = 0; i < SIO_NR_HINTS; i++) {
+	for (i = 0; sd->hints_pending && i < SIO_NR_HINTS; i++) {
 		struct sio_hint *h = &sd->hints[i];
 
 		if (!h->end || h->start >= end || start >= h->end)
@@ -2151,6 +2166,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 			continue;
 		}
 		h->end = 0;
+		sd->hints_pending--;
 	}
 }
 
@@ -2416,19 +2432,10 @@ static void sio_kprobes_put(void)
 	sio_kprobes_live = false;
 }
 
-/* Timer callback (hardirq): anticipation is over, let writes go. */
-static enum hrtimer_restart sio_antic_timer_fn(struct hrtimer *timer)
+/* Timer callback (hardirq): a hold is over (anticipation, a pace, a read hold, a slice). */
+static enum hrtimer_restart sio_timer_fn(struct hrtimer *timer)
 {
-	struct sio_data *sd = container_of(timer, struct sio_data, antic_timer);
-
-	sio_kick(sd);
-	return HRTIMER_NORESTART;
-}
-
-/* Timer callback (hardirq): a pace or a read hold is over. */
-static enum hrtimer_restart sio_pace_timer_fn(struct hrtimer *timer)
-{
-	struct sio_data *sd = container_of(timer, struct sio_data, pace_timer);
+	struct sio_data *sd = container_of(timer, struct sio_data, timer);
 
 	sio_kick(sd);
 	return HRTIMER_NORESTART;
@@ -2741,8 +2748,7 @@ static void sio_finish_request(struct request *rq)
 						flags & SIO_RQ_CACHED, sd->last_read_done_ns);
 			window = sio_antic_window_ns(sd, sd->last_read_done_ns);
 			if (window && sd->phase == SIO_PH_ANTICIPATE)
-				hrtimer_start(&sd->antic_timer, ns_to_ktime(window),
-					      HRTIMER_MODE_REL);
+				sio_rerun_at(sd, sd->last_read_done_ns + window);
 		}
 	}
 	if (flags & SIO_RQ_DISPATCHED)
@@ -3113,10 +3119,7 @@ static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 		sd->cls[c].sort[SIO_READ] = RB_ROOT;
 		sd->cls[c].sort[SIO_WRITE] = RB_ROOT;
 	}
-	sio_hrtimer_setup(&sd->antic_timer, sio_antic_timer_fn, CLOCK_MONOTONIC,
-			  HRTIMER_MODE_REL);
-	sio_hrtimer_setup(&sd->pace_timer, sio_pace_timer_fn, CLOCK_MONOTONIC,
-			  HRTIMER_MODE_ABS);
+	sio_hrtimer_setup(&sd->timer, sio_timer_fn, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
 	sd->phase = SIO_PH_READ;
 	sd->write_slice_ms = sio_default_write_slice_ms;
 	sd->write_slice_kb = sio_default_write_slice_kb;
@@ -3189,8 +3192,7 @@ static void sio_exit_sched(struct elevator_queue *e)
 	list_del_rcu(&sd->node);
 	mutex_unlock(&sio_queues_mutex);
 	synchronize_rcu();	/* no kprobe handler or irq_work still sees sd */
-	hrtimer_cancel(&sd->antic_timer);
-	hrtimer_cancel(&sd->pace_timer);
+	hrtimer_cancel(&sd->timer);
 
 	WARN_ON_ONCE(!list_empty(&sd->dispatch));
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
