@@ -386,6 +386,8 @@ def test_iosched_cost_analyze_reprints_a_stored_run(tmp_path: Path) -> None:
     (["--clocksource", "hpet"], "invalid choice: 'hpet'"),
     (["--schedulers", "smartio:adaptive"], "is not NAME"),
     (["--workloads", "seqread"], "--workloads seqread: choose from"),
+    (["--module", str(REPO / "README.md"), "--module", "/nonexistent/old.ko"],
+     "--module /nonexistent/old.ko: no such file"),
 ])
 def test_iosched_cost_refuses_bad_input_before_it_boots(args: list[str], message: str) -> None:
     p = subprocess.run([str(REPO / "bench" / "iosched-cost"), *args], capture_output=True, text=True, timeout=60)
