@@ -524,11 +524,9 @@ struct sio_data {
 	bool alone_rand;			/* ... and whether it was random */
 
 	struct sio_hint hints[SIO_NR_HINTS];
-	unsigned int hints_pending;		/* of hints[], those with a range: 0 skips the retry per write */
 	struct sio_qlog *qlog;			/* SIO_NR_QLOG entries; NULL without debugfs */
 	unsigned int qlog_next;			/* entries ever logged */
 	struct sio_write_out writes_out[SIO_NR_WRITES_OUT];
-	DECLARE_BITMAP(writes_out_used, SIO_NR_WRITES_OUT);	/* slots of writes_out[] taken */
 
 	/* tunables */
 	int write_slice_ms;
@@ -1975,19 +1973,20 @@ static bool sio_read_cached(struct request *rq)
 /* Remember a dispatched write until it completes (slot in the flags). */
 static void sio_write_out_add(struct sio_data *sd, struct request *rq)
 {
-	unsigned int i;
+	int i;
 
 	lockdep_assert_held(&sd->lock);
 
 	sio_rq_set_out(rq, 0);
-	i = find_first_zero_bit(sd->writes_out_used, SIO_NR_WRITES_OUT);
-	if (i < SIO_NR_WRITES_OUT) {
+	for (i = 0; i < SIO_NR_WRITES_OUT; i++) {
 		struct sio_write_out *w = &sd->writes_out[i];
 
-		__set_bit(i, sd->writes_out_used);
-		w->start = blk_rq_pos(rq);
-		w->end = w->start + max(blk_rq_sectors(rq), 1U);
-		sio_rq_set_out(rq, i + 1);
+		if (!w->end) {
+			w->start = blk_rq_pos(rq);
+			w->end = w->start + max(blk_rq_sectors(rq), 1U);
+			sio_rq_set_out(rq, i + 1);
+			return;
+		}
 	}
 }
 
@@ -1999,21 +1998,20 @@ static void sio_write_out_del(struct sio_data *sd, struct request *rq)
 
 	if (slot) {
 		sd->writes_out[slot - 1].end = 0;
-		__clear_bit(slot - 1, sd->writes_out_used);
 		sio_rq_set_out(rq, 0);
 	}
 }
 
 static bool sio_write_out_find(struct sio_data *sd, sector_t start, sector_t end)
 {
-	unsigned int i;
+	int i;
 
 	lockdep_assert_held(&sd->lock);
 
-	for_each_set_bit(i, sd->writes_out_used, SIO_NR_WRITES_OUT) {
+	for (i = 0; i < SIO_NR_WRITES_OUT; i++) {
 		struct sio_write_out *w = &sd->writes_out[i];
 
-		if (w->start < end && start < w->end)
+		if (w->end && w->start < end && start < w->end)
 			return true;
 	}
 	return false;
@@ -2105,7 +2103,6 @@ static void sio_hints_expire(struct sio_data *sd, u64 now)
 			sd->dep_stats[h->dep].not_found++;
 			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, h->waiter, now);
 			h->end = 0;
-			sd->hints_pending--;
 		}
 	}
 }
@@ -2132,8 +2129,6 @@ static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
 		sd->dep_stats[slot->dep].not_found++;
 		sio_qlog_add(sd, 'X', slot->start, slot->end, slot->dep,
 			     slot->waiter, now);
-	} else {
-		sd->hints_pending++;
 	}
 	slot->start = start;
 	slot->end = end;
@@ -2150,7 +2145,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 
 	lockdep_assert_held(&sd->lock);
 
-	for (i = 0; sd->hints_pending && i < SIO_NR_HINTS; i++) {
+	for (i = 0; i < SIO_NR_HINTS; i++) {
 		struct sio_hint *h = &sd->hints[i];
 
 		if (!h->end || h->start >= end || start >= h->end)
@@ -2166,7 +2161,6 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 			continue;
 		}
 		h->end = 0;
-		sd->hints_pending--;
 	}
 }
 
