@@ -1,15 +1,39 @@
-import re,sys,collections
-for fn in sys.argv[1:]:
-    top=None; tot=collections.defaultdict(float); cnt=collections.Counter(); tops=collections.Counter(); toptime=collections.defaultdict(float)
-    for line in open(fn):
-        m=re.match(r'\s*\d+\)\s+(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+(\s*)(\S+?)(?: \[smartio_iosched\])?\(\);',line)
-        m2=re.match(r'\s*\d+\)\s+\|\s+(\S+?)(?: \[smartio_iosched\])?\(\) \{',line)
-        m3=re.match(r'\s*\d+\)\s+(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+\}',line)
-        if m2: top=m2.group(1); tops[top]+=1; continue
-        if m3 and top: toptime[top]+=float(m3.group(1)); top=None; continue
-        if m and top:
-            tot[(top,m.group(3))]+=float(m.group(1)); cnt[(top,m.group(3))]+=1
-    print('==',fn)
-    for t in tops: print(f'{t:28s} n={tops[t]} mean={toptime[t]/tops[t]:.2f}')
-    for k in sorted(tot,key=lambda k:-tot[k])[:25]:
-        t=k[0]; print(f'  {k[0]:24s} {k[1]:34s} per-top-call={tot[k]/tops[t]:.2f}us calls/top={cnt[k]/tops[t]:.2f}')
+"""Per elevator callback in a function_graph trace at depth 2: how often it ran, its mean time, and per call the
+time spent in each direct callee (µs) and how many calls of it. Usage: python3 function-graph-depth2-agg.py TRACE..."""
+import collections
+import re
+import sys
+
+LEAF = re.compile(r"\s*\d+\)\s+(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+(\s*)(\S+?)(?: \[smartio_iosched\])?\(\);")
+OPEN = re.compile(r"\s*\d+\)\s+\|\s+(\S+?)(?: \[smartio_iosched\])?\(\) \{")
+CLOSE = re.compile(r"\s*\d+\)\s+(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+\}")
+
+
+def main() -> None:
+    for name in sys.argv[1:]:
+        top = None
+        child_us: dict[tuple[str, str], float] = collections.defaultdict(float)
+        child_n: collections.Counter[tuple[str, str]] = collections.Counter()
+        tops: collections.Counter[str] = collections.Counter()
+        top_us: dict[str, float] = collections.defaultdict(float)
+        with open(name) as f:
+            for line in f:
+                if m := OPEN.match(line):
+                    top = m.group(1)
+                    tops[top] += 1
+                elif (m := CLOSE.match(line)) and top:
+                    top_us[top] += float(m.group(1))
+                    top = None
+                elif (m := LEAF.match(line)) and top:
+                    child_us[(top, m.group(3))] += float(m.group(1))
+                    child_n[(top, m.group(3))] += 1
+        print("==", name)
+        for t in tops:
+            print(f"{t:28s} n={tops[t]} mean={top_us[t] / tops[t]:.2f}")
+        for k in sorted(child_us, key=lambda k: -child_us[k])[:25]:
+            print(f"  {k[0]:24s} {k[1]:34s} per-top-call={child_us[k] / tops[k[0]]:.2f}us "
+                  f"calls/top={child_n[k] / tops[k[0]]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,18 +1,41 @@
-import importlib.util, importlib.machinery, sys, math, statistics as st
+"""Scheduler A over scheduler B per repeat, from a bench/iosched-cost output directory (its art/out), with 95 %
+intervals (t on the logs of the per-repeat ratios), per workload and as the geometric mean over the six.
+Usage, from bench/: PYTHONPATH=.:../src ../.venv/bin/python PATH/paired.py OUT A B REPEATS"""
+import importlib.machinery
+import importlib.util
+import math
+import statistics as st
+import sys
 from pathlib import Path
-loader = importlib.machinery.SourceFileLoader("ic", "/work/main/bench/iosched-cost")
-spec = importlib.util.spec_from_loader("ic", loader); ic = importlib.util.module_from_spec(spec); loader.exec_module(ic)
-out = Path(sys.argv[1]); a, b = sys.argv[2], sys.argv[3]; reps=int(sys.argv[4])
-data = ic.load(out, [0,1], reps, [a,b], ["randread","randwrite","mix70"])
+
 from scipy import stats
-for key in ("iops","cpu_us"):
-    logs=[]
-    for mode in (0,1):
-        for w in ("randread","randwrite","mix70"):
-            r=[math.log(x/y) for x,y in zip(data[(mode,w,a)][key], data[(mode,w,b)][key])]
-            m=st.mean(r); h=stats.t.ppf(.975,len(r)-1)*st.stdev(r)/math.sqrt(len(r))
-            print(f"{key} mode{mode} {w:9s} {math.exp(m):.3f} [{math.exp(m-h):.3f}, {math.exp(m+h):.3f}]")
-            logs.append(r)
-    per_rep=[st.mean(x) for x in zip(*logs)]
-    m=st.mean(per_rep); h=stats.t.ppf(.975,len(per_rep)-1)*st.stdev(per_rep)/math.sqrt(len(per_rep))
-    print(f"{key} geomean {math.exp(m):.3f} [{math.exp(m-h):.3f}, {math.exp(m+h):.3f}]")
+
+WORKLOADS = ("randread", "randwrite", "mix70")
+
+
+def interval(logs: list[float]) -> str:
+    m = st.mean(logs)
+    h = stats.t.ppf(.975, len(logs) - 1) * st.stdev(logs) / math.sqrt(len(logs))
+    return f"{math.exp(m):.3f} [{math.exp(m - h):.3f}, {math.exp(m + h):.3f}]"
+
+
+def main() -> None:
+    loader = importlib.machinery.SourceFileLoader("iosched_cost", str(Path(__file__).parents[2] / "bench/iosched-cost"))
+    spec = importlib.util.spec_from_loader("iosched_cost", loader)
+    assert spec is not None
+    bench = importlib.util.module_from_spec(spec)
+    loader.exec_module(bench)
+    out, a, b, repeats = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+    data = bench.load(out, [0, 1], repeats, [a, b], list(WORKLOADS))
+    for key in ("iops", "cpu_us"):
+        per_workload = []
+        for mode in (0, 1):
+            for w in WORKLOADS:
+                logs = [math.log(x / y) for x, y in zip(data[(mode, w, a)][key], data[(mode, w, b)][key], strict=True)]
+                print(f"{key} mode{mode} {w:9s} {interval(logs)}")
+                per_workload.append(logs)
+        print(f"{key} geomean {interval([st.mean(r) for r in zip(*per_workload, strict=True)])}")
+
+
+if __name__ == "__main__":
+    main()

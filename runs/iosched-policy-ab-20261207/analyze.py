@@ -1,6 +1,10 @@
 """Figure 11 1R1W and the launch headline of summary.json, per module, and new over old with 95 % intervals
 (Welch's t on the logs). Usage: python3 analyze.py [summary.json] (needs scipy: the project's .venv has it)."""
-import json, math, statistics as st, sys
+import json
+import math
+import statistics as st
+import sys
+
 from scipy import stats
 
 
