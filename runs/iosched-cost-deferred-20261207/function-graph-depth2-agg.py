@@ -4,9 +4,11 @@ import collections
 import re
 import sys
 
-LEAF = re.compile(r"\s*\d+\)\s+(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+(\s*)(\S+?)(?: \[smartio_iosched\])?\(\);")
-OPEN = re.compile(r"\s*\d+\)\s+\|\s+(\S+?)(?: \[smartio_iosched\])?\(\) \{")
-CLOSE = re.compile(r"\s*\d+\)\s+(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+\}")
+# CPU, then the task (with funcgraph-proc), then the duration.
+HEAD = r"\s*\d+\)\s+(?:\S+-\d+\s+\|\s+)?"
+LEAF = re.compile(HEAD + r"(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+(\s*)(\S+?)(?: \[smartio_iosched\])?\(\);")
+OPEN = re.compile(HEAD + r"\|\s+(\S+?)(?: \[smartio_iosched\])?\(\) \{")
+CLOSE = re.compile(HEAD + r"(?:[+!#*@$ ]\s*)?([\d.]+) us\s+\|\s+\}")
 
 
 def main() -> None:
