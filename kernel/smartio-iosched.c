@@ -351,6 +351,8 @@ enum sio_dep {
 #define SIO_RQ_CONTIG		BIT(7)	/* starts exactly where a stream ended (the device's sequential) */
 #define SIO_RQ_BESIDE_WRITE	BIT(20)	/* a read dispatched while a write was in flight (12) */
 #define SIO_RQ_CACHED		BIT(21)	/* a read into the page cache (11) */
+#define SIO_RQ_RAND_WRITE	BIT(22)	/* a write dispatched not continuing the last one (its pace, its hold) */
+#define SIO_RQ_DUE_HELD		BIT(23)	/* a read held for a random write due (13), counted */
 #define SIO_RQ_CLASS_SHIFT	8
 #define SIO_RQ_GROUP_SHIFT	12
 #define SIO_RQ_KIND_SHIFT	16
@@ -459,11 +461,13 @@ struct sio_data {
 	enum sio_phase phase;
 	u64 last_write_ns;			/* last dispatch of a write: starvation clock */
 	bool last_write_rand;			/* ... and was it a random one (its pace) */
+	pid_t last_write_pid;			/* ... and the task that queued it (9) */
 	sector_t last_write_end;		/* ... and where it ended */
 	u64 write_window_end_ns;		/* WINDOW until then */
 	u64 last_read_done_ns;			/* last completion of a read */
 	u64 last_write_done_ns;			/* last completion of a write: read hold */
 	pid_t last_write_done_pid;		/* ... and the task that queued it (9) */
+	bool last_write_done_rand;		/* ... and was it a random one (the hold, 13) */
 	struct sio_reader readers[2];		/* the last reader seen, the last other one */
 	struct sio_starter starters[SIO_NR_STARTERS];
 	pid_t startup_tgid;			/* the thread group starting up (11) ... */
@@ -565,6 +569,7 @@ struct sio_data {
 	u64 unpaced_writes;			/* writes sent by sio_pace() with no reader */
 	u64 own_writes;				/* a reader's own writes, sent unheld (9) */
 	u64 held_reads;				/* reads sent after a read hold kept them */
+	u64 due_held_reads;			/* ... reads held for a random write due (13) */
 	u64 reader_held_writes;			/* writes kept for several readers, not by their pace first */
 	u64 owner_boosted;			/* boosted as a waiting task's file's writes */
 	u64 write_slice_expired;
@@ -1150,16 +1155,18 @@ static bool sio_rerun_coming(struct sio_data *sd)
 /*
  * Learned pacing (13): with auto_pace on and write_pace_us 0, the pace and
  * the read hold come from the mean service time of a write alone, once
- * SIO_LAT_MIN_SAMPLES sequential ones were seen: what `smartio profile
- * --apply` derives from its concurrency run (src/smartio/flashdev/model.py,
- * pacing()), learned from the completions instead. The hold is 0.9 x the
- * page program time, which a write alone does not show by itself; it is
- * taken as SIO_HOLD_PCT of the write's latency, the program's share on
- * s5-emmc's sequential and random writes (147 of 190 us, 314 of 410).
+ * SIO_LAT_MIN_SAMPLES sequential or random ones were seen: what `smartio
+ * profile --apply` derives from its concurrency run
+ * (src/smartio/flashdev/model.py, pacing()), learned from the completions
+ * instead. The hold is 0.9 x the page program time, which a write alone does
+ * not show by itself; it is taken as SIO_HOLD_PCT of the write's latency, the
+ * program's share on s5-emmc's sequential and random writes (147 of 190 us,
+ * 314 of 410).
  */
 #define SIO_PACE_PCT		150	/* pace after a sequential write, % of its latency alone */
 #define SIO_PACE_RAND_PCT	175	/* ... after a random one, % of a random write's */
 #define SIO_HOLD_PCT		70	/* the read hold, % of the sequential write latency alone */
+#define SIO_HOLD_RAND_PCT	80	/* ... after a random write, % of its latency: all its program */
 
 /* A write's mean service time alone, ns, of kind @k (0 seq, 1 rand); 0 before enough were seen. */
 static u64 sio_write_alone_ns(struct sio_data *sd, int k)
@@ -1167,22 +1174,27 @@ static u64 sio_write_alone_ns(struct sio_data *sd, int k)
 	return sd->write_alone_n[k] >= SIO_LAT_MIN_SAMPLES ? sd->write_alone_ns[k] : 0;
 }
 
+/*
+ * A write's service time alone of kind @k (0 seq, 1 rand), ns, for the pace
+ * and the hold: its mean once enough were seen, else the other kind's, a
+ * random write taken to cost an eMMC twice a sequential one (sio_slice_ns()),
+ * so that a writer that only writes at random (a database) or only in
+ * sequence is paced by what it shows; 0 before either kind was seen enough.
+ */
+static u64 sio_write_cost_ns(struct sio_data *sd, int k)
+{
+	u64 ns = sio_write_alone_ns(sd, k);
+
+	if (ns)
+		return ns;
+	ns = sio_write_alone_ns(sd, !k);
+	return k ? ns * 2 : ns / 2;
+}
+
 /* The learned pace after a write of kind @k (0 seq, 1 rand), ns (13); 0 before enough were seen. */
 static u64 sio_learned_pace_ns(struct sio_data *sd, int k)
 {
-	return div_u64(sio_write_alone_ns(sd, k) * (k ? SIO_PACE_RAND_PCT : SIO_PACE_PCT), 100);
-}
-
-/*
- * The learned pace after a random write (13). Before 16 random writes alone
- * were seen, one is taken to cost an eMMC twice a sequential one
- * (sio_slice_ns()): the sequential pace would let random writes in beside a
- * reader faster than the device programs them.
- */
-static u64 sio_learned_pace_rand_ns(struct sio_data *sd)
-{
-	return sio_learned_pace_ns(sd, 1) ?:
-	       div_u64(sio_write_alone_ns(sd, 0) * 2 * SIO_PACE_RAND_PCT, 100);
+	return div_u64(sio_write_cost_ns(sd, k) * (k ? SIO_PACE_RAND_PCT : SIO_PACE_PCT), 100);
 }
 
 /* Are writes paced (7): write_pace_us set, or learned (13)? */
@@ -1190,7 +1202,7 @@ static bool sio_pacing(struct sio_data *sd)
 {
 	if (READ_ONCE(sd->write_pace_us))
 		return true;
-	return READ_ONCE(sd->auto_pace) && sio_write_alone_ns(sd, 0);
+	return READ_ONCE(sd->auto_pace) && sio_write_cost_ns(sd, 0);
 }
 
 /* The pace after the last write dispatched, ns (write_pace_rand_us after a random one, if set). */
@@ -1202,17 +1214,31 @@ static u64 sio_pace_ns(struct sio_data *sd)
 		return (u64)(sd->last_write_rand && pace_rand ? pace_rand : pace) * NSEC_PER_USEC;
 	if (!sio_pacing(sd))
 		return 0;
-	return sd->last_write_rand ? sio_learned_pace_rand_ns(sd) : sio_learned_pace_ns(sd, 0);
+	return sio_learned_pace_ns(sd, sd->last_write_rand);
 }
 
-/* The read hold after a write completed, ns (7); 0 = none. */
-static u64 sio_read_hold_ns(struct sio_data *sd)
+/*
+ * The read hold after a write of kind @k (0 seq, 1 rand) completed, ns (7);
+ * 0 = none. Learned (13), it covers the program of a random write: that one
+ * fills an eMMC's write buffer (a read-modify-write of a whole NAND page), so
+ * a read that comes before its program is done waits for all of it anyway
+ * and makes the device pay a switch besides (s5-emmc, switch_us). Beside a
+ * sequential write the buffer keeps room, a read suspends the program, and
+ * the hold is 0.9 x the program (SIO_HOLD_PCT).
+ */
+static u64 sio_read_hold_kind_ns(struct sio_data *sd, int k)
 {
 	if (READ_ONCE(sd->write_pace_us))
 		return (u64)READ_ONCE(sd->read_hold_us) * NSEC_PER_USEC;
 	if (!sio_pacing(sd))
 		return 0;
-	return div_u64(sio_write_alone_ns(sd, 0) * SIO_HOLD_PCT, 100);
+	return div_u64(sio_write_cost_ns(sd, k) * (k ? SIO_HOLD_RAND_PCT : SIO_HOLD_PCT), 100);
+}
+
+/* The read hold after the last write completed, ns (7). */
+static u64 sio_read_hold_ns(struct sio_data *sd)
+{
+	return sio_read_hold_kind_ns(sd, sd->last_write_done_rand);
 }
 
 /*
@@ -1534,6 +1560,41 @@ static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 }
 
 /*
+ * The end of the hold a random write in flight puts on read @rq (13), or 0.
+ * A read that reaches the die after that write took its place in the write
+ * buffer waits for its whole program (sio_read_hold_kind_ns()); it reaches
+ * the die about a third of its service time alone after its dispatch (its
+ * command's front end: 66 of 187 us for s5-emmc's random read). So a read
+ * queued when the write is due (its learned service time alone after its
+ * dispatch) in less than that is held as if the write had completed then.
+ * The read's time alone is rule 12's mean of its kind (or of the other kind),
+ * which outlives the sample counts rule 12 restarts. Learned pacing only: the
+ * profiler's read_hold_us counts from completions.
+ */
+static u64 sio_write_due_hold_end(struct sio_data *sd, struct request *rq, u64 now)
+{
+	int k = sio_rq_kind(rq) == SIO_RAND_READ;
+	u64 read = sd->read_alone_ns[k] ?: sd->read_alone_ns[!k];
+	u64 due;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (READ_ONCE(sd->write_pace_us) || !sio_pacing(sd) || !sd->last_write_rand || !read ||
+	    sd->last_write_done_ns >= sd->last_write_ns ||
+	    (!sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE]) ||
+	    sio_own_task(sd, sd->last_write_pid, now))
+		return 0;
+	due = sd->last_write_ns + sio_write_cost_ns(sd, 1);
+	if (rq->fifo_time + div_u64(read, 3) < due)
+		return 0;
+	if (!(sio_rq_flags(rq) & SIO_RQ_DUE_HELD)) {
+		sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_DUE_HELD);
+		sd->due_held_reads++;
+	}
+	return due + sio_read_hold_kind_ns(sd, 1);
+}
+
+/*
  * When the read hold ends, or 0 if no queued read is held: with pacing on,
  * reads wait the hold (sio_read_hold_ns()) after a write completed, so the
  * device programs it undisturbed, but no read waits for holds longer than
@@ -1542,23 +1603,25 @@ static bool sio_insert_merge_ok(struct sio_data *sd, struct request *rq)
 static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 {
 	u64 hold = sio_read_hold_ns(sd);
-	u64 first = U64_MAX, end;
+	struct request *first = NULL;
 	enum sio_class c;
+	u64 end = 0;
 
 	lockdep_assert_held(&sd->lock);
 
-	if (!hold || !sd->last_write_done_ns || !sio_holds(sd) ||
-	    sio_own_task(sd, sd->last_write_done_pid, now))
+	if (!hold || !sio_holds(sd))
 		return 0;
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
 		struct request *rq = sio_group_head(&sd->cls[c], SIO_G_READ);
 
-		if (rq)
-			first = min(first, rq->fifo_time);
+		if (rq && (!first || rq->fifo_time < first->fifo_time))
+			first = rq;
 	}
-	if (first == U64_MAX)
+	if (!first)
 		return 0;
-	end = min(sd->last_write_done_ns, first) + hold;
+	if (sd->last_write_done_ns && !sio_own_task(sd, sd->last_write_done_pid, now))
+		end = min(sd->last_write_done_ns, first->fifo_time) + hold;
+	end = max(end, sio_write_due_hold_end(sd, first, now));
 	return now < end ? end : 0;
 }
 
@@ -2510,7 +2573,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 			     SIO_NR_DEPS, sio_rq_pid(rq), now);
 	/* Dispatched: fifo_time is free until an insert (12). */
 	rq->fifo_time = now;
-	flags &= ~SIO_RQ_BESIDE_WRITE;
+	flags &= ~(SIO_RQ_BESIDE_WRITE | SIO_RQ_RAND_WRITE);
 	if (sio_rq_dir(rq) == SIO_READ &&
 	    (sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE]))
 		flags |= SIO_RQ_BESIDE_WRITE;
@@ -2528,6 +2591,9 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 		 */
 		sd->last_write_rand = blk_rq_pos(rq) != sd->last_write_end;
 		sd->last_write_end = blk_rq_pos(rq) + blk_rq_sectors(rq);
+		sd->last_write_pid = sio_rq_pid(rq);
+		if (sd->last_write_rand)
+			sio_rq_set_flags(rq, sio_rq_flags(rq) | SIO_RQ_RAND_WRITE);
 		sio_write_out_add(sd, rq);
 	}
 	rq->rq_flags |= RQF_STARTED;
@@ -2712,6 +2778,7 @@ static void sio_finish_request(struct request *rq)
 			/* done was read before the lock: another CPU may have stored a later one */
 			sd->last_write_done_ns = max(sd->last_write_done_ns, done);
 			sd->last_write_done_pid = sio_rq_pid(rq);
+			sd->last_write_done_rand = flags & SIO_RQ_RAND_WRITE;
 			if (rq == sd->alone_rq) {
 				sd->alone_rq = NULL;
 				if (done >= sd->alone_ns && done - sd->alone_ns < 60 * NSEC_PER_SEC)
@@ -3207,11 +3274,12 @@ static void sio_exit_sched(struct elevator_queue *e)
 	WARN_ONCE(sd->pace_delayed > sd->paced_writes ||
 		  sd->paced_writes + sd->unpaced_writes + sd->own_writes >
 		  dispatched[SIO_WRITE] ||
-		  sd->held_reads > dispatched[SIO_READ],
-		  "smartio: pacing unbalanced: paced %llu delayed %llu unpaced %llu own %llu of %llu writes, held %llu of %llu reads\n",
+		  sd->held_reads > dispatched[SIO_READ] ||
+		  sd->due_held_reads > dispatched[SIO_READ],
+		  "smartio: pacing unbalanced: paced %llu delayed %llu unpaced %llu own %llu of %llu writes, held %llu (%llu for a write due) of %llu reads\n",
 		  sd->paced_writes, sd->pace_delayed, sd->unpaced_writes,
 		  sd->own_writes, dispatched[SIO_WRITE], sd->held_reads,
-		  dispatched[SIO_READ]);
+		  sd->due_held_reads, dispatched[SIO_READ]);
 	WARN_ONCE(sd->dropped, "smartio: %llu requests freed without dispatch\n",
 		  sd->dropped);
 	kvfree(sd->qlog);
@@ -3367,9 +3435,10 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	seq_printf(m, "anticipation holds=%llu hits=%llu expired=%llu lower_class_reads=%llu\n",
 		   sd->antic_holds, sd->antic_hits, sd->antic_expired,
 		   sd->antic_lower_reads);
-	seq_printf(m, "pacing paced_writes=%llu delayed=%llu unpaced_writes=%llu held_reads=%llu reader_held_writes=%llu own_writes=%llu\n",
+	seq_printf(m, "pacing paced_writes=%llu delayed=%llu unpaced_writes=%llu held_reads=%llu reader_held_writes=%llu own_writes=%llu due_held_reads=%llu\n",
 		   sd->paced_writes, sd->pace_delayed, sd->unpaced_writes,
-		   sd->held_reads, sd->reader_held_writes, sd->own_writes);
+		   sd->held_reads, sd->reader_held_writes, sd->own_writes,
+		   sd->due_held_reads);
 	seq_printf(m, "single_write holds=%llu\n", sd->single_write_holds);
 	seq_printf(m, "startup startups=%llu holds=%llu\n", sd->startups,
 		   sd->startup_holds);
@@ -3385,7 +3454,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 		   div_u64(sd->write_alone_ns[0], NSEC_PER_USEC), sd->write_alone_n[0],
 		   div_u64(sd->write_alone_ns[1], NSEC_PER_USEC), sd->write_alone_n[1],
 		   learned ? div_u64(sio_learned_pace_ns(sd, 0), NSEC_PER_USEC) : 0,
-		   learned ? div_u64(sio_learned_pace_rand_ns(sd), NSEC_PER_USEC) : 0,
+		   learned ? div_u64(sio_learned_pace_ns(sd, 1), NSEC_PER_USEC) : 0,
 		   div_u64(sio_read_hold_ns(sd), NSEC_PER_USEC));
 	for (i = 0; i < SIO_NR_DEPS; i++) {
 		struct sio_dep_stats *st = &sd->dep_stats[i];
