@@ -1136,6 +1136,16 @@ use none
     assert unpaced.rows["anticipation"]["holds"] > 0, unpaced.rows["anticipation"]
 
 
+def write_rand_pair(tmp_path: Path, alone: list[FioJob]) -> None:
+    """alone.fio (the given jobs) and pair.fio: a random reader for 5 s and, from its second second, a random
+    writer for 3 s beside it, each at queue depth 1 on its own 32 MiB, as rule 13's tests run them."""
+    pair = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=5")),
+            FioJob("writer", "randwrite", 2, True, 32, 32, verify=False,
+                   extra=("time_based=1", "startdelay=1", "runtime=3"))]
+    (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, alone))
+    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, pair))
+
+
 def test_random_writes_alone_are_enough_to_learn_the_pace(tmp_path: Path, module_ko: ModuleBuild) -> None:
     """Rule 13 from random writes only (a database's writer): 16 random writes alone teach the pace as 16
     sequential ones do, the sequential write taken as half a random one (a random write costs an eMMC about twice
@@ -1143,11 +1153,7 @@ def test_random_writes_alone_are_enough_to_learn_the_pace(tmp_path: Path, module
     the random writes are then paced and reads held, where before the module waited for sequential writes that
     never came and let anticipation starve the writer."""
     alone = [FioJob("writer", "randwrite", 2, True, 32, 32, verify=False, extra=("time_based=1", "runtime=2"))]
-    pair = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=5")),
-            FioJob("writer", "randwrite", 2, True, 32, 32, verify=False,
-                   extra=("time_based=1", "startdelay=1", "runtime=3"))]
-    (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, alone))
-    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, pair))
+    write_rand_pair(tmp_path, alone)
     script = f"""SIO_PINS="adaptive=0"
 use smartio
 fio --output-format=json --output=$SMARTIO_OUT/alone.json {tmp_path}/alone.fio || fail "fio (writer alone)"
@@ -1190,11 +1196,7 @@ def test_a_read_queued_as_a_random_write_is_due_waits_for_its_program(tmp_path: 
     alone = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=2")),
              FioJob("writer", "randwrite", 2, True, 32, 32, verify=False,
                     extra=("time_based=1", "runtime=2", "stonewall"))]
-    pair = [FioJob("reader", "randread", 2, True, 0, 32, verify=False, extra=("time_based=1", "runtime=5")),
-            FioJob("writer", "randwrite", 2, True, 32, 32, verify=False,
-                   extra=("time_based=1", "startdelay=1", "runtime=3"))]
-    (tmp_path / "alone.fio").write_text(job_file(RAW_GLOBAL, alone))
-    (tmp_path / "pair.fio").write_text(job_file(RAW_GLOBAL, pair))
+    write_rand_pair(tmp_path, alone)
     script = f"""SIO_PINS="adaptive=0"
 use smartio
 fio --output=/dev/null {tmp_path}/alone.fio || fail "fio (reader, then writer, alone)"
