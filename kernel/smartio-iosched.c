@@ -1205,6 +1205,12 @@ static bool sio_pacing(struct sio_data *sd)
 	return READ_ONCE(sd->auto_pace) && sio_write_cost_ns(sd, 0);
 }
 
+/* Is the pace learned (13), not written (write_pace_us)? */
+static bool sio_pace_learned(struct sio_data *sd)
+{
+	return !READ_ONCE(sd->write_pace_us) && sio_pacing(sd);
+}
+
 /* The pace after the last write dispatched, ns (write_pace_rand_us after a random one, if set). */
 static u64 sio_pace_ns(struct sio_data *sd)
 {
@@ -1268,6 +1274,14 @@ static void sio_alone_dispatched(struct sio_data *sd, struct request *rq, u64 no
 	sd->alone_ns = now;
 	/* random as the pace tells: not continuing the last write exactly */
 	sd->alone_rand = blk_rq_pos(rq) != sd->last_write_end;
+}
+
+/* A write in flight? */
+static bool sio_writes_inflight(struct sio_data *sd)
+{
+	lockdep_assert_held(&sd->lock);
+
+	return sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE];
 }
 
 /* A read queued or in flight? */
@@ -1501,7 +1515,7 @@ static bool sio_single_write_held(struct sio_data *sd, struct request *rq)
 
 	if (!recent || !sio_holds(sd) || sio_rq_dir(rq) != SIO_WRITE || sd->phase == SIO_PH_WINDOW ||
 	    (sio_rq_flags(rq) & SIO_RQ_BOOSTED) ||
-	    (!sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE]))
+	    !sio_writes_inflight(sd))
 		return false;
 	return sio_read_within(sd, now, recent) &&
 	       !sio_own_task(sd, sio_rq_pid(rq), now);
@@ -1579,9 +1593,9 @@ static u64 sio_write_due_hold_end(struct sio_data *sd, struct request *rq, u64 n
 
 	lockdep_assert_held(&sd->lock);
 
-	if (READ_ONCE(sd->write_pace_us) || !sio_pacing(sd) || !sd->last_write_rand || !read ||
+	if (!sio_pace_learned(sd) || !sd->last_write_rand || !read ||
 	    sd->last_write_done_ns >= sd->last_write_ns ||
-	    (!sd->inflight[SIO_SEQ_WRITE] && !sd->inflight[SIO_RAND_WRITE]) ||
+	    !sio_writes_inflight(sd) ||
 	    sio_own_task(sd, sd->last_write_pid, now))
 		return 0;
 	due = sd->last_write_ns + sio_write_cost_ns(sd, 1);
@@ -2574,8 +2588,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	/* Dispatched: fifo_time is free until an insert (12). */
 	rq->fifo_time = now;
 	flags &= ~(SIO_RQ_BESIDE_WRITE | SIO_RQ_RAND_WRITE);
-	if (sio_rq_dir(rq) == SIO_READ &&
-	    (sd->inflight[SIO_SEQ_WRITE] || sd->inflight[SIO_RAND_WRITE]))
+	if (sio_rq_dir(rq) == SIO_READ && sio_writes_inflight(sd))
 		flags |= SIO_RQ_BESIDE_WRITE;
 	sio_alone_dispatched(sd, rq, rq->fifo_time);
 	sio_rq_set_flags(rq, flags | SIO_RQ_DISPATCHED | SIO_RQ_INFLIGHT);
@@ -3448,7 +3461,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 		   sd->read_beside_n[0], sd->read_beside_slow[0],
 		   div_u64(sd->read_alone_ns[1], NSEC_PER_USEC), sd->read_alone_n[1],
 		   sd->read_beside_n[1], sd->read_beside_slow[1]);
-	learned = !READ_ONCE(sd->write_pace_us) && sio_pacing(sd);
+	learned = sio_pace_learned(sd);
 	seq_printf(m, "auto_pace learned=%d seq_write_alone_us=%llu seq_write_alone_n=%u rand_write_alone_us=%llu rand_write_alone_n=%u pace_us=%llu pace_rand_us=%llu read_hold_us=%llu\n",
 		   learned,
 		   div_u64(sd->write_alone_ns[0], NSEC_PER_USEC), sd->write_alone_n[0],
