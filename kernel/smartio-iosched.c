@@ -186,16 +186,22 @@
  * Decisions are a small state machine (sio_class_step(): reading,
  * anticipating, write window) over a side-effect free picker (sio_pick()).
  *
- * Locking: sd->lock (irq-safe: completions take it) protects all per-queue
- * state. The kprobe handlers take it too where the kernel runs them in the
- * waiting task's context (kprobes on ftrace, as Debian's x86 kernels have
- * them), where the probed function may sleep, so no other lock is held.
- * Where a probe fires from int3 instead (no KPROBES_ON_FTRACE), the kernel
- * treats the handler as an NMI: no lock may be taken there, not even an
- * irq-safe one, and no queue may be run. Such a handler only computes the
- * range and leaves it in a per-CPU buffer; an irq_work applies it in
- * hardirq context as soon as the task's interrupts are on again
- * (sio_hint()).
+ * Locking: sd->lock protects all per-queue state and is taken in task
+ * context only, with interrupts on, as mq-deadline takes its own: no
+ * interrupt, softirq or timer takes it. A completion or a requeue, which
+ * the driver reports from its interrupt, takes no lock (as mq-deadline's and
+ * kyber's take none): it leaves a record (struct sio_done) on a lock-free
+ * list, and the next dispatch applies the records before it decides
+ * (sio_done_apply()), as do a hint and a debugfs read.
+ * A timer or a completion that may end a hold reruns the queue without the
+ * lock (sio_kick()). The kprobe handlers take the lock where the kernel runs
+ * them in the waiting task's context (kprobes on ftrace, as Debian's x86
+ * kernels have them), where the probed function may sleep, so no other lock
+ * is held. Where a probe fires from int3 instead (no KPROBES_ON_FTRACE), the
+ * kernel treats the handler as an NMI: no lock may be taken there and no
+ * queue may be run. Such a handler only computes the range and leaves it in
+ * a per-CPU buffer; an irq_work hands it to a work item on that CPU, which
+ * applies it (sio_hint()).
  *
  * Flush and FUA requests never reach an elevator on 6.1 (the flush machinery
  * inserts them into the hardware queue directly); should one arrive anyway it
@@ -216,6 +222,8 @@
 #include <linux/irq_work.h>
 #include <linux/kallsyms.h>
 #include <linux/kprobes.h>
+#include <linux/llist.h>
+#include <linux/sched/mm.h>
 #include <linux/pagemap.h>
 #include <linux/percpu.h>
 #include <linux/rbtree.h>
@@ -263,7 +271,7 @@ static const int sio_read_reserve_div = 16;	/* 1/16 of the tags (at least 1) onl
 #define SIO_HINT_TTL_NS		(500 * NSEC_PER_MSEC) /* how long such a range is retried */
 #define SIO_NR_WRITES_OUT	64	/* dispatched writes remembered for the hint lookup */
 #define SIO_NR_CALLERS		64	/* folio wait call sites remembered as sync or not */
-#define SIO_NR_NMI_HINTS	8	/* per CPU: hints from int3 kprobes awaiting their irq_work */
+#define SIO_NR_NMI_HINTS	8	/* per CPU: hints from int3 kprobes awaiting their work */
 #define SIO_NR_STARTERS		16	/* thread groups remembered for telling a start-up (11) */
 
 enum sio_class {
@@ -404,7 +412,7 @@ struct sio_qlog {
 			 * X never found, d boosted write dispatched, c completed */
 };
 
-/* A hint from a kprobe that ran as an NMI, for the irq_work to apply. */
+/* A hint from a kprobe that ran as an NMI, for sio_nmi_apply_fn() to apply. */
 struct sio_nmi_hint {
 	struct request_queue *q;	/* compared with live queues only */
 	sector_t start, end;
@@ -416,8 +424,36 @@ struct sio_nmi_hint {
 /* Per CPU; written only by kprobe handlers, which never nest on a CPU. */
 struct sio_nmi_buf {
 	struct irq_work work;
+	struct work_struct apply;	/* queued by the irq_work on its CPU */
 	unsigned int n;
 	struct sio_nmi_hint h[SIO_NR_NMI_HINTS];
+};
+
+/*
+ * A completion or a requeue, for the next dispatch to apply
+ * (sio_done_apply()): what sio_finish_request() and sio_requeue_request()
+ * would have done under the lock, from what they read of the request. One
+ * of each per scheduler tag, in the hardware queue's table (sched_data): a
+ * tag's next request is dispatched, which applies the record, before it can
+ * complete or be requeued and reuse it.
+ */
+struct sio_done {
+	struct llist_node node;
+	struct request *rq;		/* identity only (alone_rq): never dereferenced */
+	unsigned long flags;		/* sio_rq_flags() then */
+	unsigned long who;		/* rq->elv.priv[1] then: pid and thread group */
+	u64 done_ns;			/* completion time; 0: not in flight */
+	u64 dispatched_ns;		/* rq->fifo_time then */
+	sector_t pos;			/* blk_rq_pos() then */
+	u8 dir;
+	bool read_op;			/* REQ_OP_READ, not zone management */
+	bool requeue;
+	bool heap;			/* kmalloc'ed: the tag had no record (sio_done_fit()) */
+};
+
+struct sio_done_tab {
+	unsigned int nr;		/* scheduler tags */
+	struct sio_done rec[];		/* 2 per tag: its completion, its requeue */
 };
 
 /* A dispatched write, for telling "already on the device" from "not found". */
@@ -446,9 +482,13 @@ struct sio_class_queue {
 
 /* Per-queue state; one instance per request_queue using smartio. */
 struct sio_data {
-	spinlock_t lock;			/* irq-safe; protects all below */
+	spinlock_t lock;			/* task context only; protects all below */
 	struct request_queue *q;
 	struct list_head node;			/* on sio_queues, for the kprobes (RCU) */
+	struct llist_head done;			/* completions and requeues to apply, no lock */
+	unsigned int nr_hints;			/* ranges parked in hints[] */
+	atomic_t kicks;				/* sio_kick()s: a hold may have ended */
+	atomic_long_t done_lost;		/* records that found no memory: a bug if any */
 
 	struct list_head dispatch;		/* at-head and flush requests, served first */
 	struct sio_class_queue cls[SIO_NR_CLASSES];
@@ -485,8 +525,9 @@ struct sio_data {
 	 * Everything queued is held and a timer or a completion will rerun
 	 * the queue: has_work says no, so blk-mq does not rerun it every
 	 * BLK_MQ_BUDGET_DELAY (3 ms) while it waits. Set by a dispatch that
-	 * found nothing to send; cleared, under the lock, by whatever may end
-	 * a hold (insert, completion, requeue, timer, hint, tunable).
+	 * found nothing to send (sio_hold_all()); cleared by whatever may end a
+	 * hold: under the lock by an insert or a merge, by sio_kick() without
+	 * it (completion, requeue, timer, hint, tunable).
 	 */
 	bool all_held;
 	/*
@@ -590,7 +631,7 @@ struct sio_data {
 static LIST_HEAD(sio_queues);
 static DEFINE_MUTEX(sio_queues_mutex);		/* sio_queues writers, kprobe (un)registration */
 static DEFINE_PER_CPU(struct sio_nmi_buf, sio_nmi_bufs);
-static atomic_long_t sio_nmi_deferred;		/* hints handed to the irq_work */
+static atomic_long_t sio_nmi_deferred;		/* hints handed to the irq_work and work */
 static atomic_long_t sio_nmi_dropped;		/* ... lost: the CPU's buffer was full */
 
 static const char *const sio_class_names[SIO_NR_CLASSES] = { "rt", "be", "idle" };
@@ -869,10 +910,12 @@ static bool sio_class_empty(struct sio_class_queue *cq)
 
 static bool sio_all_empty(struct sio_data *sd)
 {
-	enum sio_class c;
+	enum sio_kind k;
 
-	for (c = SIO_RT; c < SIO_NR_CLASSES; c++)
-		if (!sio_class_empty(&sd->cls[c]))
+	lockdep_assert_held(&sd->lock);
+
+	for (k = 0; k < SIO_NR_KINDS; k++)	/* every request on a FIFO is counted */
+		if (sd->queued[k])
 			return false;
 	return true;
 }
@@ -1122,15 +1165,40 @@ static void sio_unhold(struct sio_data *sd)
 	WRITE_ONCE(sd->all_held, false);
 }
 
-/* Rerun the queue from outside the lock (timers, hints, tunables). */
+/*
+ * A hold may have ended: rerun the queue, without the lock (completions,
+ * requeues, timers, hints, tunables). A dispatch deciding "all held" at the
+ * same time sees the count move (sio_hold_all()), or this sees its all_held.
+ */
 static void sio_kick(struct sio_data *sd)
 {
-	unsigned long irqflags;
-
-	spin_lock_irqsave(&sd->lock, irqflags);
-	sio_unhold(sd);
-	spin_unlock_irqrestore(&sd->lock, irqflags);
+	atomic_inc(&sd->kicks);
+	smp_mb__after_atomic();
+	WRITE_ONCE(sd->all_held, false);
 	blk_mq_run_hw_queues(sd->q, true);
+}
+
+/*
+ * A dispatch found everything held and a timer or a completion coming:
+ * has_work may say no. Unless a kick came since @kicks (the dispatch's
+ * start), or a completion left a record since it applied them: then it
+ * returns true, for the dispatch to apply them and decide again.
+ */
+static bool sio_hold_all(struct sio_data *sd, int kicks)
+{
+	lockdep_assert_held(&sd->lock);
+
+	WRITE_ONCE(sd->all_held, true);
+	smp_mb();	/* pairs with sio_kick()'s and with llist_add()'s in sio_done_push() */
+	if (atomic_read(&sd->kicks) != kicks) {
+		WRITE_ONCE(sd->all_held, false);	/* the kick reruns the queue */
+		return false;
+	}
+	if (!llist_empty(&sd->done)) {
+		WRITE_ONCE(sd->all_held, false);
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -1616,13 +1684,15 @@ static u64 sio_write_due_hold_end(struct sio_data *sd, struct request *rq, u64 n
  */
 static u64 sio_read_hold_end(struct sio_data *sd, u64 now)
 {
-	u64 hold = sio_read_hold_ns(sd);
 	struct request *first = NULL;
 	enum sio_class c;
-	u64 end = 0;
+	u64 end = 0, hold;
 
 	lockdep_assert_held(&sd->lock);
 
+	if (!sd->queued[SIO_SEQ_READ] && !sd->queued[SIO_RAND_READ])	/* no read to hold */
+		return 0;
+	hold = sio_read_hold_ns(sd);
 	if (!hold || !sio_holds(sd))
 		return 0;
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -1770,12 +1840,6 @@ static u64 sio_write_waited_ns(struct sio_data *sd, struct request *rq, u64 now)
 	return sio_since(now, max(rq->fifo_time, sd->last_write_ns));
 }
 
-/* Has @rq waited its slice? */
-static bool sio_slice_over(struct sio_data *sd, struct request *rq, u64 now)
-{
-	return sio_write_waited_ns(sd, rq, now) >= sio_slice_ns(sd, rq);
-}
-
 /* When @rq's slice ends, if no write is dispatched before. */
 static u64 sio_slice_end(struct sio_data *sd, struct request *rq)
 {
@@ -1796,29 +1860,35 @@ static struct request *sio_starved_write(struct sio_data *sd,
 	struct request *b = sio_group_head(cq, SIO_G_ASYNC_WRITE);
 	u64 startup = (u64)READ_ONCE(sd->startup_ms) * NSEC_PER_MSEC;
 	struct request *rq = NULL;
+	u64 end, end_a;
 
 	/*
 	 * A boosted write's slice bounds it as any write's does: reads go
 	 * before the boosted group, and a task waits on it (5), so without this
 	 * a reader that keeps its FIFO full would keep that task in D state.
-	 * Nothing holds it for a start-up either.
+	 * Nothing holds it for a start-up either. A slice is at least 1 ms:
+	 * it is over when now reaches its end.
 	 */
-	if (boosted && sio_slice_over(sd, boosted, now))
-		return boosted;
-	if (boosted)
-		sio_note_check(sd, sio_slice_end(sd, boosted));
+	if (boosted) {
+		end = sio_slice_end(sd, boosted);
+		if (now >= end)
+			return boosted;
+		sio_note_check(sd, end);
+	}
 	if (a && b && b->fifo_time < a->fifo_time)
 		swap(a, b);
-	if (a && sio_slice_over(sd, a, now))
+	end_a = a ? sio_slice_end(sd, a) : 0;
+	if (a && now >= end_a) {
 		rq = a;
-	else if (b && sio_slice_over(sd, b, now))
-		rq = b;
-	if (!rq) {
-		if (a)
-			sio_note_check(sd, sio_slice_end(sd, a));
-		if (b)
-			sio_note_check(sd, sio_slice_end(sd, b));
+	} else if (b) {
+		end = sio_slice_end(sd, b);
+		if (now >= end)
+			rq = b;
+		else
+			sio_note_check(sd, end);
 	}
+	if (!rq && a)
+		sio_note_check(sd, end_a);
 	/* The later head has waited no longer: a start-up holds it too (11). */
 	if (rq && sio_holds(sd) && sio_startup_on(sd, now) &&
 	    sio_write_waited_ns(sd, rq, now) < startup) {
@@ -1990,11 +2060,6 @@ static void sio_qlog_add(struct sio_data *sd, char what, sector_t start,
 			(struct sio_qlog){ now, start, end, pid, dep, what };
 }
 
-static unsigned long sio_rq_out(struct request *rq)
-{
-	return (sio_rq_flags(rq) >> SIO_RQ_OUT_SHIFT) & SIO_RQ_OUT_MASK;
-}
-
 static void sio_rq_set_out(struct request *rq, unsigned long slot)
 {
 	sio_rq_set_flags(rq, (sio_rq_flags(rq) &
@@ -2067,16 +2132,13 @@ static void sio_write_out_add(struct sio_data *sd, struct request *rq)
 	}
 }
 
-static void sio_write_out_del(struct sio_data *sd, struct request *rq)
+/* @slot: sio_rq_out() of a write that left the device (0: it had none). */
+static void sio_write_out_free(struct sio_data *sd, unsigned long slot)
 {
-	unsigned long slot = sio_rq_out(rq);
-
 	lockdep_assert_held(&sd->lock);
 
-	if (slot) {
+	if (slot)
 		sd->writes_out[slot - 1].end = 0;
-		sio_rq_set_out(rq, 0);
-	}
 }
 
 static bool sio_write_out_find(struct sio_data *sd, sector_t start, sector_t end)
@@ -2092,6 +2154,184 @@ static bool sio_write_out_find(struct sio_data *sd, sector_t start, sector_t end
 			return true;
 	}
 	return false;
+}
+
+/* Completions and requeues, applied under the lock. */
+
+static unsigned int sio_flags_field(unsigned long flags, int shift)
+{
+	return (flags >> shift) & SIO_RQ_FIELD_MASK;
+}
+
+/* What sio_finish_request() or sio_requeue_request() left in @d. */
+static void sio_done_one(struct sio_data *sd, const struct sio_done *d)
+{
+	unsigned long flags = d->flags;
+	enum sio_kind kind = sio_flags_field(flags, SIO_RQ_KIND_SHIFT);
+	unsigned long slot = (flags >> SIO_RQ_OUT_SHIFT) & SIO_RQ_OUT_MASK;
+	pid_t pid = (pid_t)(u32)(flags >> SIO_RQ_PID_SHIFT);
+	u64 done = d->done_ns;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (d->requeue) {
+		sd->inflight[kind]--;
+		if (d->rq == sd->alone_rq)
+			sd->alone_rq = NULL;
+		sio_write_out_free(sd, slot);
+		sd->requeued++;
+		return;
+	}
+	if (flags & SIO_RQ_INFLIGHT) {
+		sd->inflight[kind]--;
+		if (flags & SIO_RQ_BOOSTED) {
+			/*
+			 * A completed request has no sectors left: its range
+			 * is the one its dispatch remembered, if a slot was
+			 * free then.
+			 */
+			sector_t start = d->pos, end = d->pos;
+
+			if (slot) {
+				start = sd->writes_out[slot - 1].start;
+				end = sd->writes_out[slot - 1].end;
+			}
+			sio_qlog_add(sd, 'c', start, end, SIO_NR_DEPS, pid, done);
+		}
+		sio_write_out_free(sd, slot);
+		if (!sio_kind_is_read(kind)) {
+			/* records of two CPUs may come in either order */
+			sd->last_write_done_ns = max(sd->last_write_done_ns, done);
+			sd->last_write_done_pid = pid;
+			sd->last_write_done_rand = flags & SIO_RQ_RAND_WRITE;
+			if (d->rq == sd->alone_rq) {
+				sd->alone_rq = NULL;
+				if (done >= sd->alone_ns && done - sd->alone_ns < 60 * NSEC_PER_SEC)
+					sio_mean_add(&sd->write_alone_ns[sd->alone_rand],
+						     &sd->write_alone_n[sd->alone_rand],
+						     done - sd->alone_ns);
+			}
+		} else {
+			u64 window;
+
+			sd->last_read_done_ns = max(sd->last_read_done_ns, done);
+			/*
+			 * Beside a write: one in flight at its dispatch, or
+			 * dispatched before it completed. On 6.1 fifo_time
+			 * shares a union with the csd of a completion sent to
+			 * another CPU (rq_affinity): NULL or a pointer then,
+			 * never a time before `done` by less than a minute.
+			 */
+			if (d->dispatched_ns && d->dispatched_ns <= done &&
+			    done - d->dispatched_ns < 60 * NSEC_PER_SEC)
+				sio_read_learn(sd, kind, (flags & SIO_RQ_BESIDE_WRITE) ||
+					       (sd->last_write_ns > d->dispatched_ns &&
+						sd->last_write_ns < done),
+					       done - d->dispatched_ns);
+			if (d->read_op)
+				sio_reader_seen(sd, (pid_t)(u32)d->who, (pid_t)(u32)(d->who >> 32),
+						flags & SIO_RQ_CACHED, sd->last_read_done_ns);
+			window = sio_antic_window_ns(sd, sd->last_read_done_ns);
+			if (window && sd->phase == SIO_PH_ANTICIPATE)
+				sio_rerun_at(sd, sd->last_read_done_ns + window);
+		}
+	}
+	if (flags & SIO_RQ_DISPATCHED)
+		sd->stats[sio_flags_field(flags, SIO_RQ_CLASS_SHIFT)][d->dir].completed++;
+	else if (!(flags & SIO_RQ_MERGED))
+		sd->dropped++;
+}
+
+/* Apply the records left since the lock was last taken, oldest first. */
+static void sio_done_apply(struct sio_data *sd)
+{
+	struct sio_done *d, *next;
+
+	lockdep_assert_held(&sd->lock);
+
+	if (llist_empty(&sd->done))	/* a read, where llist_del_all() is an atomic exchange */
+		return;
+	llist_for_each_entry_safe(d, next, llist_reverse_order(llist_del_all(&sd->done)), node) {
+		sio_done_one(sd, d);
+		if (d->heap)
+			kfree(d);
+	}
+}
+
+/*
+ * Leave what @rq's completion or requeue tells for the next holder of the
+ * lock (any context, no lock). @flags: sio_rq_flags(@rq) as it was.
+ */
+static void sio_done_push(struct sio_data *sd, struct request *rq,
+			  unsigned long flags, bool requeue)
+{
+	struct sio_done_tab *t = rq->mq_hctx->sched_data;
+	unsigned int tag = rq->internal_tag;
+	bool inflight = flags & SIO_RQ_INFLIGHT;
+	struct sio_done *d;
+
+	if (t && tag < t->nr) {
+		d = &t->rec[2 * tag + requeue];
+		d->heap = false;
+	} else {
+		d = kmalloc(sizeof(*d), GFP_ATOMIC | __GFP_NOWARN);
+		if (!d) {
+			atomic_long_inc(&sd->done_lost);
+			return;
+		}
+		d->heap = true;
+	}
+	/* the device's time, not the wait for the next holder of the lock (12) */
+	d->done_ns = inflight && !requeue ? ktime_get_ns() : 0;
+	d->rq = rq;
+	d->flags = flags;
+	d->who = (unsigned long)rq->elv.priv[1];
+	d->dispatched_ns = rq->fifo_time;
+	d->pos = blk_rq_pos(rq);
+	d->dir = sio_rq_dir(rq);
+	d->read_op = req_op(rq) == REQ_OP_READ;
+	d->requeue = requeue;
+	llist_add(&d->node, &sd->done);		/* a full barrier: see sio_hold_all() */
+	/*
+	 * A hold counted on this completion: rerun the queue here, not
+	 * through SCHED_RESTART, which any request's free on the hctx (a
+	 * flush, a passthrough, a merged-away one) may have used up.
+	 */
+	if (inflight && READ_ONCE(sd->all_held))
+		sio_kick(sd);
+}
+
+/*
+ * Called with the queue frozen (init, nr_requests changed): a record for
+ * each scheduler tag of each hardware queue. The old table's records are
+ * applied before it goes. Where memory is short, the tags beyond the table
+ * get theirs from sio_done_push()'s kmalloc.
+ */
+static void sio_done_fit(struct sio_data *sd)
+{
+	struct blk_mq_hw_ctx *hctx;
+	unsigned long i;
+
+	queue_for_each_hw_ctx(sd->q, hctx, i) {
+		struct sio_done_tab *t = hctx->sched_data, *n;
+		unsigned int nr = hctx->sched_tags ? hctx->sched_tags->nr_tags : 0;
+		unsigned int noio;
+
+		if (!nr || (t && t->nr >= nr))
+			continue;
+		noio = memalloc_noio_save();	/* frozen: reclaim must not wait on this queue */
+		n = kvzalloc_node(struct_size(n, rec, 2 * (size_t)nr), GFP_KERNEL | __GFP_NOWARN,
+				  hctx->numa_node);
+		memalloc_noio_restore(noio);
+		if (!n)
+			continue;
+		n->nr = nr;
+		spin_lock(&sd->lock);
+		sio_done_apply(sd);
+		hctx->sched_data = n;
+		spin_unlock(&sd->lock);
+		kvfree(t);
+	}
 }
 
 /* Move queued write @rq to the boosted group, for dependency @dep. */
@@ -2180,6 +2420,7 @@ static void sio_hints_expire(struct sio_data *sd, u64 now)
 			sd->dep_stats[h->dep].not_found++;
 			sio_qlog_add(sd, 'X', h->start, h->end, h->dep, h->waiter, now);
 			h->end = 0;
+			sd->nr_hints--;
 		}
 	}
 }
@@ -2206,6 +2447,8 @@ static void sio_hint_park(struct sio_data *sd, sector_t start, sector_t end,
 		sd->dep_stats[slot->dep].not_found++;
 		sio_qlog_add(sd, 'X', slot->start, slot->end, slot->dep,
 			     slot->waiter, now);
+	} else {
+		sd->nr_hints++;
 	}
 	slot->start = start;
 	slot->end = end;
@@ -2222,7 +2465,8 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 
 	lockdep_assert_held(&sd->lock);
 
-	for (i = 0; i < SIO_NR_HINTS; i++) {
+	/* Every write's insert comes here: no scan with nothing parked. */
+	for (i = 0; sd->nr_hints && i < SIO_NR_HINTS; i++) {
 		struct sio_hint *h = &sd->hints[i];
 
 		if (!h->end || h->start >= end || start >= h->end)
@@ -2238,6 +2482,7 @@ static void sio_hints_retry(struct sio_data *sd, sector_t start, sector_t end,
 			continue;
 		}
 		h->end = 0;
+		sd->nr_hints--;
 	}
 }
 
@@ -2251,11 +2496,11 @@ static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
 			 enum sio_dep dep, const void *owner, pid_t waiter)
 {
 	struct sio_dep_stats *st = &sd->dep_stats[dep];
-	unsigned long irqflags;
 	u64 now, boosted;
 	int i;
 
-	spin_lock_irqsave(&sd->lock, irqflags);
+	spin_lock(&sd->lock);
+	sio_done_apply(sd);	/* a write that completed is no longer "dispatched" */
 	now = ktime_get_ns();
 	boosted = st->boosted;
 	for (i = 0; i < SIO_NR_HINTS; i++) {
@@ -2282,7 +2527,7 @@ static bool sio_hint_one(struct sio_data *sd, sector_t start, sector_t end,
 	}
 unlock:
 	boosted = st->boosted - boosted;
-	spin_unlock_irqrestore(&sd->lock, irqflags);
+	spin_unlock(&sd->lock);
 	return boosted;
 }
 
@@ -2305,16 +2550,33 @@ static void sio_hint_queue(struct request_queue *q, sector_t start,
 	rcu_read_unlock();
 }
 
-/* irq_work (hardirq): apply the hints int3 kprobes left on this CPU. */
+/* irq_work (hardirq), which may not take the lock: hand over to a work item on this CPU. */
 static void sio_nmi_work_fn(struct irq_work *work)
 {
 	struct sio_nmi_buf *buf = container_of(work, struct sio_nmi_buf, work);
-	unsigned int i, n = READ_ONCE(buf->n);
 
-	for (i = 0; i < n; i++)
-		sio_hint_queue(buf->h[i].q, buf->h[i].start, buf->h[i].end,
-			       buf->h[i].dep, buf->h[i].owner, buf->h[i].waiter);
+	queue_work_on(smp_processor_id(), system_highpri_wq, &buf->apply);
+}
+
+/*
+ * Apply the hints int3 kprobes left on this CPU (a bound workqueue runs it
+ * there). A handler fills the buffer with interrupts off, so with them off
+ * here none runs on this CPU while it is emptied.
+ */
+static void sio_nmi_apply_fn(struct work_struct *work)
+{
+	struct sio_nmi_buf *buf = container_of(work, struct sio_nmi_buf, apply);
+	struct sio_nmi_hint h[SIO_NR_NMI_HINTS];
+	unsigned long irqflags;
+	unsigned int i, n;
+
+	local_irq_save(irqflags);
+	n = READ_ONCE(buf->n);
+	memcpy(h, buf->h, n * sizeof(*h));
 	WRITE_ONCE(buf->n, 0);
+	local_irq_restore(irqflags);
+	for (i = 0; i < n; i++)
+		sio_hint_queue(h[i].q, h[i].start, h[i].end, h[i].dep, h[i].owner, h[i].waiter);
 }
 
 /* Report a sector range a task waits on (from a kprobe handler). */
@@ -2333,8 +2595,9 @@ static void sio_hint(struct block_device *bdev, sector_t sector,
 	}
 	/*
 	 * An int3 kprobe: interrupts are off until the handler returns, and
-	 * the irq_work, which runs with them off too, cannot be interrupted
-	 * by it (the probed functions sleep; hardirq code never calls them).
+	 * sio_nmi_apply_fn() empties the buffer with them off too, on this
+	 * CPU, so neither interrupts the other (the probed functions sleep;
+	 * hardirq code never calls them).
 	 */
 	buf = this_cpu_ptr(&sio_nmi_bufs);
 	n = READ_ONCE(buf->n);
@@ -2532,11 +2795,15 @@ static void sio_mark_restart(struct request_queue *q)
 static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 {
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
-	unsigned long flags, irqflags;
+	unsigned long flags;
 	struct request *rq;
+	int kicks;
 	u64 now;
 
-	spin_lock_irqsave(&sd->lock, irqflags);
+	spin_lock(&sd->lock);
+again:
+	sio_done_apply(sd);
+	kicks = atomic_read(&sd->kicks);
 	now = ktime_get_ns();
 	sd->dispatch_ns = now;
 
@@ -2565,9 +2832,10 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 				 */
 				if (sd->next_check_ns > now)
 					sio_rerun_at(sd, sd->next_check_ns);
-				WRITE_ONCE(sd->all_held, !sd->startup_held &&
-					   (!sd->next_check_ns || sd->next_check_ns > now) &&
-					   sio_rerun_coming(sd));
+				if (!sd->startup_held &&
+				    (!sd->next_check_ns || sd->next_check_ns > now) &&
+				    sio_rerun_coming(sd) && sio_hold_all(sd, kicks))
+					goto again;
 			}
 			goto unlock;
 		}
@@ -2611,7 +2879,7 @@ static struct request *sio_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	}
 	rq->rq_flags |= RQF_STARTED;
 unlock:
-	spin_unlock_irqrestore(&sd->lock, irqflags);
+	spin_unlock(&sd->lock);
 	return rq;
 }
 
@@ -2713,11 +2981,10 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 {
 	bool at_head = SIO_INSERT_AT_HEAD(flags);
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
-	unsigned long irqflags;
 	LIST_HEAD(free);
 	u64 now;
 
-	spin_lock_irqsave(&sd->lock, irqflags);
+	spin_lock(&sd->lock);
 	now = ktime_get_ns();	/* once for the batch, under the lock (sio_since()) */
 	sio_unhold(sd);
 	while (!list_empty(list)) {
@@ -2727,7 +2994,7 @@ static void sio_insert_requests(struct blk_mq_hw_ctx *hctx,
 		list_del_init(&rq->queuelist);
 		sio_insert_request(sd, rq, at_head, &free, now);
 	}
-	spin_unlock_irqrestore(&sd->lock, irqflags);
+	spin_unlock(&sd->lock);
 	blk_mq_free_requests(&free);
 }
 
@@ -2741,122 +3008,39 @@ static void sio_prepare_request(struct request *rq)
 
 /*
  * Called from blk_mq_free_request(), in any context (completion interrupt or
- * softirq), without the lock. Also called for requests that bypassed the
- * scheduler (passthrough) and for requests merged away. A request is
- * counted completed if it was dispatched, even when it was requeued and its
- * bios then finished inside another request (sio_requests_merged).
+ * softirq), without the lock, which it does not take: what it tells is
+ * applied by the next holder (sio_done_push()). Also called for requests
+ * that bypassed the scheduler (passthrough) and for requests merged away. A
+ * request is counted completed if it was dispatched, even when it was
+ * requeued and its bios then finished inside another request
+ * (sio_requests_merged).
  */
 static void sio_finish_request(struct request *rq)
 {
-	struct sio_data *sd = rq->q->elevator->elevator_data;
-	unsigned long flags, irqflags;
-	bool kick = false;
-	u64 done;
+	unsigned long flags = sio_rq_flags(rq);
 
-	if (!(sio_rq_flags(rq) & SIO_RQ_OWNED))
+	if (!(flags & SIO_RQ_OWNED))
 		return;
-	done = ktime_get_ns();		/* the device's time, not the wait for the lock (12) */
-	spin_lock_irqsave(&sd->lock, irqflags);
-	flags = sio_rq_flags(rq);
-	if (flags & SIO_RQ_INFLIGHT) {
-		enum sio_kind kind = sio_rq_kind(rq);
-
-		sd->inflight[kind]--;
-		/*
-		 * A hold counted on this completion: rerun the queue here, not
-		 * through SCHED_RESTART, which any request's free on the hctx
-		 * (a flush, a passthrough, a merged-away one) may have used up.
-		 */
-		kick = sd->all_held;
-		sio_unhold(sd);
-		if (flags & SIO_RQ_BOOSTED) {
-			/*
-			 * A completed request has no sectors left: its range
-			 * is the one its dispatch remembered, if a slot was
-			 * free then.
-			 */
-			unsigned long slot = sio_rq_out(rq);
-			sector_t start = blk_rq_pos(rq), end = start;
-
-			if (slot) {
-				start = sd->writes_out[slot - 1].start;
-				end = sd->writes_out[slot - 1].end;
-			}
-
-			sio_qlog_add(sd, 'c', start, end, SIO_NR_DEPS,
-				     sio_rq_pid(rq), done);
-		}
-		sio_write_out_del(sd, rq);
-		if (!sio_kind_is_read(kind)) {
-			/* done was read before the lock: another CPU may have stored a later one */
-			sd->last_write_done_ns = max(sd->last_write_done_ns, done);
-			sd->last_write_done_pid = sio_rq_pid(rq);
-			sd->last_write_done_rand = flags & SIO_RQ_RAND_WRITE;
-			if (rq == sd->alone_rq) {
-				sd->alone_rq = NULL;
-				if (done >= sd->alone_ns && done - sd->alone_ns < 60 * NSEC_PER_SEC)
-					sio_mean_add(&sd->write_alone_ns[sd->alone_rand],
-						     &sd->write_alone_n[sd->alone_rand],
-						     done - sd->alone_ns);
-			}
-		}
-		if (sio_kind_is_read(kind)) {
-			u64 window;
-
-			sd->last_read_done_ns = max(sd->last_read_done_ns, done);
-			/*
-			 * Beside a write: one in flight at its dispatch, or
-			 * dispatched before it completed. On 6.1 fifo_time
-			 * shares a union with the csd of a completion sent to
-			 * another CPU (rq_affinity): NULL or a pointer then,
-			 * never a time before `done` by less than a minute.
-			 */
-			if (rq->fifo_time && rq->fifo_time <= done &&
-			    done - rq->fifo_time < 60 * NSEC_PER_SEC)
-				sio_read_learn(sd, kind, (flags & SIO_RQ_BESIDE_WRITE) ||
-					       (sd->last_write_ns > rq->fifo_time &&
-						sd->last_write_ns < done),
-					       done - rq->fifo_time);
-			if (req_op(rq) == REQ_OP_READ)
-				sio_reader_seen(sd, sio_alloc_pid(rq), sio_alloc_tgid(rq),
-						flags & SIO_RQ_CACHED, sd->last_read_done_ns);
-			window = sio_antic_window_ns(sd, sd->last_read_done_ns);
-			if (window && sd->phase == SIO_PH_ANTICIPATE)
-				sio_rerun_at(sd, sd->last_read_done_ns + window);
-		}
-	}
-	if (flags & SIO_RQ_DISPATCHED)
-		sio_rq_stats(sd, rq)->completed++;
-	else if (!(flags & SIO_RQ_MERGED))
-		sd->dropped++;
 	sio_rq_set_flags(rq, 0);
-	spin_unlock_irqrestore(&sd->lock, irqflags);
-	if (kick)
-		blk_mq_run_hw_queues(sd->q, true);
+	/* Merged away: counted when it merged, nothing to apply. */
+	if ((flags & (SIO_RQ_MERGED | SIO_RQ_DISPATCHED)) == SIO_RQ_MERGED)
+		return;
+	sio_done_push(rq->q->elevator->elevator_data, rq, flags, false);
 }
 
 /*
- * Called from blk_mq_requeue_request(), without the lock: the driver gave
- * @rq back. On 6.1 it comes back through the requeue list, at the head.
+ * Called from blk_mq_requeue_request(), in any context, without the lock:
+ * the driver gave @rq back. On 6.1 it comes back through the requeue list,
+ * at the head. Its write slot goes with the record.
  */
 static void sio_requeue_request(struct request *rq)
 {
-	struct sio_data *sd = rq->q->elevator->elevator_data;
-	unsigned long flags, irqflags;
+	unsigned long flags = sio_rq_flags(rq);
 
-	spin_lock_irqsave(&sd->lock, irqflags);
-	flags = sio_rq_flags(rq);
 	if (!(flags & SIO_RQ_INFLIGHT))
-		goto unlock;
-	sd->inflight[sio_rq_kind(rq)]--;
-	if (rq == sd->alone_rq)
-		sd->alone_rq = NULL;
-	sio_unhold(sd);
-	sio_write_out_del(sd, rq);
-	sd->requeued++;
-	sio_rq_set_flags(rq, flags & ~SIO_RQ_INFLIGHT);
-unlock:
-	spin_unlock_irqrestore(&sd->lock, irqflags);
+		return;
+	sio_rq_set_flags(rq, flags & ~(SIO_RQ_INFLIGHT | SIO_RQ_OUT_MASK << SIO_RQ_OUT_SHIFT));
+	sio_done_push(rq->q->elevator->elevator_data, rq, flags, true);
 }
 
 /* Called by elv_bio_merge_ok() and blk_mq_sched_try_merge(), lock held. */
@@ -2980,10 +3164,9 @@ static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 	bool sync = op_is_sync(bio->bi_opf), write = op_is_write(bio_op(bio));
 	enum sio_class c = sio_ioprio_class(bio->bi_ioprio);
 	struct request *free = NULL, *rq;
-	unsigned long irqflags;
 	bool ret, kick;
 
-	spin_lock_irqsave(&sd->lock, irqflags);
+	spin_lock(&sd->lock);
 	ret = blk_mq_sched_try_merge(q, bio, nr_segs, &free);
 	if (ret) {
 		sd->bio_merged++;
@@ -3001,7 +3184,7 @@ static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 	kick = ret && sd->all_held;
 	if (kick)
 		sio_unhold(sd);
-	spin_unlock_irqrestore(&sd->lock, irqflags);
+	spin_unlock(&sd->lock);
 
 	if (free)
 		blk_mq_free_request(free);
@@ -3014,17 +3197,16 @@ static bool sio_bio_merge(struct request_queue *q, struct bio *bio,
 static bool sio_has_work(struct blk_mq_hw_ctx *hctx)
 {
 	struct sio_data *sd = hctx->queue->elevator->elevator_data;
-	enum sio_class c;
-	enum sio_group g;
+	enum sio_kind k;
 
 	if (!list_empty_careful(&sd->dispatch))
 		return true;
 	if (READ_ONCE(sd->all_held))
 		return false;
-	for (c = SIO_RT; c < SIO_NR_CLASSES; c++)
-		for (g = 0; g < SIO_NR_GROUPS; g++)
-			if (!list_empty_careful(&sd->cls[c].fifo[g]))
-				return true;
+	/* The FIFOs' counts, not the twelve FIFOs: blk-mq asks before every dispatch. */
+	for (k = 0; k < SIO_NR_KINDS; k++)
+		if (READ_ONCE(sd->queued[k]))
+			return true;
 	return false;
 }
 
@@ -3128,6 +3310,7 @@ static void sio_depth_updated(struct request_queue *q)
 	}
 	sio_update_depths(q, nrr ?: q->nr_requests);
 	blk_mq_set_min_shallow_depth(q, 1);
+	sio_done_fit(q->elevator->elevator_data);
 }
 
 /* The core calls depth_updated() at init no more. */
@@ -3140,6 +3323,7 @@ static void sio_depth_updated(struct blk_mq_hw_ctx *hctx)
 {
 	sio_update_depths(hctx->queue, hctx->sched_tags->bitmap_tags.sb.depth);
 	sbitmap_queue_min_shallow_depth(&hctx->sched_tags->bitmap_tags, 1);
+	sio_done_fit(hctx->queue->elevator->elevator_data);
 }
 
 /* Called by blk_mq_init_hctx() and blk_mq_init_sched(). */
@@ -3185,6 +3369,7 @@ static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 	eq->elevator_data = sd;
 
 	spin_lock_init(&sd->lock);
+	init_llist_head(&sd->done);
 	sd->q = q;
 	INIT_LIST_HEAD(&sd->dispatch);
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -3220,6 +3405,7 @@ static int sio_init_queue(struct request_queue *q, struct elevator_queue *eq)
 	blk_queue_flag_set(QUEUE_FLAG_SQ_SCHED, q);
 	q->elevator = eq;
 	sio_init_depths(q);
+	sio_done_fit(sd);
 
 	mutex_lock(&sio_queues_mutex);
 	list_add_rcu(&sd->node, &sio_queues);
@@ -3259,14 +3445,23 @@ static void sio_exit_sched(struct elevator_queue *e)
 {
 	struct sio_data *sd = e->elevator_data;
 	u64 dispatched[SIO_NR_DIRS] = { 0 };
+	struct blk_mq_hw_ctx *hctx;
 	enum sio_class c;
 	enum sio_dir d;
+	unsigned long i;
 
 	mutex_lock(&sio_queues_mutex);
 	list_del_rcu(&sd->node);
 	mutex_unlock(&sio_queues_mutex);
-	synchronize_rcu();	/* no kprobe handler or irq_work still sees sd */
+	synchronize_rcu();	/* no kprobe handler or hint work still sees sd */
 	hrtimer_cancel(&sd->timer);
+	spin_lock(&sd->lock);
+	sio_done_apply(sd);
+	spin_unlock(&sd->lock);
+	queue_for_each_hw_ctx(sd->q, hctx, i) {
+		kvfree(hctx->sched_data);
+		hctx->sched_data = NULL;
+	}
 
 	WARN_ON_ONCE(!list_empty(&sd->dispatch));
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
@@ -3295,6 +3490,9 @@ static void sio_exit_sched(struct elevator_queue *e)
 		  sd->due_held_reads, dispatched[SIO_READ]);
 	WARN_ONCE(sd->dropped, "smartio: %llu requests freed without dispatch\n",
 		  sd->dropped);
+	WARN_ONCE(atomic_long_read(&sd->done_lost),
+		  "smartio: %ld completions lost: no memory for their records\n",
+		  atomic_long_read(&sd->done_lost));
 	kvfree(sd->qlog);
 	kvfree(sd);
 }
@@ -3424,7 +3622,8 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	int i, pending;
 	bool learned;
 
-	spin_lock_irq(&sd->lock);
+	spin_lock(&sd->lock);
+	sio_done_apply(sd);
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
 		for (d = SIO_READ; d < SIO_NR_DIRS; d++) {
 			struct sio_stats *st = &sd->stats[c][d];
@@ -3485,7 +3684,7 @@ static int sio_stats_show(void *data, struct seq_file *m)
 	seq_printf(m, "qasio_file boosted_with_file=%llu\n", sd->owner_boosted);
 	seq_printf(m, "depth nr_requests=%lu async=%u sync_write=%u\n",
 		   (unsigned long)sd->q->nr_requests, sd->async_depth, sd->sync_write_depth);
-	spin_unlock_irq(&sd->lock);
+	spin_unlock(&sd->lock);
 	return 0;
 }
 
@@ -3495,11 +3694,12 @@ static int sio_inflight_show(void *data, struct seq_file *m)
 	struct sio_data *sd = q->elevator->elevator_data;
 	enum sio_kind k;
 
-	spin_lock_irq(&sd->lock);
+	spin_lock(&sd->lock);
+	sio_done_apply(sd);
 	for (k = 0; k < SIO_NR_KINDS; k++)
 		seq_printf(m, "%s queued=%u inflight=%u\n", sio_kind_names[k],
 			   sd->queued[k], sd->inflight[k]);
-	spin_unlock_irq(&sd->lock);
+	spin_unlock(&sd->lock);
 	return 0;
 }
 
@@ -3508,9 +3708,10 @@ static int sio_phase_show(void *data, struct seq_file *m)
 	struct request_queue *q = data;
 	struct sio_data *sd = q->elevator->elevator_data;
 
-	spin_lock_irq(&sd->lock);
+	spin_lock(&sd->lock);
+	sio_done_apply(sd);
 	seq_printf(m, "%s\n", sio_phase_names[sd->phase]);
-	spin_unlock_irq(&sd->lock);
+	spin_unlock(&sd->lock);
 	return 0;
 }
 
@@ -3561,7 +3762,7 @@ static void *sio_##name##_start(struct seq_file *m, loff_t *pos)	\
 	struct request_queue *q = m->private;				\
 	struct sio_data *sd = q->elevator->elevator_data;		\
 									\
-	spin_lock_irq(&sd->lock);					\
+	spin_lock(&sd->lock);						\
 	return seq_list_start(&(listexpr), *pos);			\
 }									\
 									\
@@ -3579,7 +3780,7 @@ static void sio_##name##_stop(struct seq_file *m, void *v)		\
 	struct request_queue *q = m->private;				\
 	struct sio_data *sd = q->elevator->elevator_data;		\
 									\
-	spin_unlock_irq(&sd->lock);					\
+	spin_unlock(&sd->lock);						\
 }									\
 									\
 static const struct seq_operations sio_##name##_seq_ops = {		\
@@ -3620,18 +3821,18 @@ static int sio_qlog_show(void *data, struct seq_file *m)
 	struct request_queue *q = data;
 	struct sio_data *sd = q->elevator->elevator_data;
 	unsigned int i, n, first;
-	unsigned long irqflags;
 	struct sio_qlog *copy;
 
 	copy = kvmalloc_array(SIO_NR_QLOG, sizeof(*copy), GFP_KERNEL);
 	if (!copy)
 		return -ENOMEM;
-	spin_lock_irqsave(&sd->lock, irqflags);
+	spin_lock(&sd->lock);
+	sio_done_apply(sd);
 	n = min_t(unsigned int, sd->qlog_next, SIO_NR_QLOG);
 	first = sd->qlog_next - n;
 	for (i = 0; i < n; i++)
 		copy[i] = sd->qlog[(first + i) % SIO_NR_QLOG];
-	spin_unlock_irqrestore(&sd->lock, irqflags);
+	spin_unlock(&sd->lock);
 	for (i = 0; i < n; i++)
 		seq_printf(m, "%llu.%03llu %c %s %llu+%llu %d\n",
 			   copy[i].t_ns / NSEC_PER_MSEC,
@@ -3710,6 +3911,17 @@ static struct elevator_type sio_iosched = {
  * that very queue would deadlock. With no queue on smartio their handlers
  * find none in sio_queues and do nothing.
  */
+/* Wait for the hints of int3 kprobes under way: their irq_work, then their work. */
+static void sio_nmi_sync(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		irq_work_sync(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work);
+	for_each_possible_cpu(cpu)
+		flush_work(&per_cpu_ptr(&sio_nmi_bufs, cpu)->apply);
+}
+
 static int __init sio_init(void)
 {
 	int cpu, ret;
@@ -3717,9 +3929,11 @@ static int __init sio_init(void)
 	BUILD_BUG_ON(BITS_PER_LONG < 64);	/* SIO_RQ_PID_SHIFT */
 	if (sio_probe_shallow())
 		return -ENOMEM;
-	for_each_possible_cpu(cpu)
+	for_each_possible_cpu(cpu) {
 		init_irq_work(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work,
 			      sio_nmi_work_fn);
+		INIT_WORK(&per_cpu_ptr(&sio_nmi_bufs, cpu)->apply, sio_nmi_apply_fn);
+	}
 	mutex_lock(&sio_queues_mutex);
 	sio_kprobes_get();
 	mutex_unlock(&sio_queues_mutex);
@@ -3728,24 +3942,20 @@ static int __init sio_init(void)
 		mutex_lock(&sio_queues_mutex);
 		sio_kprobes_put();
 		mutex_unlock(&sio_queues_mutex);
-		for_each_possible_cpu(cpu)
-			irq_work_sync(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work);
+		sio_nmi_sync();
 	}
 	return ret;
 }
 
 static void __exit sio_exit(void)
 {
-	int cpu;
-
 	elv_unregister(&sio_iosched);
 	mutex_lock(&sio_queues_mutex);
 	WARN_ON_ONCE(!list_empty(&sio_queues));
 	sio_kprobes_put();
 	mutex_unlock(&sio_queues_mutex);
 	/* The probes are gone: no irq_work is queued any more; let any finish. */
-	for_each_possible_cpu(cpu)
-		irq_work_sync(&per_cpu_ptr(&sio_nmi_bufs, cpu)->work);
+	sio_nmi_sync();
 }
 
 module_init(sio_init);

@@ -8,6 +8,7 @@ smartio), a hung task or an oops fails the run; every test also checks that the 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -945,6 +946,92 @@ def check_held_write(out: Path) -> None:
 
 def test_a_held_write_does_not_rerun_the_queue_until_its_pace_ends(tmp_path: Path, module_ko: ModuleBuild) -> None:
     run_phase(tmp_path, held_write_phase(), module_ko)
+
+
+# function_graph at depth 2: a callee line under an elevator callback (CPU, task with funcgraph-proc, duration).
+GRAPH_HEAD = r"\s*(\d+)\)\s+(?:\S+\s+\|\s+)?"
+GRAPH_OPEN = re.compile(GRAPH_HEAD + r"\|\s+(sio_\w+)(?: \[smartio_iosched\])?\(\) \{")
+GRAPH_CALL = re.compile(GRAPH_HEAD + r"(?:[+!#*@$ ]\s*)?[\d.]+ us\s+\|\s+(\w+)(?:\.\w+)*(?: \[\w+\])?\(\);")
+GRAPH_CLOSE = re.compile(GRAPH_HEAD + r"(?:[+!#*@$ ]\s*)?[\d.]+ us\s+\|\s+\}")
+LOCK_CALL = re.compile(r"_raw_spin_(?:lock|trylock)\w*")
+
+
+def lock_phase() -> Phase:
+    """2 s of random reads and writes on null_blk, completions by softirq, with every smartio callback traced one
+    call deep: which lock functions each calls."""
+    script = r"""
+modprobe null_blk nr_devices=1 irqmode=1 memory_backed=0 || fail "no null_blk"
+[ -b /dev/nullb0 ] || mknod /dev/nullb0 b $(tr : ' ' < /sys/block/nullb0/dev)
+echo smartio > /sys/block/nullb0/queue/scheduler
+TR=/sys/kernel/tracing
+[ -d $TR/events ] || mount -t tracefs nodev $TR
+echo 32768 > $TR/buffer_size_kb
+# Only the callbacks and the lock functions are patched: patching every function under TCG takes long enough for
+# the soft-lockup watchdog to fire (text_poke_bp_batch).
+CB="sio_(dispatch_request|insert_requests|finish_request|requeue_request|bio_merge)"
+grep -E "^($CB|_raw_spin_(lock|trylock)[a-z_]*)( |$)" $TR/available_filter_functions | awk '{print $1}' \
+    > $TR/set_ftrace_filter
+grep -E "^$CB " $TR/available_filter_functions | awk '{print $1}' > $TR/set_graph_function
+echo 2 > $TR/max_graph_depth
+echo function_graph > $TR/current_tracer
+echo > $TR/trace
+echo 1 > $TR/tracing_on
+fio --name=j --filename=/dev/nullb0 --rw=randrw --bs=4k --direct=1 --ioengine=libaio --iodepth=16 --numjobs=2 \
+    --runtime=2 --time_based --output=$SMARTIO_OUT/fio-lock.txt ||
+    fail "fio on nullb0: $(tail $SMARTIO_OUT/fio-lock.txt)"
+echo 0 > $TR/tracing_on
+cat $TR/trace > $SMARTIO_OUT/trace-lock
+echo nop > $TR/current_tracer
+echo > $TR/set_ftrace_filter
+vda_sched=$D; D=/sys/kernel/debug/block/nullb0/sched; snap nullb0; D=$vda_sched
+echo none > /sys/block/nullb0/queue/scheduler
+rmmod smartio_iosched
+"""
+    return Phase(script, check_lock, disk_mb=16)
+
+
+def graph_callees(text: str) -> tuple[collections.Counter[str], dict[str, collections.Counter[str]]]:
+    """How often each traced callback ran, and per callback how often it called each function."""
+    calls: collections.Counter[str] = collections.Counter()
+    callees: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    open_on: dict[str, str] = {}    # CPU -> the callback under way there
+    for line in text.splitlines():
+        if m := GRAPH_OPEN.match(line):
+            open_on[m.group(1)] = m.group(2)
+            calls[m.group(2)] += 1
+        elif m := GRAPH_CLOSE.match(line):
+            open_on.pop(m.group(1), None)
+        elif m := GRAPH_CALL.match(line):
+            if m.group(1) in open_on:
+                callees[open_on[m.group(1)]][m.group(2)] += 1
+            elif m.group(2).startswith("sio_"):   # a callback that called nothing traced
+                calls[m.group(2)] += 1
+    return calls, callees
+
+
+def check_lock(out: Path) -> None:
+    """Only the callbacks and the lock functions are traced, so a lock taken deeper (a completion's rerun of the
+    queue: the workqueue's locks) or by an interrupt that lands in a callback shows as its callee too: a few in a
+    hundred calls. The scheduler's own lock shows in every call that takes it."""
+    calls, callees = graph_callees((out / "trace-lock").read_text())
+    assert calls["sio_finish_request"] >= 500, f"too few completions traced: {dict(calls)}"
+
+    def per_call(cb: str, pattern: str) -> float:
+        return sum(n for f, n in callees[cb].items() if re.fullmatch(pattern, f)) / calls[cb]
+
+    # A completion takes no lock of the scheduler's, as mq-deadline's and kyber's take none.
+    took = per_call("sio_finish_request", LOCK_CALL.pattern)
+    assert took < 0.1, f"locks per completion: {took:.2f} ({dict(callees['sio_finish_request'])})"
+    # Dispatch and insert take it as mq-deadline takes its own: without turning interrupts off.
+    for cb in ("sio_dispatch_request", "sio_insert_requests"):
+        plain, irq_off = per_call(cb, "_raw_spin_lock"), per_call(cb, "_raw_spin_lock_irq(?:save)?")
+        assert plain >= 0.9 and irq_off < 0.1, f"{cb}: per call {plain:.2f} plain, {irq_off:.2f} irq-off locks"
+    Stats.load(out, "nullb0").assert_balanced(min_dispatched=500)
+
+
+def test_a_completion_takes_no_lock_and_no_callback_turns_interrupts_off(tmp_path: Path,
+                                                                         module_ko: ModuleBuild) -> None:
+    run_phase(tmp_path, lock_phase(), module_ko)
 
 
 def test_the_holds_stop_where_writes_do_not_slow_reads(tmp_path: Path, module_ko: ModuleBuild) -> None:
