@@ -1,7 +1,8 @@
 #!/bin/bash
-# Figure 11 1R1W and the launch headline, the module of HEAD (new) against that of 6b733dd (old), alternating.
+# Figure 11 1R1W and the launch headline, the module of HEAD (new) against that of an older commit's worktree in
+# /tmp/wt-old (old; 6b733dd for this run), alternating. OUT=DIR to write elsewhere.
 set -u
-OUT=/tmp/ab-policy; mkdir -p $OUT
+OUT=${OUT:-/tmp/ab-policy}; mkdir -p $OUT
 run() {  # side tag args...
 	local side=$1 tag=$2; shift 2
 	local src=/work/main/src; [ $side = old ] && src=/tmp/wt-old/src
