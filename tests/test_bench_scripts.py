@@ -388,7 +388,21 @@ def test_iosched_cost_analyze_reprints_a_stored_run(tmp_path: Path) -> None:
     (["--workloads", "seqread"], "--workloads seqread: choose from"),
     (["--module", str(REPO / "README.md"), "--module", "/nonexistent/old.ko"],
      "--module /nonexistent/old.ko: no such file"),
+    (["--schedulers", "smartio-bare-ins"], "'smartio-bare-ins': an elevator's name has at most 15 characters"),
 ])
 def test_iosched_cost_refuses_bad_input_before_it_boots(args: list[str], message: str) -> None:
     p = subprocess.run([str(REPO / "bench" / "iosched-cost"), *args], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_iosched_cost_leaves_an_earlier_run_as_it_was(tmp_path: Path) -> None:
+    """--out naming an earlier run's directory: refused before anything is written there (its bench.json and
+    guest.sh were overwritten, and the guest booted to fail on art/)."""
+    (tmp_path / "art").mkdir()
+    (tmp_path / "art" / "console.log").write_text("an earlier run\n")
+    (tmp_path / "bench.json").write_text("{}")
+    p = subprocess.run([str(REPO / "bench" / "iosched-cost"), "--out", str(tmp_path)], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "holds a run already" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["art", "bench.json"]
+    assert (tmp_path / "bench.json").read_text() == "{}"
