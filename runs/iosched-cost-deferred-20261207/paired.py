@@ -1,6 +1,7 @@
 """Scheduler A over scheduler B per repeat, from a bench/iosched-cost output directory (its art/out), with 95 %
-intervals (t on the logs of the per-repeat ratios), per workload and as the geometric mean over the six.
-Usage, from bench/: PYTHONPATH=.:../src ../.venv/bin/python PATH/paired.py OUT A B REPEATS"""
+intervals (t on the logs of the per-repeat ratios), per workload and as the geometric mean over them.
+Usage, from bench/: PYTHONPATH=.:../src ../.venv/bin/python PATH/paired.py OUT A B REPEATS [MODES [WORKLOADS]],
+for a run of other --modes (default 0,1) or --workloads (default randread,randwrite,mix70)."""
 import importlib.machinery
 import importlib.util
 import math
@@ -10,7 +11,6 @@ from pathlib import Path
 
 from scipy import stats
 
-WORKLOADS = ("randread", "randwrite", "mix70")
 
 
 def interval(logs: list[float]) -> str:
@@ -26,11 +26,13 @@ def main() -> None:
     bench = importlib.util.module_from_spec(spec)
     loader.exec_module(bench)
     out, a, b, repeats = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-    data = bench.load(out, [0, 1], repeats, [a, b], list(WORKLOADS))
+    modes = [int(m) for m in (sys.argv[5] if len(sys.argv) > 5 else "0,1").split(",")]
+    workloads = (sys.argv[6] if len(sys.argv) > 6 else "randread,randwrite,mix70").split(",")
+    data = bench.load(out, modes, repeats, [a, b], workloads)
     for key in ("iops", "cpu_us"):
         per_workload = []
-        for mode in (0, 1):
-            for w in WORKLOADS:
+        for mode in modes:
+            for w in workloads:
                 logs = [math.log(x / y) for x, y in zip(data[(mode, w, a)][key], data[(mode, w, b)][key], strict=True)]
                 print(f"{key} mode{mode} {w:9s} {interval(logs)}")
                 per_workload.append(logs)
