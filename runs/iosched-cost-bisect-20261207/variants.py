@@ -2,8 +2,9 @@
 smartio-nopol (sio_select() takes the first request of the most urgent group, no policy), smartio-norec (that, and
 finish_request leaves no record), sio-bare-ins (that, and an insertion without the stream table, the writer
 and owner bookkeeping and the hint retry), sio-bare (that, and a dispatch without the stream advance, the
-write slots and the write-alone sample, and no limit_depth), and dd-mod (6.1's own block/mq-deadline.c built out of tree, as a module instead
-of built in). Usage, from the repository: python3 runs/iosched-cost-bisect-20261207/variants.py OUTDIR"""
+write slots and the write-alone sample, and no limit_depth), and dd-mod (6.1's own block/mq-deadline.c built out
+of tree, as a module instead of built in).
+Usage, from the repository: python3 runs/iosched-cost-bisect-20261207/variants.py OUTDIR"""
 import os
 import subprocess
 import sys
@@ -29,10 +30,13 @@ NOPOL = """	lockdep_assert_held(&sd->lock);
 	return NULL;
 #endif
 """
-SELECT_AT = "	lockdep_assert_held(&sd->lock);\n\n	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {\n		struct sio_class_queue *cq = &sd->cls[c];\n\n		if (sio_class_empty(cq))\n			continue;\n		if (higher_waiting && aging) {"
+SELECT_AT = ("	lockdep_assert_held(&sd->lock);\n\n	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {\n"
+             "		struct sio_class_queue *cq = &sd->cls[c];\n\n		if (sio_class_empty(cq))\n			continue;\n"
+             "		if (higher_waiting && aging) {")
 # Each (text, guarded by): the bookkeeping the two bare variants leave out.
 BARE = (("	seq = sio_classify_seq(sd, rq);\n", "SIO_BARE_INS", "	seq = false;\n"),
-        ("		sio_writer_seen(sd, sio_rq_pid(rq), now);\n		rq->elv.priv[1] = sio_owner(rq);\n", "SIO_BARE_INS", ""),
+        ("		sio_writer_seen(sd, sio_rq_pid(rq), now);\n		rq->elv.priv[1] = sio_owner(rq);\n",
+         "SIO_BARE_INS", ""),
         ("	if (dir == SIO_WRITE)\n		sio_hints_retry(sd, start, end, now);\n}\n", "SIO_BARE_INS", "}\n"),
         ("	sio_alone_dispatched(sd, rq, rq->fifo_time);\n", "SIO_BARE_DISP", ""),
         ("	sio_stream_advance(sd, rq);\n", "SIO_BARE_DISP", ""),

@@ -12,7 +12,6 @@ from pathlib import Path
 from scipy import stats
 
 
-
 def interval(logs: list[float]) -> str:
     m = st.mean(logs)
     h = stats.t.ppf(.975, len(logs) - 1) * st.stdev(logs) / math.sqrt(len(logs))
