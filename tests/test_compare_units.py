@@ -19,7 +19,7 @@ from smartio.cli import main
 from smartio.compare.spec import SchedulerSpec, parse_schedulers
 from smartio.errors import UsageError
 from smartio.storebench import compare_report as report
-from smartio.storebench.compare import Plan, assemble, disk_size, run_compare
+from smartio.storebench.compare import Plan, assemble, disk_size, merge_runs, rounds, run_compare
 from smartio.testbed.boot import Boot, text_of
 
 pytestmark = pytest.mark.timeout(60)
@@ -163,6 +163,61 @@ def test_disk_holds_every_stream():
 def test_spec_errors_are_usage_errors():
     with pytest.raises(UsageError, match="kyber2"):
         SchedulerSpec.parse("kyber2")
+
+
+def test_the_schedulers_alternate_repeat_by_repeat():
+    """One repeat of every scheduler per round, the order reversed every other round: a drift over the run falls on
+    all alike, and no scheduler always runs after the same one. The mixed workload's own repeats go on alone."""
+    plan = Plan(parse_schedulers("none,bfq,smartio"), repeats=3)
+    assert [(r, s.label) for r, s, _ in rounds(plan)] == [
+        (1, "none"), (1, "bfq"), (1, "smartio"), (2, "smartio"), (2, "bfq"), (2, "none"),
+        (3, "none"), (3, "bfq"), (3, "smartio")]
+    both = Plan(parse_schedulers("none,smartio"), experiment="both", repeats=1, mixed_repeats=2)
+    assert [(r, s.label, e) for r, s, e in rounds(both)] == [
+        (1, "none", "slowdown"), (1, "none", "mixed"), (1, "smartio", "slowdown"), (1, "smartio", "mixed"),
+        (2, "smartio", "mixed"), (2, "none", "mixed")]
+    assert both.bench_args("mixed", repeats=1)[-4:-2] == ["--repeats", "1"]
+    assert both.bench_settings("mixed", repeats=1).repeats == 1
+
+
+def _scaled(doc: dict, factor: float) -> dict:
+    """A copy of a one-repeat bench document whose contended latencies are `factor` times the recorded ones."""
+    out = json.loads(json.dumps(doc))
+    for d in out["results"]["detail"].values():
+        for k, st in d.items():
+            if k.endswith("_with_writer_ms") or k.endswith("_with_reader_ms") or re.fullmatch(r"\d+", k):
+                st["values"] = [v * factor for v in st["values"]]
+                st["mean"] = st["values"][0]
+    return out
+
+
+def test_repeats_run_apart_merge_into_the_document_of_one_run():
+    """A scheduler's repeats, run in different rounds, make one document: each figure from the samples of all
+    repeats, as one run of them would have computed it, with an interval; the settings say how many repeats."""
+    one = json.loads((DATA / "runs" / "smartio.slowdown.json").read_text())
+    two = _scaled(one, 1.5)
+    merged = merge_runs([one, two], ["runs/smartio.slowdown.1.json", "runs/smartio.slowdown.2.json"])
+    assert merged["settings"]["repeats"] == 2 and merged["repeat_files"][1] == "runs/smartio.slowdown.2.json"
+    assert "id" not in merged and merged["finished"] == two["finished"]
+    for mode in ("seq", "rand"):
+        r1 = one["results"]["read_slowdown"][mode]
+        assert merged["results"]["read_slowdown"][mode] == pytest.approx((r1 + 1.5 * r1) / 2, rel=1e-5)
+        st = merged["results"]["detail"][mode]["efficiency"]
+        assert st["n"] == 2 and st["ci95"][0] < st["mean"] < st["ci95"][1]
+        assert merged["results"]["detail"][mode]["read_alone_ms"]["values"] == \
+            2 * one["results"]["detail"][mode]["read_alone_ms"]["values"]
+    mixed = json.loads((DATA / "runs" / "smartio.mixed.json").read_text())
+    m = merge_runs([mixed, _scaled(mixed, 3.0)], ["a", "b"])["results"]
+    for mode, by_mix in mixed["results"]["response_s"].items():
+        for mix, t in by_mix.items():
+            assert m["response_s"][mode][mix] == pytest.approx(2 * t, rel=1e-5)
+    assert "io_time_sum_s" not in m     # the recorded documents are older than it
+    a, b = mixed, _scaled(mixed, 3.0)
+    for d, t in ((a, 2.0), (b, 4.0)):
+        d["results"]["io_time_sum_s"] = {mode: {mix: t for mix in by_mix}
+                                         for mode, by_mix in mixed["results"]["response_s"].items()}
+    assert {t for by_mix in merge_runs([a, b], ["a", "b"])["results"]["io_time_sum_s"].values()
+            for t in by_mix.values()} == {3.0}
 
 
 def test_guest_keeps_the_schedulers_counters_after_a_run(tmp_path, monkeypatch):

@@ -81,10 +81,11 @@ def test_unknown_tunable_is_refused_and_device_restored(tmp_path):
 @pytest.mark.timeout(420)
 def test_sigterm_keeps_what_the_guest_finished(tmp_path):
     # A comparison under nohup or a job runner is stopped with SIGTERM (SIGINT is ignored there): it must end as
-    # Ctrl-C does, with exit 130, compare.json holding the runs the guest finished, and no QEMU left behind.
+    # Ctrl-C does, with exit 130, compare.json holding the runs the guest finished, and no QEMU left behind. The
+    # schedulers alternate repeat by repeat: it stops after mq-deadline's first, before kyber's.
     out = tmp_path / "cmp"
     p = subprocess.Popen([sys.executable, "-m", "smartio", "compare", "--profile", "s5-emmc", "--schedulers",
-                          "mq-deadline,kyber", "--experiment", "slowdown", "--size", "64K", "--repeats", "1",
+                          "mq-deadline,kyber", "--experiment", "slowdown", "--size", "64K", "--repeats", "2",
                           "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "SMARTIO_DB": str(tmp_path / "host.db")}, start_new_session=True)
     assert p.stderr is not None
@@ -98,6 +99,8 @@ def test_sigterm_keeps_what_the_guest_finished(tmp_path):
     assert p.returncode == 130, "".join(seen)[-3000:]
     doc = json.loads((out / "compare.json").read_text())
     assert "mq-deadline" in doc["runs"] and doc["missing"] == ["slowdown under kyber"], doc["missing"]
+    # of mq-deadline's two repeats the first ran, kyber's first comes next in the round: what ran is kept
+    assert doc["runs"]["mq-deadline"]["slowdown"]["settings"]["repeats"] == 1
     assert Store(tmp_path / "host.db").get(doc["id"])["missing"] == doc["missing"]     # stored, interrupted as it is
     qemu = subprocess.run(["pgrep", "-s", str(p.pid), "-f", "qemu-system"], capture_output=True, text=True)
     assert qemu.stdout == "", f"QEMU still running: {qemu.stdout}"

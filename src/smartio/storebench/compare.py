@@ -1,13 +1,16 @@
 """StoreBench's side of `smartio compare`: Figure 11 (slowdown) and Figure 12 (mixed) under each scheduler.
 
 The host side (`run_compare`) boots the testbed once and runs `python -m smartio.storebench.compare PLAN_JSON OUT`
-in the guest; there, for each scheduler of the plan, `main` switches the device (compare.guest.switch), runs the
-StoreBench experiment in this process, whose output streams to the console (under TCG a fresh Python process spends
-about 12 s importing numpy and 40-65 s importing scipy.stats, which every bench with more than one repeat needs, so
-one process for all runs saves that per scheduler), and restores the device at the end, also on failure or Ctrl-C.
-Each bench document lands in OUT/runs/; OUT/guest.json records the device's state before, during and after every
-run, and is rewritten after each run so a crash loses nothing already measured. `assemble` builds one document
-from what the guest left (pure: tests feed it recorded files):
+in the guest; there `main` runs the schedulers' repeats in rounds, one repeat of each scheduler per round, in the
+plan's order and then reversed (so that a drift of the host or the device over the run falls on every scheduler
+alike, and none always follows the same one). For each, it switches the device (compare.guest.switch, a fresh
+instance of the scheduler) and runs one repeat of the StoreBench experiment in this process, whose output streams
+to the console (under TCG a fresh Python process spends about 12 s importing numpy and 40-65 s importing
+scipy.stats, so one process for all runs saves that per run); it restores the device at the end, also on failure
+or Ctrl-C. Each repeat's bench document lands in OUT/runs/, and after each `merge_runs` takes the scheduler's
+repeats so far together into the document one run of all of them would have given; OUT/guest.json records the
+device's state before, during and after every run, and is rewritten after each run so a crash loses nothing
+already measured. `assemble` builds one document from what the guest left (pure: tests feed it recorded files):
 
     doc = run_compare(Plan(parse_schedulers("none,smartio")), profile="s5-emmc", out=Path("cmp"))
     doc["results"]["smartio"]["read_slowdown"]["seq"]
@@ -102,20 +105,23 @@ class Plan(JsonPlan):
     def experiments(self) -> tuple[str, ...]:
         return ("slowdown", "mixed") if self.experiment == "both" else (self.experiment,)
 
-    def bench_args(self, experiment: str) -> list[str]:
-        """`smartio bench` arguments (after the experiment name) shared by every scheduler's run."""
+    def bench_args(self, experiment: str, repeats: int | None = None) -> list[str]:
+        """`smartio bench` arguments (after the experiment name) shared by every scheduler's run; `repeats`: other
+        than the plan's."""
         args = ["--target", self.device, "--destroy-data"]
         if experiment == "slowdown":
             args += ["--streams", str(self.streams)]
-        repeats = self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None else self.repeats_used
-        args += ["--repeats", str(repeats), "--size", self.size_for(experiment)]
+        args += ["--repeats", str(repeats or self.bench_settings(experiment).repeats),
+                 "--size", self.size_for(experiment)]
         if self.mixes is not None and experiment == "mixed":
             args += ["--mixes", self.mixes]
         return args
 
-    def bench_settings(self, experiment: str) -> Settings:
-        """The typed settings of `smartio bench EXPERIMENT bench_args(EXPERIMENT)`: what each scheduler's run gets."""
-        repeats = self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None else self.repeats_used
+    def bench_settings(self, experiment: str, repeats: int | None = None) -> Settings:
+        """The typed settings of `smartio bench EXPERIMENT bench_args(EXPERIMENT, repeats)`."""
+        if repeats is None:
+            repeats = (self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None
+                       else self.repeats_used)
         extra: dict[str, Any] = {"streams": self.streams} if experiment == "slowdown" else {}
         if self.mixes is not None and experiment == "mixed":
             extra["mixes"] = parse_mixes(self.mixes)
@@ -244,6 +250,35 @@ def bench(experiment: str, settings: Settings, out: Outputs, args: list[str]) ->
 PROFILE_FILE = f"{RUNS_DIR}/profile.json"
 
 
+def repeat_file(label: str, experiment: str, repeat: int) -> str:
+    return f"{RUNS_DIR}/{label}.{experiment}.{repeat}.json"
+
+
+def rounds(plan: Plan) -> list[tuple[int, SchedulerSpec, str]]:
+    """(repeat, scheduler, experiment) in the order they run: round r holds every scheduler's repeat r (of each
+    experiment that has that many), in the plan's order in even rounds and reversed in odd ones."""
+    steps = []
+    for r in range(max(plan.bench_settings(exp).repeats for exp in plan.experiments)):
+        order = plan.schedulers if r % 2 == 0 else tuple(reversed(plan.schedulers))
+        steps += [(r + 1, spec, exp) for spec in order for exp in plan.experiments
+                  if r < plan.bench_settings(exp).repeats]
+    return steps
+
+
+def merge_runs(docs: list[dict[str, Any]], files: list[str]) -> dict[str, Any]:
+    """Bench documents of one experiment and scheduler, one repeat each, as one document of all their repeats: its
+    results as the experiment computes them from all the samples (REGISTRY[...].merge)."""
+    from smartio.storebench import REGISTRY
+
+    first = docs[0]
+    return {**{k: v for k, v in first.items() if k not in ("fio_raw", "id")},     # id: the first repeat's, in its store
+            "finished": docs[-1]["finished"],
+            "settings": {**first["settings"], "repeats": sum(d["settings"]["repeats"] for d in docs)},
+            "results": REGISTRY[first["experiment"]].merge([d["results"] for d in docs]),
+            "repeat_files": files,
+            "fio_raw": [x for d in docs for x in d.get("fio_raw", [])]}
+
+
 def profile(dev: Device, plan: Plan, out: Path) -> dict[str, int]:
     """`smartio profile --apply` on the device (under smartio): the Concurrency Profiler's dispatch limits and the
     write pacing derived from the same run (alone latencies, write speedup), at the comparison's size; returns the
@@ -278,12 +313,14 @@ def main(argv: list[str]) -> int:
 
     save()
     warm_up(plan.device)
-    steps = [(spec, exp) for spec in plan.schedulers for exp in plan.experiments]
+    steps = rounds(plan)
     failed = 0
     profiled: dict[str, int] | None = None
+    done: dict[tuple[str, str], list[str]] = {}
     try:
-        for i, (spec, exp) in enumerate(steps, 1):
-            say(f"[{i}/{len(steps)}] {exp} under {spec.label}")
+        for i, (repeat, spec, exp) in enumerate(steps, 1):
+            repeats = plan.bench_settings(exp).repeats
+            say(f"[{i}/{len(steps)}] {exp} under {spec.label}, repeat {repeat}/{repeats}")
             if spec.profiled and profiled is None:
                 switch(dev, SchedulerSpec(spec.name), plan.nr_requests)   # measured at the scheduler's defaults
                 profiled = profile(dev, plan, out)
@@ -295,13 +332,14 @@ def main(argv: list[str]) -> int:
             state = device_state(dev)
             say(f"{dev.disk}: scheduler {state['scheduler']}, nr_requests {state['nr_requests']}"
                 + "".join(f", {k}={v}" for k, v in state["tunables"].items()))
-            name = run_file(spec.label, exp)
-            args = [exp, *plan.bench_args(exp), "--json", str(out / name)]
+            name = repeat_file(spec.label, exp, repeat)
+            args = [exp, *plan.bench_args(exp, repeats=1), "--json", str(out / name)]
             cmd = ["smartio", "bench", *args]
             started = time.monotonic()
-            rc = bench(exp, plan.bench_settings(exp), Outputs(target=plan.device, destroy_data=True,
-                                                               json=str(out / name)), ["bench", *args])
-            run = {"scheduler": spec.label, "experiment": exp, "file": name, "rc": rc, "state": state,
+            rc = bench(exp, plan.bench_settings(exp, repeats=1),
+                       Outputs(target=plan.device, destroy_data=True, json=str(out / name)), ["bench", *args])
+            run = {"scheduler": spec.label, "experiment": exp, "repeat": repeat, "file": name, "rc": rc,
+                   "state": state,
                    "duration_s": round(time.monotonic() - started, 1), "command": cmd,
                    "counters": scheduler_counters(dev)}
             record["runs"].append(run)
@@ -310,7 +348,13 @@ def main(argv: list[str]) -> int:
                 failed += 1
                 say(f"`smartio bench {exp}` under {spec.label} failed with exit code {rc}; going on with the rest")
             else:
-                say(f"{exp} under {spec.label} done in {run['duration_s']:.0f} s")
+                # The scheduler's repeats so far as one document, so an interrupted comparison keeps them; a failed
+                # repeat is left out (and the comparison fails).
+                files = done.setdefault((spec.label, exp), [])
+                files.append(name)
+                doc = merge_runs([json.loads((out / f).read_text()) for f in files], files)
+                (out / run_file(spec.label, exp)).write_text(json.dumps(doc, indent=2) + "\n")
+                say(f"{exp} under {spec.label} done in {run['duration_s']:.0f} s (repeat {repeat}/{repeats})")
     finally:
         restore(dev, record["before"])
         record["after"] = device_state(dev)

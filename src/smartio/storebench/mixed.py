@@ -14,7 +14,7 @@ from __future__ import annotations
 from smartio.engine import Job, JobSet
 from smartio.storebench.context import RunContext
 from smartio.storebench.options import Settings
-from smartio.storebench.stats import Stat
+from smartio.storebench.stats import Stat, merge_stats
 
 NAME = "mixed"
 MODES = {"seq": "rw", "rand": "randrw"}
@@ -45,8 +45,29 @@ def run(ctx: RunContext) -> dict:
                 io_sum[mode][x].append(sum(d.lat_mean_ms * d.ios for d in (job.read, job.write) if d) / 1000.0)
                 samples[mode][x].append(job.runtime_ms / 1000.0)
     detail = {m: {str(x): Stat.of(v).to_json() for x, v in d.items()} for m, d in samples.items()}
-    return {"size_bytes": size, "bs": s.bs, "iodepth": s.iodepth, "mixes": list(s.mixes),
-            "response_measure": "time to complete",
+    io_time = {m: {str(x): sum(v) / len(v) for x, v in d.items()} for m, d in io_sum.items()}
+    return _results({"size_bytes": size, "bs": s.bs, "iodepth": s.iodepth, "mixes": list(s.mixes)}, detail, io_time,
+                    ctx.iowait())
+
+
+def _results(head: dict, detail: dict, io_time: dict | None, iowait_pct: dict) -> dict:
+    return {**head, "response_measure": "time to complete",
             "response_s": {m: {x: d["mean"] for x, d in v.items()} for m, v in detail.items()},
-            "io_time_sum_s": {m: {str(x): sum(v) / len(v) for x, v in d.items()} for m, d in io_sum.items()},
-            "detail": detail, "iowait_pct": ctx.iowait()}
+            **({"io_time_sum_s": io_time} if io_time is not None else {}), "detail": detail, "iowait_pct": iowait_pct}
+
+
+def merge(results: list[dict]) -> dict:
+    """The results of runs of the same settings taken together, as one run of all their repeats would give them
+    (`smartio compare` runs each scheduler's repeats in turn with the others'); the I/O time sums are means over
+    repeats, weighted by each run's repeats."""
+    first = results[0]
+    detail = {m: {x: merge_stats([r["detail"][m][x] for r in results]) for x in d} for m, d in first["detail"].items()}
+    mode = next(iter(first["detail"]))
+    mix = next(iter(first["detail"][mode]))
+    weights = [r["detail"][mode][mix]["n"] for r in results]     # each run's repeats
+    io_time = None
+    if all("io_time_sum_s" in r for r in results):     # documents before it had none
+        io_time = {m: {x: sum(w * r["io_time_sum_s"][m][x] for w, r in zip(weights, results, strict=True)) /
+                       sum(weights) for x in d} for m, d in first["io_time_sum_s"].items()}
+    head = {k: first[k] for k in ("size_bytes", "bs", "iodepth", "mixes")}
+    return _results(head, detail, io_time, merge_stats([r["iowait_pct"] for r in results]))

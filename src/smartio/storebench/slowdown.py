@@ -13,7 +13,7 @@ from smartio.engine import Job, JobSet
 from smartio.errors import SmartioError
 from smartio.storebench.context import RunContext
 from smartio.storebench.options import Settings
-from smartio.storebench.stats import Stat
+from smartio.storebench.stats import Stat, merge_stats
 
 NAME = "slowdown"
 MODES = ("seq", "rand")
@@ -56,9 +56,7 @@ def _mean_latency(result, jobs: list[Job]) -> float:
 
 def run(ctx: RunContext) -> dict:
     s = ctx.settings
-    samples: dict[str, dict[str, list[float]]] = {
-        m: {k: [] for k in ("read_alone_ms", "read_with_writer_ms", "write_alone_ms", "write_with_reader_ms")}
-        for m in MODES}
+    samples: dict[str, dict[str, list[float]]] = {m: {k: [] for k in SAMPLES} for m in MODES}
     for rep in range(s.repeats):
         tag = f"(run {rep + 1}/{s.repeats})"
         for mode in MODES:
@@ -81,6 +79,13 @@ def run(ctx: RunContext) -> dict:
                     raise SmartioError(f"background streams {idle} did no I/O beside the measured ones; "
                                        "the measurement had no contention")
 
+    return _results(samples, {"streams": s.streams, "size_bytes": s.size_for(NAME), "bs": s.bs}, ctx.iowait())
+
+
+SAMPLES = ("read_alone_ms", "read_with_writer_ms", "write_alone_ms", "write_with_reader_ms")
+
+
+def _results(samples: dict[str, dict[str, list[float]]], head: dict, iowait_pct: dict) -> dict:
     detail, read_sd, write_sd = {}, {}, {}
     for mode in MODES:
         m = samples[mode]
@@ -92,5 +97,12 @@ def run(ctx: RunContext) -> dict:
         detail[mode]["efficiency"] = Stat.of(1 / r + 1 / w for r, w in zip(rs, ws, strict=True)).to_json()
         read_sd[mode] = detail[mode]["read_slowdown"]["mean"]
         write_sd[mode] = detail[mode]["write_slowdown"]["mean"]
-    return {"streams": s.streams, "size_bytes": s.size_for(NAME), "bs": s.bs,
-            "read_slowdown": read_sd, "write_slowdown": write_sd, "detail": detail, "iowait_pct": ctx.iowait()}
+    return {**head, "read_slowdown": read_sd, "write_slowdown": write_sd, "detail": detail, "iowait_pct": iowait_pct}
+
+
+def merge(results: list[dict]) -> dict:
+    """The results of runs of the same settings taken together, as one run of all their repeats would give them
+    (`smartio compare` runs each scheduler's repeats in turn with the others')."""
+    samples = {m: {k: [x for r in results for x in r["detail"][m][k]["values"]] for k in SAMPLES} for m in MODES}
+    head = {k: results[0][k] for k in ("streams", "size_bytes", "bs")}
+    return _results(samples, head, merge_stats([r["iowait_pct"] for r in results]))

@@ -162,3 +162,8 @@ def pooled_log_ci(estimates: Sequence[tuple[float, float]]) -> tuple[float, floa
     spread = math.fsum(wi * (y - mu) ** 2 for wi, y in zip(w, ys, strict=True)) / (k - 1)
     half = t95(k - 1) * math.sqrt(max(spread, 1.0) / math.fsum(w))
     return math.exp(mu), math.exp(mu - half), math.exp(mu + half), math.sqrt(tau2)
+
+
+def merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """One Stat (as JSON) over the values of several, as if they had been measured in one run."""
+    return Stat.of([x for s in stats for x in s["values"]]).to_json()
