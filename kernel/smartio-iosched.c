@@ -342,12 +342,10 @@ enum sio_dep {
  * Per-request state, kept in rq->elv.priv[0]: flag bits, then the class,
  * group and kind recorded when the request was first inserted, and the
  * request's slot in writes_out[] + 1 while it is a dispatched write, else 0.
- * The upper 32 bits hold the pid of the task that queued it (a write's
- * priv[1] no longer does). rq->elv.priv[1] is a write's owner: the
- * address_space of its first page when it was inserted (a key compared
- * with a waiting task's folio mapping, never dereferenced), or NULL; for a
- * read, the thread group (upper 32 bits) and pid (lower) of the task that
- * allocated it (sio_prepare_request(), in the submitter's context).
+ * The upper 32 bits hold the pid of the task that queued it.
+ * rq->elv.priv[1] holds the thread group (upper 32 bits) and pid (lower) of
+ * the task that allocated it (sio_prepare_request(), in the submitter's
+ * context).
  */
 #define SIO_RQ_OWNED		BIT(0)	/* inserted through this scheduler */
 #define SIO_RQ_QUEUED		BIT(1)	/* on a group FIFO, counted in queued[] */
@@ -695,8 +693,7 @@ static pid_t sio_rq_pid(struct request *rq)
 
 /*
  * The task that allocated @rq and its thread group, as sio_prepare_request()
- * left them in priv[1]: a read's until it is freed, a write's until its
- * owner replaces them at insertion.
+ * left them in priv[1].
  */
 static pid_t sio_alloc_pid(struct request *rq)
 {
@@ -2068,12 +2065,14 @@ static void sio_rq_set_out(struct request *rq, unsigned long slot)
 }
 
 /*
- * The owner of a write: the mapping of the folio of its first page (a page
- * under writeback, pinned by the bio), as a key only: the page where the
+ * The owner of a queued write: the mapping of the folio of its first page (a
+ * page under writeback, pinned by the bio), as a key only: the page where the
  * bio's iterator starts (a split or cloned bio starts inside its vector), and
  * its folio's mapping, since a large folio's tail pages carry none. A file's writeback goes out
  * in several requests, and ext4 ends the writeback of all their pages
- * together (one io_end), so a task waiting on one page waits for all.
+ * together (one io_end), so a task waiting on one page waits for all. Read
+ * when a hint asks (sio_boost_owner()), not at each insertion: the struct
+ * page is a cache miss on every write, and hints are rare.
  */
 static void *sio_owner(struct request *rq)
 {
@@ -2396,7 +2395,7 @@ static bool sio_boost_owner(struct sio_data *sd, const void *owner,
 	for (c = SIO_RT; c < SIO_NR_CLASSES; c++) {
 		list_for_each_entry_safe(rq, next, &sd->cls[c].fifo[SIO_G_ASYNC_WRITE],
 					 queuelist) {
-			if (rq->elv.priv[1] != owner)
+			if (sio_owner(rq) != owner)
 				continue;
 			found = true;
 			sio_boost_rq(sd, rq, dep);
@@ -2902,7 +2901,7 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 		flags = SIO_RQ_OWNED;
 		flags |= (unsigned long)sio_ioprio_class(req_get_ioprio(rq)) <<
 			 SIO_RQ_CLASS_SHIFT;
-		/* priv[1]: pid and thread group, from sio_prepare_request(), until a write's owner replaces them. */
+		/* priv[1]: pid and thread group, from sio_prepare_request() */
 		flags |= (unsigned long)sio_alloc_pid(rq) << SIO_RQ_PID_SHIFT;
 		sio_rq_set_flags(rq, flags);
 		sio_rq_stats(sd, rq)->inserted++;
@@ -2955,7 +2954,6 @@ static void sio_insert_request(struct sio_data *sd, struct request *rq,
 	rq->fifo_time = now;
 	if (dir == SIO_WRITE) {
 		sio_writer_seen(sd, sio_rq_pid(rq), now);
-		rq->elv.priv[1] = sio_owner(rq);
 	} else if (req_op(rq) == REQ_OP_READ) {	/* not zone management */
 		bool cached = sio_read_cached(rq);
 
