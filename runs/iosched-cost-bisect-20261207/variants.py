@@ -4,7 +4,9 @@ finish_request leaves no record), sio-bare-ins (that, and an insertion without t
 and owner bookkeeping and the hint retry), sio-bare (that, and a dispatch without the stream advance, the
 write slots and the write-alone sample, and no limit_depth), and dd-mod (6.1's own block/mq-deadline.c built out
 of tree, as a module instead of built in).
-Usage, from the repository: python3 runs/iosched-cost-bisect-20261207/variants.py OUTDIR"""
+Usage, from the repository: python3 runs/iosched-cost-bisect-20261207/variants.py OUTDIR [SOURCE]; the run's
+variants are of abb9336's module: git show abb9336:kernel/smartio-iosched.c > /tmp/abb9336.c, SOURCE /tmp/abb9336.c
+(the default, kernel/smartio-iosched.c, has changed since)."""
 import os
 import subprocess
 import sys
@@ -58,7 +60,7 @@ def build(d: Path, name: str, source: str, defs: str) -> None:
 
 def main() -> None:
     out = Path(sys.argv[1])
-    src = Path("kernel/smartio-iosched.c").read_text()
+    src = Path(sys.argv[2] if len(sys.argv) > 2 else "kernel/smartio-iosched.c").read_text()
     assert src.count(SELECT_AT) == 1 and src.count(FINISH_AT) == 1, "kernel/smartio-iosched.c changed: adapt"
     src = src.replace(SELECT_AT, NOPOL + SELECT_AT.split("\n", 1)[1])
     src = src.replace(FINISH_AT, FINISH_AT + "#ifdef SIO_NOREC\n	return;\n#endif\n")
