@@ -133,6 +133,18 @@ def test_missing_run_and_unrestored_device_are_reported(tmp_path):
     assert report.verdicts(doc) == []      # one scheduler measured: nothing to decide between
 
 
+def test_a_scheduler_short_of_its_repeats_is_reported_missing_them(tmp_path):
+    """Interrupted between rounds, or with a repeat failed, a scheduler has fewer repeats than the plan: its figures
+    stay, and `missing` says how many it has, so a table never compares 2 repeats with 1 unsaid."""
+    out = tmp_path / "out"
+    shutil.copytree(DATA, out)
+    doc = assemble(dataclasses.replace(_plan(), repeats=2), out, profile=types.SimpleNamespace(record=lambda: {}),
+                   command="test", started="t", vm_result=None)
+    assert doc["missing"] == [f"{e} under {s}: 1 of 2 repeats" for s in ("mq-deadline", "smartio")
+                              for e in ("slowdown", "mixed")]
+    assert doc["results"]["smartio"]["read_slowdown"]["seq"] > 0
+
+
 def test_the_verdict_lines_name_only_what_the_intervals_decide():
     """One repeat decides nothing (the two-scheduler run); the recorded bench run's 8 repeats decide smartio:profile
     for the lowest read slowdown and the highest efficiency, seq and rand, over the four others."""
@@ -196,8 +208,9 @@ def test_repeats_run_apart_merge_into_the_document_of_one_run():
     repeats, as one run of them would have computed it, with an interval; the settings say how many repeats."""
     one = json.loads((DATA / "runs" / "smartio.slowdown.json").read_text())
     two = _scaled(one, 1.5)
-    merged = merge_runs([one, two], ["runs/smartio.slowdown.1.json", "runs/smartio.slowdown.2.json"])
+    merged = merge_runs([one, two], ["runs/smartio.slowdown.1.json", "runs/smartio.slowdown.2.json"], "smartio bench")
     assert merged["settings"]["repeats"] == 2 and merged["repeat_files"][1] == "runs/smartio.slowdown.2.json"
+    assert merged["command"] == "smartio bench"
     assert "id" not in merged and merged["finished"] == two["finished"]
     for mode in ("seq", "rand"):
         r1 = one["results"]["read_slowdown"][mode]
@@ -207,7 +220,7 @@ def test_repeats_run_apart_merge_into_the_document_of_one_run():
         assert merged["results"]["detail"][mode]["read_alone_ms"]["values"] == \
             2 * one["results"]["detail"][mode]["read_alone_ms"]["values"]
     mixed = json.loads((DATA / "runs" / "smartio.mixed.json").read_text())
-    m = merge_runs([mixed, _scaled(mixed, 3.0)], ["a", "b"])["results"]
+    m = merge_runs([mixed, _scaled(mixed, 3.0)], ["a", "b"], "c")["results"]
     for mode, by_mix in mixed["results"]["response_s"].items():
         for mix, t in by_mix.items():
             assert m["response_s"][mode][mix] == pytest.approx(2 * t, rel=1e-5)
@@ -216,7 +229,7 @@ def test_repeats_run_apart_merge_into_the_document_of_one_run():
     for d, t in ((a, 2.0), (b, 4.0)):
         d["results"]["io_time_sum_s"] = {mode: {mix: t for mix in by_mix}
                                          for mode, by_mix in mixed["results"]["response_s"].items()}
-    assert {t for by_mix in merge_runs([a, b], ["a", "b"])["results"]["io_time_sum_s"].values()
+    assert {t for by_mix in merge_runs([a, b], ["a", "b"], "c")["results"]["io_time_sum_s"].values()
             for t in by_mix.values()} == {3.0}
 
 

@@ -176,6 +176,9 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
                 missing.append(f"{exp} under {spec.label}")
                 continue
             d = json.loads(f.read_text())
+            planned, ran = plan.bench_settings(exp).repeats, d["settings"]["repeats"]
+            if ran < planned:       # interrupted, or a repeat failed: the tables must not hide the difference
+                missing.append(f"{exp} under {spec.label}: {ran} of {planned} repeats")
             runs.setdefault(spec.label, {})[exp] = d
             results.setdefault(spec.label, {}).update(summary(d))
     first = next((d for r in runs.values() for d in r.values()), None)
@@ -265,14 +268,15 @@ def rounds(plan: Plan) -> list[tuple[int, SchedulerSpec, str]]:
     return steps
 
 
-def merge_runs(docs: list[dict[str, Any]], files: list[str]) -> dict[str, Any]:
+def merge_runs(docs: list[dict[str, Any]], files: list[str], command: str) -> dict[str, Any]:
     """Bench documents of one experiment and scheduler, one repeat each, as one document of all their repeats: its
-    results as the experiment computes them from all the samples (REGISTRY[...].merge)."""
+    results as the experiment computes them from all the samples (REGISTRY[...].merge); `command`: the `smartio
+    bench` command of one run of them all."""
     from smartio.storebench import REGISTRY
 
     first = docs[0]
     return {**{k: v for k, v in first.items() if k not in ("fio_raw", "id")},     # id: the first repeat's, in its store
-            "finished": docs[-1]["finished"],
+            "command": command, "finished": docs[-1]["finished"],
             "settings": {**first["settings"], "repeats": sum(d["settings"]["repeats"] for d in docs)},
             "results": REGISTRY[first["experiment"]].merge([d["results"] for d in docs]),
             "repeat_files": files,
@@ -352,8 +356,13 @@ def main(argv: list[str]) -> int:
                 # repeat is left out (and the comparison fails).
                 files = done.setdefault((spec.label, exp), [])
                 files.append(name)
-                doc = merge_runs([json.loads((out / f).read_text()) for f in files], files)
-                (out / run_file(spec.label, exp)).write_text(json.dumps(doc, indent=2) + "\n")
+                try:
+                    doc = merge_runs([json.loads((out / f).read_text()) for f in files], files,
+                                     shlex.join(["smartio", "bench", exp, *plan.bench_args(exp)]))
+                    (out / run_file(spec.label, exp)).write_text(json.dumps(doc, indent=2) + "\n")
+                except Exception:       # a bug: reported as a failed run, and the comparison goes on
+                    traceback.print_exc()
+                    failed += 1
                 say(f"{exp} under {spec.label} done in {run['duration_s']:.0f} s (repeat {repeat}/{repeats})")
     finally:
         restore(dev, record["before"])
