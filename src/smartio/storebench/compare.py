@@ -111,21 +111,22 @@ class Plan(JsonPlan):
         args = ["--target", self.device, "--destroy-data"]
         if experiment == "slowdown":
             args += ["--streams", str(self.streams)]
-        args += ["--repeats", str(repeats or self.bench_settings(experiment).repeats),
-                 "--size", self.size_for(experiment)]
+        args += ["--repeats", str(repeats or self.repeats_for(experiment)), "--size", self.size_for(experiment)]
         if self.mixes is not None and experiment == "mixed":
             args += ["--mixes", self.mixes]
         return args
 
     def bench_settings(self, experiment: str, repeats: int | None = None) -> Settings:
         """The typed settings of `smartio bench EXPERIMENT bench_args(EXPERIMENT, repeats)`."""
-        if repeats is None:
-            repeats = (self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None
-                       else self.repeats_used)
         extra: dict[str, Any] = {"streams": self.streams} if experiment == "slowdown" else {}
         if self.mixes is not None and experiment == "mixed":
             extra["mixes"] = parse_mixes(self.mixes)
-        return Settings(repeats=repeats, size=parse_size("--size", self.size_for(experiment)), **extra)
+        return Settings(repeats=repeats or self.repeats_for(experiment),
+                        size=parse_size("--size", self.size_for(experiment)), **extra)
+
+    def repeats_for(self, experiment: str) -> int:
+        """The plan's repeats of `experiment`: the mixed workload's own if given, else --repeats or its default."""
+        return self.mixed_repeats if experiment == "mixed" and self.mixed_repeats is not None else self.repeats_used
 
     @property
     def repeats_used(self) -> int:
@@ -176,7 +177,7 @@ def assemble(plan: Plan, guest_out: Path, *, profile: Any, command: str, started
                 missing.append(f"{exp} under {spec.label}")
                 continue
             d = json.loads(f.read_text())
-            planned, ran = plan.bench_settings(exp).repeats, d["settings"]["repeats"]
+            planned, ran = plan.repeats_for(exp), d["settings"]["repeats"]
             if ran < planned:       # interrupted, or a repeat failed: the tables must not hide the difference
                 missing.append(f"{exp} under {spec.label}: {ran} of {planned} repeats")
             runs.setdefault(spec.label, {})[exp] = d
@@ -258,13 +259,12 @@ def repeat_file(label: str, experiment: str, repeat: int) -> str:
 
 
 def rounds(plan: Plan) -> list[tuple[int, SchedulerSpec, str]]:
-    """(repeat, scheduler, experiment) in the order they run: round r holds every scheduler's repeat r (of each
-    experiment that has that many), in the plan's order in even rounds and reversed in odd ones."""
+    """(repeat, scheduler, experiment) in the order they run: round n holds every scheduler's repeat n (of each
+    experiment that has that many), in the plan's order in rounds 1, 3, ... and reversed in rounds 2, 4, ..."""
     steps = []
-    for r in range(max(plan.bench_settings(exp).repeats for exp in plan.experiments)):
-        order = plan.schedulers if r % 2 == 0 else tuple(reversed(plan.schedulers))
-        steps += [(r + 1, spec, exp) for spec in order for exp in plan.experiments
-                  if r < plan.bench_settings(exp).repeats]
+    for n in range(1, max(plan.repeats_for(exp) for exp in plan.experiments) + 1):
+        order = plan.schedulers if n % 2 else tuple(reversed(plan.schedulers))
+        steps += [(n, spec, exp) for spec in order for exp in plan.experiments if n <= plan.repeats_for(exp)]
     return steps
 
 
@@ -323,7 +323,7 @@ def main(argv: list[str]) -> int:
     done: dict[tuple[str, str], list[str]] = {}
     try:
         for i, (repeat, spec, exp) in enumerate(steps, 1):
-            repeats = plan.bench_settings(exp).repeats
+            repeats = plan.repeats_for(exp)
             say(f"[{i}/{len(steps)}] {exp} under {spec.label}, repeat {repeat}/{repeats}")
             if spec.profiled and profiled is None:
                 switch(dev, SchedulerSpec(spec.name), plan.nr_requests)   # measured at the scheduler's defaults
@@ -342,8 +342,7 @@ def main(argv: list[str]) -> int:
             started = time.monotonic()
             rc = bench(exp, plan.bench_settings(exp, repeats=1),
                        Outputs(target=plan.device, destroy_data=True, json=str(out / name)), ["bench", *args])
-            run = {"scheduler": spec.label, "experiment": exp, "repeat": repeat, "file": name, "rc": rc,
-                   "state": state,
+            run = {"scheduler": spec.label, "experiment": exp, "repeat": repeat, "file": name, "rc": rc, "state": state,
                    "duration_s": round(time.monotonic() - started, 1), "command": cmd,
                    "counters": scheduler_counters(dev)}
             record["runs"].append(run)
