@@ -87,8 +87,13 @@ def test_timeout_kills_the_vm(tmp_path: Path) -> None:
 def test_a_hung_command_leaves_its_task_list_on_the_console(tmp_path: Path) -> None:
     """Shortly before the host's timeout PID 1 lists the guest's tasks with kernel stacks; the failure says where."""
     r = vm.run(["sh", "-c", "echo started; exec sleep 600"],
-               GuestSpec(disks=0, modules=[], timeout=150, artifacts=tmp_path / "art"), stream=None)
+               GuestSpec(disks=0, modules=[], timeout=90, artifacts=tmp_path / "art"), stream=None)
     assert r.timed_out and r.output_log.read_text() == "started\n", r.failure
+    # QEMU's monitor says where the vCPUs were, named with the kernel's System.map at the guest's KASLR offset: the
+    # guest only sleeps, so each is idle or in the kernel's idle path.
+    assert "; at the timeout vCPU 0 " in (r.failure or ""), r.failure
+    where = (r.artifacts_dir / "vcpus.txt").read_text()
+    assert where.count("vCPU ") == 2 and "0x" not in where.replace("+0x", ""), where
     dump = r.task_dump()
     assert dump, r.console_log.read_text()[-3000:]
     assert "the tasks still running, with kernel stacks" in (r.failure or "")

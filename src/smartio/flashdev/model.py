@@ -446,8 +446,21 @@ def pacing(results: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in policy.items() if v is not None}
 
 
+# alone(): (device, class, streams, ios, delays) -> mean latency. A policy's searches (best_read_first's grid, the
+# bench's references) ask for the same device's alone latencies once per point; run_streams is deterministic.
+_ALONE: dict[tuple[str, str, int, int, str], float] = {}
+
+
+def alone(dev: Device, cls: str, streams: int = 1, ios: int = 1500, completion_delay: Delays = ()) -> float:
+    """Mean latency (µs) of `streams` QD1 streams of `cls` with nothing beside them, under no policy."""
+    key = (repr(dev), cls, streams, ios, repr(completion_delay))
+    if key not in _ALONE:
+        _ALONE[key] = sum(run_streams(dev, [cls] * streams, ios=ios, completion_delay=completion_delay)) / streams
+    return _ALONE[key]
+
+
 def solo(dev: Device, cls: str, ios: int = 1500, completion_delay: Delays = ()) -> float:
-    return run_streams(dev, [cls], ios=ios, completion_delay=completion_delay)[0]
+    return alone(dev, cls, 1, ios, completion_delay)
 
 
 def speedup(dev: Device, cls: str, n: int, ios: int = 600) -> float:
@@ -463,9 +476,8 @@ def slowdown(dev: Device, mode: str, policy: Policy = Policy(), streams: int = 1
     r, w = ("seq_read", "seq_write") if mode == "seq" else ("rand_read", "rand_write")
     d = completion_delay
     lat = run_streams(dev, [r] * streams + [w] * streams, policy, ios=ios, completion_delay=d)
-    alone_r = sum(run_streams(dev, [r] * streams, ios=ios, completion_delay=d)) / streams
-    alone_w = sum(run_streams(dev, [w] * streams, ios=ios, completion_delay=d)) / streams
-    return sum(lat[:streams]) / streams / alone_r, sum(lat[streams:]) / streams / alone_w
+    return (sum(lat[:streams]) / streams / alone(dev, r, streams, ios, d),
+            sum(lat[streams:]) / streams / alone(dev, w, streams, ios, d))
 
 
 def best_read_first(dev: Device, mode: str, read_bound: float, write_bound: float, ios: int = 1500,

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from smartio.testbed.hosttasks import write_host_report
+from smartio.testbed.vcpus import Sampler
 
 # Lines the kernel prints when something went wrong; any of them fails the run even if the command succeeded.
 KERNEL_PROBLEM_RE = re.compile(
@@ -149,19 +150,21 @@ def boot_stall(console: str, parser: MarkerStream, waited_s: float) -> str | Non
 
 
 class ConsoleWatch:
-    """supervise()'s watch for a run: emulator_stall() on the console so far, then boot_stall(). `kind` says which
+    """supervise()'s watch for a run: emulator_stall() on the console so far, or the vCPUs' registers (`sampler`,
+    vcpus.int3_stall: the same stall when it silenced the console), then boot_stall(). `kind` says which
     stopped the boot ("emulator" or "boot"); a boot stall is described on the host (host_tasks) before QEMU stops,
     as a timeout is."""
 
-    def __init__(self, console_log: Path, parser: MarkerStream, host_report: Path | None = None) -> None:
-        self.console_log, self.parser, self.host_report = console_log, parser, host_report
+    def __init__(self, console_log: Path, parser: MarkerStream, host_report: Path | None = None,
+                 sampler: Sampler | None = None) -> None:
+        self.console_log, self.parser, self.host_report, self.sampler = console_log, parser, host_report, sampler
         self.started = time.monotonic()
         self.kind: str | None = None
 
     def __call__(self) -> str | None:
         try:
             console = self.console_log.read_text(errors="replace") if self.console_log.exists() else ""
-            if why := emulator_stall(console):
+            if (why := emulator_stall(console)) or (self.sampler is not None and (why := self.sampler.stall())):
                 self.kind = "emulator"
             elif why := boot_stall(console, self.parser, time.monotonic() - self.started):
                 self.kind = "boot"

@@ -109,6 +109,16 @@ class KernelRelease:
         return beside if not boot.exists() and beside.exists() else boot
 
     @property
+    def system_map(self) -> Path | None:
+        """The kernel's symbol table (names the vCPUs' addresses, testbed.vcpus): beside vmlinuz as the image ships
+        it, or the debug kernel's build tree's; None if there is none."""
+        for path in (self.vmlinuz.parent / f"System.map-{self.uname}", self.vmlinuz.parent / "System.map",
+                     self.build_dir / "System.map"):
+            if path.is_file():
+                return path
+        return None
+
+    @property
     def modules_dir(self) -> Path:
         """lib/modules/<uname> of the image; usr/lib/modules/<uname> from Debian 13 on (merged /usr)."""
         usr = self.dir / "image" / "usr" / "lib" / "modules" / self.uname

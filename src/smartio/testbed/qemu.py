@@ -81,6 +81,7 @@ class VmConfig:
     cpus: int = DEFAULT_CPUS
     memory_mib: int = 2048
     interactive: bool = False
+    monitor: Path | None = None   # a unix socket for QEMU's monitor (HMP): where the vCPUs are (testbed.vcpus)
 
 
 def command_line(cfg: VmConfig, qemu: str = QEMU) -> list[str]:
@@ -100,6 +101,8 @@ def command_line(cfg: VmConfig, qemu: str = QEMU) -> list[str]:
         cmd += ["-chardev", "stdio,id=cmd,signal=off,mux=on", "-serial", "chardev:cmd", "-mon", "chardev=cmd"]
     else:
         cmd += ["-chardev", "stdio,id=cmd,signal=off", "-serial", "chardev:cmd"]
+        if cfg.monitor is not None:
+            cmd += ["-monitor", f"unix:{cfg.monitor},server=on,wait=off"]
     for i, share in enumerate(cfg.shares):
         cmd += ["-chardev", f"socket,id=fs{i},path={share.socket}",
                 "-device", f"vhost-user-fs-pci,chardev=fs{i},tag={share.tag}"]

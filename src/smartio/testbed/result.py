@@ -11,6 +11,7 @@ from smartio.errors import SmartioError
 from smartio.testbed import qemu
 from smartio.testbed.console import TASK_DUMP_HINT, TASK_DUMP_START
 from smartio.testbed.hosttasks import HOST_TASKS
+from smartio.testbed.vcpus import VCPUS
 
 
 @dataclasses.dataclass
@@ -56,7 +57,7 @@ class VmResult:
             guest = TASK_DUMP_HINT if self.task_dump() else (" (no task list from the guest, due shortly before "
                                                              "the timeout: were its vCPUs stopped?)")
             return (f"the VM did not finish within {self.timeout_s:g} s (--timeout {self.timeout_s:g}) and was "
-                    f"killed{said}; {where}{guest}{self.host_summary()}")
+                    f"killed{said}; {where}{guest}{self.vcpus_summary()}{self.host_summary()}")
         if self.kernel_problems:
             more = f" (and {len(self.kernel_problems) - 1} more)" if len(self.kernel_problems) > 1 else ""
             return f"the guest kernel reported: {self.kernel_problems[0]}{more}; {where}"
@@ -66,6 +67,14 @@ class VmResult:
             qlog = qemu.tail(self.artifacts_dir / "qemu.log", 400)
             return f"the VM stopped before the command finished (QEMU exit {self.qemu_exit}: {qlog}); {where}"
         return None
+
+    def vcpus_summary(self) -> str:
+        """'; at the timeout vCPU 0 at f+0x10, vCPU 1 idle', or "" when QEMU's monitor did not say."""
+        try:
+            where = (self.artifacts_dir / VCPUS).read_text().strip()
+        except OSError:
+            return ""
+        return f"; at the timeout {where}" if where else ""
 
     def host_summary(self) -> str:
         """'; host side at the timeout: <summary>, see <file>', or "" when no host report was written."""

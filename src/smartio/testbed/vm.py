@@ -37,11 +37,12 @@ from typing import IO, Literal
 from smartio.errors import MissingToolError, NeedsRootError, SmartioError, UsageError
 from smartio.flashdev import Profile
 from smartio.outputs import write_whole
-from smartio.testbed import disks as disks_mod, guest, hostload, initramfs, kernelpkg, qemu
+from smartio.testbed import disks as disks_mod, guest, hostload, initramfs, kernelpkg, qemu, vcpus
 from smartio.testbed.console import STALL_REPORT_RE, ConsoleWatch, MarkerStream, find_kernel_problems
 from smartio.testbed.guest import GuestSpec
 from smartio.testbed.hosttasks import HOST_TASKS, write_host_report
 from smartio.testbed.result import VmResult
+from smartio.testbed.vcpus import VCPUS
 
 HOST_LOAD = hostload.FILE      # other work's share of the host's CPUs while the VM ran (smartio.testbed.hostload)
 WATCH_INTERVAL_S = 5.0    # how often supervise() looks at the console for a stalled vCPU
@@ -135,11 +136,12 @@ def _pump(src: IO[bytes], parser: MarkerStream, log: IO[bytes], stream: IO[bytes
 
 def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, output_log: Path, qemu_log: Path,
               stream: IO[bytes] | None, interactive: bool = False, host_report: Path | None = None,
-              watch: Callable[[], str | None] | None = None) -> tuple[int | None, bool, str | None]:
+              watch: Callable[[], str | None] | None = None,
+              at_timeout: Callable[[], None] | None = None) -> tuple[int | None, bool, str | None]:
     """Run QEMU (argv) to its end or the timeout, streaming the command's output; returns (exit, timed_out,
     stopped). `watch` is asked every WATCH_INTERVAL_S whether the run is beyond saving; if it says why, QEMU is
     stopped then and the reason returned as `stopped`. On a timeout the host's processes are described in
-    `host_report` (host_tasks) before QEMU is stopped."""
+    `host_report` (host_tasks) and `at_timeout` is called, before QEMU is stopped."""
     deadline = None if timeout is None else time.monotonic() + timeout
     with open(qemu_log, "wb") as qlog, open(output_log, "wb") as olog:
         if interactive:
@@ -165,11 +167,20 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
                 if deadline is not None and time.monotonic() >= deadline:
                     if host_report is not None:
                         write_host_report(host_report)
+                    if at_timeout is not None:
+                        at_timeout()
                     return None, True, None
         finally:
             qemu.stop(proc)
             if pump is not None:
                 pump.join(10)
+
+
+def _vcpus_report(sampler: vcpus.Sampler, path: Path) -> None:
+    """Where the vCPUs are at the timeout, named (VmResult.failure quotes it); nothing if the monitor is silent."""
+    with contextlib.suppress(OSError):
+        if where := sampler.now():
+            path.write_text(where + "\n")
 
 
 def _set_aside(art: Path, attempt: int) -> Path:
@@ -278,6 +289,9 @@ def _boot(command: Sequence[str], spec: GuestSpec, prep: Prepared, *, interactiv
         # PID 1 lists the guest's tasks on the console at this time, shortly before the host kills QEMU (guest
         # clock: the RTC).
         env = {**env, "SMARTIO_DUMP_AT": str(int(time.time() + timeout - min(60.0, timeout / 10)))}
+    symbols = vcpus.symbol_map(rel)
+    if symbols is None and not interactive:
+        env = {**env, "SMARTIO_KSYMS": "1"}     # this kernel's first boot here lists its symbols (vcpus)
     (art / "guest.env").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
     console_log = art / "console.log"
     output_log = art / "output.log"
@@ -297,21 +311,26 @@ def _boot(command: Sequence[str], spec: GuestSpec, prep: Prepared, *, interactiv
         for share in shares:
             log = stack.enter_context(open(art / f"virtiofsd-{share.tag}.log", "wb"))
             stack.enter_context(qemu.virtiofsd(share, log))
+        monitor = None if interactive else work / "monitor.sock"
         cfg = qemu.VmConfig(kernel=rel.vmlinuz, initrd=initrd, append=prep.append, console_log=console_log,
                             shares=tuple(shares), disks=tuple(backing), disk_transport=prep.transport, accel=accel,
-                            cpus=booted.cpus, memory_mib=spec.memory_mib, interactive=interactive)
+                            cpus=booted.cpus, memory_mib=spec.memory_mib, interactive=interactive, monitor=monitor)
         argv = qemu.command_line(cfg, prep.qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
         qemu_started = time.monotonic()
-        watch = None if interactive else ConsoleWatch(console_log, parser, art / HOST_TASKS)
+        sampler = None if monitor is None else vcpus.Sampler(monitor, art, symbols or art / vcpus.KALLSYMS)
+        watch = None if interactive else ConsoleWatch(console_log, parser, art / HOST_TASKS, sampler)
         interrupted = False
         try:
             qemu_exit, timed_out, stopped = supervise(
                 argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log",
-                stream=stream, interactive=interactive, host_report=art / HOST_TASKS, watch=watch)
+                stream=stream, interactive=interactive, host_report=art / HOST_TASKS, watch=watch,
+                at_timeout=None if sampler is None else lambda: _vcpus_report(sampler, art / VCPUS))
         except KeyboardInterrupt:   # Ctrl-C, SIGTERM (smartio.signals): supervise() stopped QEMU; run.json says
             # what ran, then the interrupt goes on
             interrupted, qemu_exit, timed_out, stopped = True, None, False, None
+    with contextlib.suppress(OSError):
+        vcpus.keep_symbols(art, rel)
     kind = watch.kind if watch is not None and stopped else None
     stall, hang = (stopped if kind == "emulator" else None), (stopped if kind == "boot" else None)
 

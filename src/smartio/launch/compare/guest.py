@@ -104,7 +104,7 @@ def _guest_main(argv: list[str]) -> int:
                 raise SmartioError(f"application {name}: {why}")
             app_argv, cwd = app.prepare()
             say(f"recording {name}: {' '.join(app_argv)}")
-            trace = record(app_argv, cwd, cold_residency=True)
+            trace = record(app_argv, cwd, cold_residency=True, say=lambda m, app=name: say(f"{app}: {m}"))
             tfile = out / TRACES_DIR / f"{name}.launch"
             say(f"installing {name} and laying out its trace on {DEVICE}")
             # Made once and left in place: the filesystem is made afresh at the next boot.
