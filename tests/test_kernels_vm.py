@@ -93,7 +93,7 @@ def portable_phases(tmp_path: Path, ko: Path, flavour: str) -> list[Phase]:
     debug_only = [head_insert_phase(), fragmented_memory_phase()] if debug else []
     raw = raw_integrity_phase(tmp_path, ("tuned",)) if debug else raw_integrity_phase(tmp_path)
     return [raw, switching_phase(tmp_path), table_phase(), tunables_rmmod_phase(ko), held_write_phase(), *debug_only,
-            file_owner_phase(), ext4_fsync_phase(tmp_path)]
+            file_owner_phase(), ext4_fsync_phase(tmp_path, debug)]
 
 
 def test_boots_and_the_module_passes_its_portable_checks(
@@ -110,8 +110,10 @@ modprobe null_blk nr_devices=1 || fail "modprobe null_blk"
 [ -b /dev/nullb0 ] || fail "no /dev/nullb0"
 rmmod null_blk 2>/dev/null || true
 grep -q smartio $Q/scheduler || fail "smartio not offered: $(cat $Q/scheduler)"
-""" + "".join(f"echo phase {i} > $SMARTIO_OUT/phase\n{load}{p.script}" for i, p in enumerate(phases)) + """
+""" + "".join(f"echo phase {i} > $SMARTIO_OUT/phase\necho {i} $(date +%s) >> $SMARTIO_OUT/phase-starts\n{load}"
+              f"{p.script}" for i, p in enumerate(phases)) + """
 if grep -qw smartio_iosched /proc/modules; then fail "smartio_iosched still loaded"; fi
+echo end $(date +%s) >> $SMARTIO_OUT/phase-starts
 echo done > $SMARTIO_OUT/done
 """
     (tmp_path / "guest.sh").write_text(script)
@@ -130,5 +132,7 @@ echo done > $SMARTIO_OUT/done
         phase.check(r.out_dir)
     run = json.loads((r.artifacts_dir / "run.json").read_text())
     assert (run["kernel"], run["kernel_name"]) == (rel.uname, rel.kernel)
+    starts = [int(line.split()[1]) for line in (r.out_dir / "phase-starts").read_text().splitlines()]
+    took = ", ".join(f"{i}: {b - a} s" for i, (a, b) in enumerate(zip(starts, starts[1:], strict=False)))
     print(f"{rel.uname}: PID 1 after {run['pid1_after_s']} s, the command after {run['command_after_s']} s, "
-          f"{run['duration_s']} s in all ({r.accel})", file=sys.stderr)
+          f"{run['duration_s']} s in all ({r.accel}); each phase (portable_phases' order) {took}", file=sys.stderr)

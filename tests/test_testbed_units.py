@@ -758,6 +758,8 @@ def test_an_interrupted_boot_leaves_its_run_json(tmp_path: Path, monkeypatch: py
 class BootableRelease(FakeRelease):
     modules_dir: Path = Path("/nonexistent/modules")
     vmlinuz: Path = Path("/nonexistent/vmlinuz")
+    system_map: Path | None = None
+    dir: Path = Path("/nonexistent/kernel")
 
 
 def test_releases_from_debian_13_on_have_the_upstream_version_in_their_abi() -> None:
