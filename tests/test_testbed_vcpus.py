@@ -154,3 +154,15 @@ def test_a_real_qemu_monitor_answers(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_timeouts_failure_says_where_the_vcpus_were(tmp_path: Path) -> None:
+    from smartio.testbed.result import VmResult
+
+    result = VmResult(rc=None, artifacts_dir=tmp_path, console_log=tmp_path / "console.log",
+                      output_log=tmp_path / "o", out_dir=tmp_path, kernel="k", accel="tcg", duration_s=9.0,
+                      timeout_s=9.0, timed_out=True)
+    assert "vCPUs when" not in (result.failure or "")
+    (tmp_path / vcpus.VCPUS).write_text("vCPU 0 at exc_int3+0x10 (interrupts off), vCPU 1 idle\n")
+    assert ("; the vCPUs when it was stopped: vCPU 0 at exc_int3+0x10 (interrupts off), vCPU 1 idle"
+            in (result.failure or ""))

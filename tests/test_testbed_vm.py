@@ -91,7 +91,7 @@ def test_a_hung_command_leaves_its_task_list_on_the_console(tmp_path: Path) -> N
     assert r.timed_out and r.output_log.read_text() == "started\n", r.failure
     # QEMU's monitor says where the vCPUs were, named with the kernel's System.map at the guest's KASLR offset: the
     # guest only sleeps, so each is idle or in the kernel's idle path.
-    assert "; at the timeout vCPU 0 " in (r.failure or ""), r.failure
+    assert "; the vCPUs when it was stopped: vCPU 0 " in (r.failure or ""), r.failure
     where = (r.artifacts_dir / "vcpus.txt").read_text()
     assert where.count("vCPU ") == 2 and "0x" not in where.replace("+0x", ""), where
     dump = r.task_dump()

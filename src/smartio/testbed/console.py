@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from smartio.testbed.hosttasks import write_host_report
-from smartio.testbed.vcpus import Sampler
+from smartio.testbed.vcpus import VCPUS, Sampler
 
 # Lines the kernel prints when something went wrong; any of them fails the run even if the command succeeded.
 KERNEL_PROBLEM_RE = re.compile(
@@ -170,6 +170,8 @@ class ConsoleWatch:
                 self.kind = "boot"
                 if self.host_report is not None:
                     write_host_report(self.host_report)
+                if self.sampler is not None and (where := self.sampler.now()):
+                    (self.console_log.parent / VCPUS).write_text(where + "\n")
             return why
         except Exception:       # a watch that fails must not fail the run: the timeout still stands
             return None

@@ -50,7 +50,7 @@ class VmResult:
             return f"interrupted (Ctrl-C or SIGTERM) before the command finished; {where}"
         if self.stopped_early and self.rc is None:
             again = f" (as in {len(self.retried)} earlier boot(s))" if self.retried else ""
-            return f"the VM was stopped early: {self.stopped_early}{again}; {where}"
+            return f"the VM was stopped early: {self.stopped_early}{again}; {where}{self.vcpus_summary()}"
         if self.timed_out:
             said = f"; before that the guest kernel reported: {self.kernel_problems[0]}" if self.kernel_problems \
                 else ""
@@ -69,12 +69,13 @@ class VmResult:
         return None
 
     def vcpus_summary(self) -> str:
-        """'; at the timeout vCPU 0 at f+0x10, vCPU 1 idle', or "" when QEMU's monitor did not say."""
+        """'; the vCPUs when it was stopped: vCPU 0 at f+0x10, vCPU 1 idle', or "" when QEMU's monitor did not
+        say (vcpus.txt, written at a timeout or a hung boot)."""
         try:
             where = (self.artifacts_dir / VCPUS).read_text().strip()
         except OSError:
             return ""
-        return f"; at the timeout {where}" if where else ""
+        return f"; the vCPUs when it was stopped: {where}" if where else ""
 
     def host_summary(self) -> str:
         """'; host side at the timeout: <summary>, see <file>', or "" when no host report was written."""
