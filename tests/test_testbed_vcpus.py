@@ -24,6 +24,7 @@ SYSTEM_MAP = "\n".join([
     f"{LINKED + 0x1400:016x} T asm_exc_int3",
     f"{LINKED + 0x1600:016x} T smp_call_function_many_cond",
     f"{LINKED + 0x1800:016x} T default_idle",
+    f"{LINKED + 0x1880:016x} T error_entry",
     f"{LINKED + 0x1900:016x} D some_data",
 ]) + "\n"
 
@@ -61,8 +62,10 @@ def test_addresses_are_named_at_the_guests_kaslr_offset(syms: vcpus.Symbols, tmp
     assert syms.name(at(0)) == "_text+0x0"
     assert syms.name(LINKED + 0x1010) == f"{LINKED + 0x1010:#x}"      # below the text: not named
     assert "some_data" not in syms.names                                 # data symbols are not code
-    desc = vcpus.describe(vcpus.parse(registers((at(0x1604), 0x46, False), (at(0x1808), 0x246, True))), syms)
-    assert desc == "vCPU 0 at smp_call_function_many_cond+0x4 (interrupts off), vCPU 1 idle"
+    desc = vcpus.describe(vcpus.parse(registers((at(0x1604), 0x46, False), (at(0x1808), 0x246, True),
+                                                (0x7F0012345678, 0x246, False), (at(0x300000), 0x246, False))), syms)
+    assert desc == ("vCPU 0 at smp_call_function_many_cond+0x4 (interrupts off), vCPU 1 idle, vCPU 2 in user "
+                    f"space, vCPU 3 at {at(0x300000):#x} (a module's or unnamed kernel code)")
     # Debian's System.map is a stub: no symbols, addresses in hex.
     (tmp_path / "stub").write_text("ffffffffffffffff B The real System.map is in the linux-image-<v>-dbg package\n")
     assert vcpus.Symbols(tmp_path / "stub", text=at(0)).name(at(0x1010)) == f"{at(0x1010):#x}"
@@ -89,6 +92,12 @@ def test_a_vcpu_trapping_on_a_stale_breakpoint_is_told_from_busy_and_idle_ones(s
     # In the handler, but from two different places between: two breakpoints hit, the kernel working.
     assert vcpus.int3_stall([sample(at(0x1010), False), sample(at(0x104), False), sample(at(0x408), False)],
                             syms) is None
+    # Only the entry code every trap and NMI passes through (a guest's own spin, with RCU's NMIs): not the handler.
+    assert vcpus.int3_stall([sample(at(0x1884), False), sample(at(0x1604), False), sample(at(0x1890), False)],
+                            syms) is None
+    # Once in the handler and twice at one place with interrupts off: a spin a kprobe hit once, not a stall.
+    assert vcpus.int3_stall([sample(at(0x1010), False), sample(at(0x1604), False), sample(at(0x1604), False)],
+                            syms) is None
     # Without symbols nothing is judged.
     assert vcpus.int3_stall(stuck, vcpus.Symbols(None)) is None
 
@@ -106,11 +115,25 @@ def test_the_console_watch_stops_a_run_on_the_registers_stall(tmp_path: Path, sy
             self.samples = [*self.samples[-2:], got]
             return got
 
-    watch = ConsoleWatch(tmp_path / "console.log", MarkerStream("0" * 16), None,
-                         Fake(tmp_path / "mon.sock", tmp_path, tmp_path / "System.map", interval=0.0))
+    console = tmp_path / "console.log"
+    console.write_text("[    4.5] smartio-init: loaded smartio-iosched.ko\n")
+    watch = ConsoleWatch(console, MarkerStream("0" * 16), None,
+                         Fake(tmp_path / "mon.sock", tmp_path, tmp_path / "System.map", interval=0.0,
+                              console=console))
     assert watch() is None and watch() is None and watch.kind is None
     why = watch()
     assert why is not None and "stale translation" in why and watch.kind == "emulator"
+    # The same registers while the console still grows: not judged (a console that speaks is emulator_stall's).
+    answers = iter([registers((at(0x1010), 0x46, False), (at(0x1808), 0x246, True))] * 2
+                   + [registers((at(0x104), 0x46, False), (at(0x1808), 0x246, True))])
+    watch = ConsoleWatch(console, MarkerStream("0" * 16), None,
+                         Fake(tmp_path / "mon.sock", tmp_path, tmp_path / "System.map", interval=0.0,
+                              console=console))
+    for _ in range(3):
+        assert watch() is None
+        with console.open("a") as f:
+            f.write("[   30.0] some line\n")
+    assert watch.kind is None
 
 
 def test_the_kernels_first_boot_lists_its_symbols_for_the_cache(tmp_path: Path, monkeypatch) -> None:

@@ -77,9 +77,11 @@ mount -t virtiofs artifacts "$art" || die "cannot mount the artifacts share"
 . "$art/guest.env" || die "cannot read guest.env"
 # Where the kernel's text is (KASLR), and once per kernel its text symbols (Debian ships no System.map): the host
 # names the vCPUs' addresses with them (smartio.testbed.vcpus).
-sed -n '/ _text$/{s/ .*//p;q}' /proc/kallsyms >"$art/kernel-text"
+sed -n '/ _text$/{s/ .*//p;q}' /proc/kallsyms >"$art/kernel-text.part" &&
+	mv "$art/kernel-text.part" "$art/kernel-text"
 if [ -n "$SMARTIO_KSYMS" ]; then
-	sed -n '/^[0-9a-f]* [tTwW] [^ ]*$/p' /proc/kallsyms >"$art/kallsyms.part" && mv "$art/kallsyms.part" "$art/kallsyms"
+	sed -n '/^[0-9a-f]* [tTwW] [^ 	]*$/p' /proc/kallsyms >"$art/kallsyms.part" &&
+		mv "$art/kallsyms.part" "$art/kallsyms"
 fi
 mount -t virtiofs -o ro root /host || die "cannot mount the host root share"
 mount -t tmpfs -o mode=0755 rw /rw && mkdir /rw/upper /rw/work

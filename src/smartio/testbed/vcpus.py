@@ -23,13 +23,18 @@ CPU_RE = re.compile(r"^CPU#(\d+)\s*$", re.M)
 RIP_RE = re.compile(r"RIP=([0-9a-f]{16}) RFL=([0-9a-f]{8})[^\n]*?HLT=(\d)")
 IF_FLAG = 0x200
 PROMPT = b"(qemu) "
-# The int3 path of a trap on a breakpoint the kernel no longer finds (arch/x86/kernel/traps.c, alternative.c,
-# kprobes): a vCPU found here, interrupts off, in every sample of STALL_SAMPLES over STALL_SAMPLES x the sampling
-# interval is running a stale translation; a real breakpoint's trap takes microseconds.
-INT3_PATH = ("asm_exc_int3", "exc_int3", "do_int3", "poke_int3_handler", "kprobe_int3_handler",
-             "irqentry_nmi_enter", "irqentry_nmi_exit", "irqentry_enter", "irqentry_exit", "error_entry",
-             "error_return", "paranoid_entry", "paranoid_exit", "restore_regs_and_return_to_kernel", "native_iret",
-             "asm_exc_debug", "ftrace_int3_handler", "notify_die", "atomic_notifier_call_chain")
+# The int3 handler proper (arch/x86/kernel/traps.c, alternative.c, kprobes) and the entry code every trap passes
+# through on its way in and out: a vCPU in this path with interrupts off in at least STALL_IN_PATH of STALL_SAMPLES
+# samples, at least one of them in the handler proper, and otherwise only at the one instruction it traps on, over
+# STALL_SAMPLES x the sampling interval with the console silent, is running a stale translation; a real
+# breakpoint's trap takes microseconds.
+INT3_HANDLER = ("asm_exc_int3", "exc_int3", "do_int3", "poke_int3_handler", "kprobe_int3_handler",
+                "ftrace_int3_handler")
+INT3_PATH = (*INT3_HANDLER, "irqentry_nmi_enter", "irqentry_nmi_exit", "irqentry_enter", "irqentry_exit",
+             "error_entry", "error_return", "paranoid_entry", "paranoid_exit", "restore_regs_and_return_to_kernel",
+             "native_iret", "native_irq_return_iret", "notify_die", "atomic_notifier_call_chain")
+STALL_IN_PATH = 2
+KERNEL_SPACE = 1 << 63
 STALL_SAMPLES = 3
 VCPUS = "vcpus.txt"     # in the artifacts: where the vCPUs were at the timeout
 
@@ -124,11 +129,15 @@ def symbol_map(rel: KernelRelease) -> Path | None:
 def keep_symbols(art: Path, rel: KernelRelease) -> None:
     """Moves the text symbols a boot listed (<artifacts>/kallsyms) into the kernel's cache, whole or not at all."""
     listed = art / KALLSYMS
+    (art / f"{KALLSYMS}.part").unlink(missing_ok=True)      # a guest stopped while it listed them
     if listed.is_file():
         if len(Symbols(listed).addrs) >= USABLE_SYMBOLS and symbol_map(rel) is None:
             tmp = rel.dir / f".{KALLSYMS}.{os.getpid()}"
-            shutil.copyfile(listed, tmp)
-            os.replace(tmp, rel.dir / KALLSYMS)
+            try:
+                shutil.copyfile(listed, tmp)
+                os.replace(tmp, rel.dir / KALLSYMS)
+            finally:
+                tmp.unlink(missing_ok=True)
         listed.unlink()
 
 
@@ -141,13 +150,19 @@ def guest_text(art: Path) -> int | None:
 
 
 def describe(vcpus: list[Vcpu], syms: Symbols) -> str:
-    """'vCPU 0 at exc_int3+0x1e (interrupts off), vCPU 1 idle'."""
+    """'vCPU 0 at exc_int3+0x1e (interrupts off), vCPU 1 idle, vCPU 2 in user space'."""
     parts = []
     for v in vcpus:
         if v.halted:
             parts.append(f"vCPU {v.cpu} idle")
+            continue
+        if v.rip < KERNEL_SPACE:
+            where = "in user space"
+        elif (name := syms.name(v.rip)).startswith("0x"):
+            where = f"at {name} (a module's or unnamed kernel code)" if syms.addrs else f"at {name}"
         else:
-            parts.append(f"vCPU {v.cpu} at {syms.name(v.rip)}{'' if v.interrupts else ' (interrupts off)'}")
+            where = f"at {name}"
+        parts.append(f"vCPU {v.cpu} {where}{'' if v.interrupts else ' (interrupts off)'}")
     return ", ".join(parts)
 
 
@@ -158,13 +173,13 @@ def int3_stall(samples: list[list[Vcpu]], syms: Symbols) -> str | None:
     last = samples[-STALL_SAMPLES:]
     for v in last[-1]:
         seen = [next((w for w in s if w.cpu == v.cpu), None) for s in last]
-        if any(w is None or w.halted or w.interrupts or w.rip < (1 << 63) for w in seen):
+        if any(w is None or w.halted or w.interrupts or w.rip < KERNEL_SPACE for w in seen):
             continue
         funcs = [syms.function(w.rip) for w in seen if w is not None]
         in_path = [f in INT3_PATH for f in funcs]
-        # Either in the handler's path each time, or back at the one instruction it traps on in between.
+        # In the handler's path, or back at the one instruction it traps on in between.
         at = {w.rip for w, inside in zip(seen, in_path, strict=True) if w is not None and not inside}
-        if any(in_path) and len(at) <= 1:
+        if sum(in_path) >= STALL_IN_PATH and any(f in INT3_HANDLER for f in funcs) and len(at) <= 1:
             where = f" trapping at {syms.name(next(iter(at)))}" if at else ""
             return (f"vCPU {v.cpu} stayed in the breakpoint handler with interrupts off over {len(last)} samples "
                     f"({', '.join(dict.fromkeys(funcs))}){where}: QEMU's TCG kept running a stale translation of "
@@ -175,17 +190,21 @@ def int3_stall(samples: list[list[Vcpu]], syms: Symbols) -> str | None:
 class Sampler:
     """The vCPUs' places every `interval` s (at most) while a run goes on; `stall()` asks int3_stall of them."""
 
-    def __init__(self, monitor: Path, art: Path, system_map: Path | None, interval: float = 10.0) -> None:
+    def __init__(self, monitor: Path, art: Path, system_map: Path | None, interval: float = 10.0,
+                 console: Path | None = None) -> None:
         self.monitor, self.art, self.system_map, self.interval = monitor, art, system_map, interval
+        self.console = console          # judged only while it does not grow (a noisy one is emulator_stall's)
         self.samples: list[list[Vcpu]] = []
+        self.console_sizes: list[int] = []
         self._syms: Symbols | None = None
         self._last = 0.0
 
     def symbols(self) -> Symbols:
+        """The kernel's symbols at the guest's offset; none (addresses in hex) until PID 1 wrote the offset."""
         if self._syms is None or len(self._syms.addrs) < USABLE_SYMBOLS:
             text = guest_text(self.art)
-            if text is None and self._syms is not None:
-                return self._syms
+            if text is None:
+                return Symbols(None)
             self._syms = Symbols(self.system_map, text)
         return self._syms
 
@@ -202,7 +221,11 @@ class Sampler:
         if now - self._last < self.interval:
             return None
         self._last = now
-        if self.sample() is None or guest_text(self.art) is None:
+        if self.sample() is None:
+            return None
+        size = self.console.stat().st_size if self.console is not None and self.console.exists() else 0
+        self.console_sizes = [*self.console_sizes[-(STALL_SAMPLES - 1):], size]
+        if guest_text(self.art) is None or len(set(self.console_sizes)) > 1:
             return None
         return int3_stall(self.samples, self.symbols())
 

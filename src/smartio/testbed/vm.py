@@ -178,7 +178,7 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
 
 def _vcpus_report(sampler: vcpus.Sampler, path: Path) -> None:
     """Where the vCPUs are at the timeout, named (VmResult.failure quotes it); nothing if the monitor is silent."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(Exception):      # a report that fails must not lose the run's run.json
         if where := sampler.now():
             path.write_text(where + "\n")
 
@@ -318,7 +318,8 @@ def _boot(command: Sequence[str], spec: GuestSpec, prep: Prepared, *, interactiv
         argv = qemu.command_line(cfg, prep.qemu_bin)
         (art / "qemu-cmdline").write_text(shlex.join(argv) + "\n")
         qemu_started = time.monotonic()
-        sampler = None if monitor is None else vcpus.Sampler(monitor, art, symbols or art / vcpus.KALLSYMS)
+        sampler = None if monitor is None else vcpus.Sampler(monitor, art, symbols or art / vcpus.KALLSYMS,
+                                                              console=console_log)
         watch = None if interactive else ConsoleWatch(console_log, parser, art / HOST_TASKS, sampler)
         interrupted = False
         try:
