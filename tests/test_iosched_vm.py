@@ -384,13 +384,10 @@ def check_file_owner(out: Path) -> None:
     assert st.rows["qasio_file"]["boosted_with_file"] >= 2, st.rows
 
 
-def ext4_fsync_phase(tmp_path: Path, debug: bool = False) -> Phase:
-    """ext4 under fsyncs, file churn and discards, pacing at its extremes; fio verify from a fresh mount, e2fsck.
-    A debug kernel's guest, four times slower, writes a quarter of the bulk file: every path is still taken."""
-    jobs = [dataclasses.replace(j, size_mb=j.size_mb // 4) if debug and j.name == "bulk-seqwrite" else j
-            for j in EXT4_JOBS]
-    (tmp_path / "ext4.fio").write_text(job_file(EXT4_GLOBAL, jobs))
-    (tmp_path / "ext4-verify.fio").write_text(job_file(EXT4_GLOBAL, jobs, verify_only=True))
+def ext4_fsync_phase(tmp_path: Path) -> Phase:
+    """ext4 under fsyncs, file churn and discards, pacing at its extremes; fio verify from a fresh mount, e2fsck."""
+    (tmp_path / "ext4.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS))
+    (tmp_path / "ext4-verify.fio").write_text(job_file(EXT4_GLOBAL, EXT4_JOBS, verify_only=True))
     script = f"""
 use smartio
 mkfs.ext4 -q -F /dev/vda

@@ -93,7 +93,7 @@ def portable_phases(tmp_path: Path, ko: Path, flavour: str) -> list[Phase]:
     debug_only = [head_insert_phase(), fragmented_memory_phase()] if debug else []
     raw = raw_integrity_phase(tmp_path, ("tuned",)) if debug else raw_integrity_phase(tmp_path)
     return [raw, switching_phase(tmp_path), table_phase(), tunables_rmmod_phase(ko), held_write_phase(), *debug_only,
-            file_owner_phase(), ext4_fsync_phase(tmp_path, debug)]
+            file_owner_phase(), ext4_fsync_phase(tmp_path)]
 
 
 def test_boots_and_the_module_passes_its_portable_checks(
