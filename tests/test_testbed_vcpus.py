@@ -72,6 +72,11 @@ def test_addresses_are_named_at_the_guests_kaslr_offset(syms: vcpus.Symbols, tmp
     assert vcpus.guest_text(tmp_path) is None
     (tmp_path / "kernel-text").write_text(f"{at(0):016x}\n")
     assert vcpus.guest_text(tmp_path) == at(0)
+    # Hidden addresses (kptr_restrict) are no offset and no symbols.
+    (tmp_path / "kernel-text").write_text(f"{0:016x}\n")
+    assert vcpus.guest_text(tmp_path) is None
+    (tmp_path / "hidden").write_text("".join(f"{0:016x} T f{i}\n" for i in range(2000)))
+    assert vcpus.Symbols(tmp_path / "hidden").addrs == []
 
 
 def test_a_vcpu_trapping_on_a_stale_breakpoint_is_told_from_busy_and_idle_ones(syms: vcpus.Symbols) -> None:

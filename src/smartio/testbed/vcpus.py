@@ -93,7 +93,8 @@ class Symbols:
         pairs = []
         for line in lines:
             parts = line.split()
-            if len(parts) == 3 and parts[1] in "tTwW":
+            # Addresses of 0: a kallsyms read without the right to see them (kptr_restrict).
+            if len(parts) == 3 and parts[1] in "tTwW" and int(parts[0], 16):
                 pairs.append((int(parts[0], 16), parts[2]))
                 if parts[2] == "_text":
                     linked_text = int(parts[0], 16)
@@ -144,7 +145,7 @@ def keep_symbols(art: Path, rel: KernelRelease) -> None:
 def guest_text(art: Path) -> int | None:
     """The _text address the guest's PID 1 wrote to <artifacts>/kernel-text (KASLR), or None."""
     try:
-        return int((art / "kernel-text").read_text().split()[0], 16)
+        return int((art / "kernel-text").read_text().split()[0], 16) or None     # 0: hidden (kptr_restrict)
     except (OSError, ValueError, IndexError):
         return None
 
