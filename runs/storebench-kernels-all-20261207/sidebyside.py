@@ -2,30 +2,33 @@
 summary.json this run keeps): read and write slowdown and efficiency with 95 % intervals (log-t), where a figure
 moves between the kernels (6.12 over 6.1, Welch's t on the logs: moved when its interval leaves 1), and smartio's
 defaults over its profiled tunables (issue 49: within 5 %). Usage: python3 sidebyside.py [COMPARE_6.1 COMPARE_6.12]
-or python3 sidebyside.py summary.json (scipy: the project's .venv)."""
+or python3 sidebyside.py summary.json (the project's .venv: smartio's stats and scipy)."""
 import json
 import math
 import statistics as st
 import sys
 
-from scipy import stats
+from smartio.storebench.stats import Stat, log_ratio_ci
 
 KINDS = ("read_slowdown", "write_slowdown", "efficiency")
 KERNELS = ("6.1", "6.12")
 
 
+def gmean(v: list[float]) -> float:
+    return math.exp(st.mean(math.log(x) for x in v))
+
+
 def ci(v: list[float]) -> tuple[float, float, float]:
-    lg = [math.log(x) for x in v]
-    m, h = st.mean(lg), stats.t.ppf(.975, len(lg) - 1) * st.stdev(lg) / math.sqrt(len(lg))
-    return math.exp(m), math.exp(m - h), math.exp(m + h)
+    """Geometric mean and the log-t interval (smartio.storebench.stats) of the repeats."""
+    s = Stat.of(v)
+    return gmean(v), s.ci95_low, s.ci95_high
 
 
 def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
-    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
-    va, vb = st.variance(la) / len(la), st.variance(lb) / len(lb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
-    d, h = st.mean(la) - st.mean(lb), stats.t.ppf(.975, df) * math.sqrt(va + vb)
-    return math.exp(d), math.exp(d - h), math.exp(d + h)
+    """a over b: the ratio of geometric means and its interval (Welch's t on the logs, stats.log_ratio_ci)."""
+    interval = log_ratio_ci([(a, b)])
+    assert interval is not None, "fewer than 2 positive repeats"
+    return gmean(a) / gmean(b), *interval
 
 
 def summary(paths: list[str]) -> dict:
