@@ -49,21 +49,20 @@ class Vcpu:
 
 def ask(sock: Path, command: str = "info registers -a", timeout: float = 5.0) -> str:
     """One HMP command's output from the monitor at `sock` (QEMU's -monitor unix:...)."""
+    def until_prompt(s: socket.socket) -> bytes:
+        buf = b""
+        while not buf.endswith(PROMPT):
+            if not (chunk := s.recv(65536)):
+                raise OSError("the monitor closed the connection")
+            buf += chunk
+        return buf
+
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(timeout)
         s.connect(str(sock))
-        buf = b""
-        while not buf.endswith(PROMPT):
-            if not (chunk := s.recv(65536)):
-                raise OSError("the monitor closed the connection")
-            buf += chunk
+        until_prompt(s)                 # the banner
         s.sendall(command.encode() + b"\n")
-        buf = b""
-        while not buf.endswith(PROMPT):
-            if not (chunk := s.recv(65536)):
-                raise OSError("the monitor closed the connection")
-            buf += chunk
-    return buf.decode(errors="replace")
+        return until_prompt(s).decode(errors="replace")
 
 
 def parse(text: str) -> list[Vcpu]:
