@@ -170,8 +170,8 @@ class ConsoleWatch:
                 self.kind = "boot"
                 if self.host_report is not None:
                     write_host_report(self.host_report)
-                if self.sampler is not None and (where := self.sampler.now()):
-                    (self.console_log.parent / VCPUS).write_text(where + "\n")
+                if self.sampler is not None:
+                    self.sampler.report(self.console_log.parent / VCPUS)
             return why
         except Exception:       # a watch that fails must not fail the run: the timeout still stands
             return None

@@ -233,3 +233,12 @@ class Sampler:
         """Where the vCPUs are at this moment, named; None if the monitor does not answer."""
         vcpus = self.sample()
         return describe(vcpus, self.symbols()) if vcpus else None
+
+    def report(self, path: Path) -> None:
+        """Writes now() to `path` (VCPUS, which VmResult.failure quotes) when a run is stopped; never raises: the
+        run's own files must still be written."""
+        try:
+            if where := self.now():
+                path.write_text(where + "\n")
+        except Exception:       # noqa: BLE001
+            pass

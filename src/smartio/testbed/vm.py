@@ -176,13 +176,6 @@ def supervise(argv: list[str], *, timeout: float | None, parser: MarkerStream, o
                 pump.join(10)
 
 
-def _vcpus_report(sampler: vcpus.Sampler, path: Path) -> None:
-    """Where the vCPUs are at the timeout, named (VmResult.failure quotes it); nothing if the monitor is silent."""
-    with contextlib.suppress(Exception):      # a report that fails must not lose the run's run.json
-        if where := sampler.now():
-            path.write_text(where + "\n")
-
-
 def _set_aside(art: Path, attempt: int) -> Path:
     """Moves what a stopped boot left in `art` (all but the command's description) to art/stalled-<attempt>/."""
     keep = {"command", "command.sh", "modules"}
@@ -326,7 +319,7 @@ def _boot(command: Sequence[str], spec: GuestSpec, prep: Prepared, *, interactiv
             qemu_exit, timed_out, stopped = supervise(
                 argv, timeout=timeout, parser=parser, output_log=output_log, qemu_log=art / "qemu.log",
                 stream=stream, interactive=interactive, host_report=art / HOST_TASKS, watch=watch,
-                at_timeout=None if sampler is None else lambda: _vcpus_report(sampler, art / VCPUS))
+                at_timeout=None if sampler is None else lambda: sampler.report(art / VCPUS))
         except KeyboardInterrupt:   # Ctrl-C, SIGTERM (smartio.signals): supervise() stopped QEMU; run.json says
             # what ran, then the interrupt goes on
             interrupted, qemu_exit, timed_out, stopped = True, None, False, None
