@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import os
 import re
-import shutil
 import socket
 import time
 from pathlib import Path
 
+from smartio.outputs import write_whole
 from smartio.testbed.kernelrelease import KernelRelease
 
 CPU_RE = re.compile(r"^CPU#(\d+)\s*$", re.M)
@@ -132,12 +131,7 @@ def keep_symbols(art: Path, rel: KernelRelease) -> None:
     (art / f"{KALLSYMS}.part").unlink(missing_ok=True)      # a guest stopped while it listed them
     if listed.is_file():
         if len(Symbols(listed).addrs) >= USABLE_SYMBOLS and symbol_map(rel) is None:
-            tmp = rel.dir / f".{KALLSYMS}.{os.getpid()}"
-            try:
-                shutil.copyfile(listed, tmp)
-                os.replace(tmp, rel.dir / KALLSYMS)
-            finally:
-                tmp.unlink(missing_ok=True)
+            write_whole(rel.dir / KALLSYMS, listed.read_text())
         listed.unlink()
 
 
