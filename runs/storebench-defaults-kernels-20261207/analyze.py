@@ -1,29 +1,14 @@
 """1R1W under smartio at its defaults and under smartio:profile, per kernel, from each run's compare.json (or the
 summary.json this run keeps): read / write slowdown and efficiency with 95 % intervals, the defaults' efficiency
 over the profiler's (Welch's t on the logs), and whether seq reaches the model's point (read <= 1.72 with write
-<= 1.51, each decided by its interval). Usage: python3 analyze.py [summary.json] (scipy: the project's .venv)."""
+<= 1.51, each decided by its interval). Usage: python3 analyze.py [summary.json] (the project's .venv; the
+intervals are those of ../storebench-kernels-all-20261207/sidebyside.py, from smartio.storebench.stats)."""
 import json
-import math
-import statistics as st
 import sys
+from pathlib import Path
 
-from scipy import stats
-
-KINDS = ("read_slowdown", "write_slowdown", "efficiency")
-
-
-def ci(v: list[float]) -> tuple[float, float, float]:
-    lg = [math.log(x) for x in v]
-    m, h = st.mean(lg), stats.t.ppf(.975, len(lg) - 1) * st.stdev(lg) / math.sqrt(len(lg))
-    return math.exp(m), math.exp(m - h), math.exp(m + h)
-
-
-def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
-    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
-    va, vb = st.variance(la) / len(la), st.variance(lb) / len(lb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
-    d, h = st.mean(la) - st.mean(lb), stats.t.ppf(.975, df) * math.sqrt(va + vb)
-    return math.exp(d), math.exp(d - h), math.exp(d + h)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "storebench-kernels-all-20261207"))
+from sidebyside import KINDS, ci, welch  # noqa: E402  (one copy of the intervals: smartio.storebench.stats)
 
 
 def verdict(lo: float, hi: float, bound: float) -> str:
