@@ -1091,8 +1091,9 @@ def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path
     (random direct reads at queue depth 64) beside a task that writes 4 MiB through the page cache and, once the
     flusher has queued its async writeback, fdatasyncs it. fdatasync waits on those writes, so they are boosted; with
     nothing bounding them they stayed queued for as long as the reader ran, and the task hung (hung_task_panic fails
-    the guest). The fdatasync comes a second after the writes because one dd with conv=fdatasync races the flusher:
-    on a slow host dd submits every write itself, as its own sync writes, and those are not boosted."""
+    the guest). The fdatasync comes once the flusher has a write queued, not with the writes (one dd with
+    conv=fdatasync) nor a fixed second later: a task's own sync writes are not boosted, and when the flusher had not
+    woken yet, fdatasync wrote the dirty pages itself and waited only on those."""
     if module_ko.flavour == kernelpkg.DEBUG:
         # Under TCG, lockdep and KASAN slow the guest so much that the reader completed 100 reads in the whole run:
         # its FIFO was never full and nothing was boosted, so the run could not test the bound.
@@ -1101,20 +1102,40 @@ def test_a_boosted_write_waits_no_longer_than_its_slice_behind_a_reader(tmp_path
 use smartio
 echo 128 > $Q/nr_requests
 echo 64 > $Q/max_sectors_kb    # 64 writes, one per slice: many still queued when fdatasync waits
-echo 1048576 > /proc/sys/vm/dirty_background_bytes    # the flusher writes back (async) while dd still writes
+echo 1048576 > /proc/sys/vm/dirty_background_bytes    # the flusher writes back (async) what dd leaves dirty
 echo 100 > /proc/sys/vm/dirty_writeback_centisecs
 fio --name=reader --filename=/dev/vda --rw=randread --direct=1 --ioengine=libaio --iodepth=64 --bs=4k \
     --offset=64m --size=64m --time_based --runtime=150 --output=$SMARTIO_OUT/reader.txt &
 READER=$!
-sleep 3
+# The last close of a block device writes its dirty pages back (sync_blockdev), in the closing task: had dd's close
+# been the last, dd would have written everything itself, as sync writes, before fdatasync came. The shell keeps it
+# open, and dd starts once the reader's reads are queued (fio can take seconds to open the device on a slow host).
+exec 3< /dev/vda
+_rw=0
+while :; do
+    RQ=0; while read _k _a _b; do case $_k in *_read) [ "$_a" = queued=0 ] || RQ=1;; esac; done < $D/inflight
+    [ $RQ = 0 ] || break
+    [ $_rw -lt 600 ] || fail "the reader queued no read in 60 s: $(cat $D/inflight)"
+    sleep 0.1; _rw=$((_rw + 1))
+done
 dd if=/dev/zero of=/dev/vda bs=64k count=64 2> $SMARTIO_OUT/dd.txt || fail "dd: $(cat $SMARTIO_OUT/dd.txt)"
-sleep 1
+# dd leaves the pages dirty and the flusher queues them on its own time (a 1 s wake-up, later on a slow host). Every
+# write queued now is the flusher's: wait until one is, so that fdatasync finds async writeback to wait on.
+_fw=0
+while :; do
+    QW=0; while read _k _a _b; do case $_k in *_write) [ "$_a" = queued=0 ] || QW=1;; esac; done < $D/inflight
+    [ $QW = 0 ] || break
+    [ $_fw -lt 600 ] || fail "the flusher queued no write in 60 s: $(cat $D/inflight $D/stats)"
+    sleep 0.1; _fw=$((_fw + 1))
+done
+echo $_fw > $SMARTIO_OUT/flusher-wait
 t0=$(date +%s)
 dd if=/dev/null of=/dev/vda count=0 conv=notrunc,fdatasync 2> $SMARTIO_OUT/sync.txt ||
     fail "fdatasync: $(cat $SMARTIO_OUT/sync.txt)"
 echo $(( $(date +%s) - t0 )) > $SMARTIO_OUT/dd-seconds
 kill -0 $READER || fail "the reader ended before dd did: the write was not tested beside it"
 kill -INT $READER; wait $READER || true
+exec 3<&-
 snap boost
 """
     r = run_guest(tmp_path, script, module_ko, profile="s5-emmc")
