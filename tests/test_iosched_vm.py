@@ -46,10 +46,16 @@ use() { echo "$1" > $Q/scheduler; grep -q "\[$1\]" $Q/scheduler ||
         fail "scheduler $1 not active: $(cat $Q/scheduler)"
         if [ "$1" = smartio ]; then for _p in $SIO_PINS; do
             if [ -e $Q/iosched/${_p%=*} ]; then echo ${_p#*=} > $Q/iosched/${_p%=*}; fi; done; fi; }
-# queued sets QD=1 when a request waits in smartio, else 0; held_wait polls it until one does (at most 5000 times).
-# Shell builtins only: a fork costs tens of ms under TCG.
-queued() { QD=0; while read _k _a _b; do [ "$_a" = queued=0 ] || QD=1; done < $D/inflight; }
+# queued [KINDS] sets QD=1 when a request waits in smartio (of the kinds the pattern KINDS matches, e.g. "*_read"),
+# else 0; held_wait polls it until one does (at most 5000 times). Shell builtins only: a fork costs tens of ms under
+# TCG. queued_wait KINDS WHAT polls every 0.1 s until one of KINDS waits, failing after 60 s ("WHAT queued nothing");
+# QW is how many tenths of a second it waited.
+queued() { QD=0; while read _k _a _b; do case $_k in ${1:-*}) [ "$_a" = queued=0 ] || QD=1;; esac
+           done < $D/inflight; }
 held_wait() { _hw=0; while queued; [ $QD = 0 ] && [ $_hw -lt 5000 ]; do _hw=$((_hw + 1)); done; }
+queued_wait() { QW=0; while queued "$1"; [ $QD = 0 ]; do
+                    [ $QW -lt 600 ] || fail "$2 queued nothing in 60 s: $(cat $D/inflight $D/stats)"
+                    sleep 0.1; QW=$((QW + 1)); done; }
 # pace US sets write_pace_us and reads it back: the tunable clamps what is above its most (1 s).
 pace() { echo $1 > $Q/iosched/write_pace_us; read _p < $Q/iosched/write_pace_us
          [ "$_p" = $1 ] || fail "write_pace_us is $_p, not $1"; }
@@ -1111,24 +1117,12 @@ READER=$!
 # been the last, dd would have written everything itself, as sync writes, before fdatasync came. The shell keeps it
 # open, and dd starts once the reader's reads are queued (fio can take seconds to open the device on a slow host).
 exec 3< /dev/vda
-_rw=0
-while :; do
-    RQ=0; while read _k _a _b; do case $_k in *_read) [ "$_a" = queued=0 ] || RQ=1;; esac; done < $D/inflight
-    [ $RQ = 0 ] || break
-    [ $_rw -lt 600 ] || fail "the reader queued no read in 60 s: $(cat $D/inflight)"
-    sleep 0.1; _rw=$((_rw + 1))
-done
+queued_wait "*_read" "the reader"
 dd if=/dev/zero of=/dev/vda bs=64k count=64 2> $SMARTIO_OUT/dd.txt || fail "dd: $(cat $SMARTIO_OUT/dd.txt)"
 # dd leaves the pages dirty and the flusher queues them on its own time (a 1 s wake-up, later on a slow host). Every
 # write queued now is the flusher's: wait until one is, so that fdatasync finds async writeback to wait on.
-_fw=0
-while :; do
-    QW=0; while read _k _a _b; do case $_k in *_write) [ "$_a" = queued=0 ] || QW=1;; esac; done < $D/inflight
-    [ $QW = 0 ] || break
-    [ $_fw -lt 600 ] || fail "the flusher queued no write in 60 s: $(cat $D/inflight $D/stats)"
-    sleep 0.1; _fw=$((_fw + 1))
-done
-echo $_fw > $SMARTIO_OUT/flusher-wait
+queued_wait "*_write" "the flusher"
+echo $QW > $SMARTIO_OUT/flusher-wait
 t0=$(date +%s)
 dd if=/dev/null of=/dev/vda count=0 conv=notrunc,fdatasync 2> $SMARTIO_OUT/sync.txt ||
     fail "fdatasync: $(cat $SMARTIO_OUT/sync.txt)"
